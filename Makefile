@@ -1,0 +1,44 @@
+# Two commands do all set-up: `make demo` (the main job) and `make test` (the tests).
+# Both create or update .venv at the repo root with pinned dependencies first.
+PYTHON ?= python3.11
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+STAMP  := $(VENV)/.installed
+export MLFLOW_DISABLE_TELEMETRY := true
+export DO_NOT_TRACK := 1
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: setup demo test test-all bench clean-cache ui
+
+setup: $(STAMP)
+
+$(STAMP): requirements.txt requirements-test.txt constraints.txt pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade "pip>=24"
+	$(PIP) install --quiet -c constraints.txt -r requirements.txt -r requirements-test.txt 2>&1 | { grep -v "is ignored: it is neither" || true; }
+	$(PIP) install --quiet --no-deps --no-build-isolation -e .
+	$(PY) -m ipykernel install --sys-prefix --name raglab --display-name "raglab (.venv)" >/dev/null
+	@touch $(STAMP)
+
+demo: setup
+	$(VENV)/bin/lab demo
+
+test: setup
+	$(PY) -m pytest -m "not slow" -q
+
+test-all: setup
+	$(PY) -m pytest -q
+
+bench: setup
+	$(PY) benchmarks/metrics_speed.py
+	$(PY) benchmarks/bm25_speed.py
+	$(PY) benchmarks/encode_speed.py
+
+ui: setup
+	$(VENV)/bin/mlflow ui --backend-store-uri sqlite:///mlruns/mlflow.db --default-artifact-root mlruns/artifacts --host 127.0.0.1 --port 5000 --workers 1
+
+clean-cache:
+	rm -rf .cache

@@ -1,0 +1,17 @@
+"""Errors that name the file, line and field, so a user can fix the input without a traceback."""
+from __future__ import annotations
+
+
+class LabError(Exception):
+    """Base error of raglab: printed by the CLI as one line, without a traceback."""
+
+
+class DataError(LabError):
+    def __init__(self, path, message: str, line: int | None = None, field: str | None = None, hint: str = ""):
+        self.path, self.line, self.field, self.message, self.hint = str(path), line, field, message, hint
+        where = self.path + (f", line {line}" if line is not None else "") + (f", field '{field}'" if field else "")
+        super().__init__(f"{where}: {message}" + (f" ({hint})" if hint else ""))
+
+
+class ConfigError(LabError):
+    pass

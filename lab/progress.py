@@ -1,0 +1,13 @@
+"""Progress bars: tqdm on anything that may take more than a few seconds; silent when disabled."""
+from __future__ import annotations
+
+import os
+import sys
+
+
+def progress(iterable, desc: str = "", total: int | None = None, enabled: bool = True, **kw):
+    if not enabled or os.environ.get("LAB_NO_PROGRESS"):
+        return iterable
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, desc=desc, total=total, file=sys.stderr, dynamic_ncols=True, mininterval=1.0, **kw)
