@@ -1,0 +1,304 @@
+"""BM25, the sparse baseline: ``build("bm25", {...})``.
+
+Index text is ``title + " " + text`` (as BEIR and Pyserini's "flat" BEIR indexes do), tokenised by
+:class:`lab.text.Tokenizer` (``language``, ``stem``, ``stopwords``, ``user_dict``). Queries go through the same
+tokenizer; a repeated query word counts once per occurrence (as in bm25s, rank_bm25 and Anserini's
+bag-of-words queries).
+
+Defaults k1=0.9, b=0.4 and variant "lucene" are Anserini/Pyserini's BM25 defaults, used for their BEIR "flat"
+baselines (Lucene's BM25Similarity: idf = ln(1 + (N - df + .5)/(df + .5)), tf part = tf / (tf + k1(1 - b + b
+dl/avgdl)), without the constant (k1 + 1) factor).
+
+Backends
+- ``bm25s`` (default): bm25s builds the eager sparse score matrix; a query is the sum of its terms' columns.
+- ``rank_bm25``: the plain-Python reference (dense, slow). Variants map as follows; every pair below was checked
+  to give the same scores on SciFact (tests/comparison/test_bm25_parity.py):
+    lucene    -> BM25Okapi with Lucene's idf (only ``_calc_idf`` overridden), scores / (k1 + 1)
+    robertson -> BM25Okapi(epsilon=0): its idf floor becomes bm25s' clip of negative idf at 0; scores / (k1 + 1)
+    atire     -> BM25Okapi with idf = ln(N / df) (only ``_calc_idf`` overridden)
+    bm25+     -> BM25Plus as is (same formula as bm25s "bm25+")
+    bm25l     -> refused: rank_bm25 0.2.2's BM25L multiplies each term by tf (dorianbrown/rank_bm25#5, fixed
+                 in #20 after the 0.2.2 release) and gives absent terms 0, while bm25s gives absent terms their
+                 tf=0 value; the two rank differently.
+  Note on "bm25+" in both libraries: delta is added for every query term to every document, present or not,
+  so it shifts all scores of a query by the same amount and does not change the ranking (Lv & Zhai's BM25+
+  adds it only for terms the document contains). Likewise bm25s "bm25l" gives absent terms their tf=0 value.
+
+Hits: only documents that contain at least one query term of positive weight are returned (Lucene returns only
+matching documents); at most k, in the Run tie order (score descending, then doc id descending), so a cut at k
+among equal scores is deterministic.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from lab.data.types import Corpus, Queries, Run
+from lab.errors import ConfigError
+from lab.retrievers.base import BaseRetriever, Context, register
+from lab.text import Tokenizer
+
+VARIANTS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
+BACKENDS = ("bm25s", "rank_bm25")
+#: Lv & Zhai's recommended deltas (and rank_bm25's defaults): BM25L 0.5, BM25+ 1.0.
+DEFAULT_DELTA = {"bm25l": 0.5, "bm25+": 1.0}
+
+
+def doc_text(title: str, text: str) -> str:
+    """The indexed text of a document: title + " " + text (BEIR's convention; title may be empty)."""
+    return f"{title} {text}" if title else text
+
+
+def top_k(cand: np.ndarray, scores: np.ndarray, id_rank: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The best k of candidate docs ``cand`` with ``scores``: score descending, ties by doc id descending.
+
+    ``id_rank[i]`` is the rank of doc i's id in string order, so the tie rule equals :meth:`Run.ranked`.
+    """
+    if len(cand) > k:
+        kth = np.partition(scores, len(scores) - k)[len(scores) - k]
+        keep = scores >= kth
+        cand, scores = cand[keep], scores[keep]
+    order = np.lexsort((-id_rank[cand], -scores))[:k]
+    return cand[order], scores[order]
+
+
+class _Backend:
+    """Scores of one tokenised query over the corpus, and which docs match it."""
+
+    def hits(self, tokens: list[str]) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - abstract
+        """(matching doc indices, their scores)."""
+        raise NotImplementedError
+
+
+class _Bm25sBackend(_Backend):
+    def __init__(self, corpus_tokens, k1, b, variant, delta, dtype, show_progress):
+        import bm25s
+        import scipy.sparse as sp
+
+        words = dict.fromkeys(itertools.chain.from_iterable(corpus_tokens))  # first-seen order
+        vocab = {t: i for i, t in enumerate(words)}
+        ids = [list(map(vocab.__getitem__, doc)) for doc in corpus_tokens]
+        self.model = bm25s.BM25(k1=k1, b=b, delta=delta, method=variant, dtype=dtype, backend="numpy")
+        self.model.index((ids, vocab), create_empty_token=False, show_progress=show_progress)
+        self.vocab = vocab
+        s = self.model.scores
+        self.n_docs = s["num_docs"]
+        # the transpose of bm25s' doc x term CSC matrix is a term x doc CSR matrix over the same arrays
+        self.term_doc = sp.csr_matrix((s["data"], s["indices"], s["indptr"]), shape=(len(vocab), self.n_docs))
+        nonocc = self.model.nonoccurrence_array
+        self.nonocc = np.zeros(len(vocab)) if nonocc is None else np.asarray(nonocc, dtype=np.float64)
+
+    def query_ids(self, tokens: list[str]) -> np.ndarray:
+        return np.array([self.vocab[t] for t in tokens if t in self.vocab], dtype=np.int32)
+
+    def hits(self, tokens):
+        """bm25s' own scoring (``get_scores_from_ids``); a hit scores above a doc with no query term."""
+        qids = self.query_ids(tokens)
+        if len(qids) == 0:
+            return np.empty(0, dtype=np.int64), np.empty(0)
+        scores = self.model.get_scores_from_ids(qids)
+        # bm25s adds nonoccurrence_array[qids].sum() to every doc (bm25l, bm25+): the same expression here gives
+        # exactly the score of a doc with no query term; a matching term of positive weight adds to it
+        nonocc = self.model.nonoccurrence_array
+        baseline = nonocc[qids].sum() if nonocc is not None else 0.0
+        cand = np.flatnonzero(scores > baseline)
+        return cand, scores[cand].astype(np.float64)
+
+    def batch_hits(self, token_lists: list[list[str]]):
+        """All queries at once: one sparse product (queries x terms) @ (terms x docs)."""
+        import scipy.sparse as sp
+
+        rows, cols = [], []
+        for i, tokens in enumerate(token_lists):
+            q = self.query_ids(tokens)
+            rows.append(np.full(len(q), i, dtype=np.int64))
+            cols.append(q)
+        rows = np.concatenate(rows) if rows else np.empty(0, dtype=np.int64)
+        cols = np.concatenate(cols) if cols else np.empty(0, dtype=np.int32)
+        q = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(token_lists), len(self.vocab)))
+        q.sum_duplicates()  # repeated query words: count
+        s = (q @ self.term_doc).tocsr()
+        baseline = q @ self.nonocc
+        for i in range(len(token_lists)):
+            lo, hi = s.indptr[i], s.indptr[i + 1]
+            vals = s.data[lo:hi]
+            keep = vals > 0  # the product keeps docs with a query term; weight-0 terms add nothing
+            yield s.indices[lo:hi][keep].astype(np.int64), vals[keep] + baseline[i]
+
+
+class _RankBm25Backend(_Backend):
+    def __init__(self, corpus_tokens, k1, b, variant, delta):
+        import rank_bm25
+
+        class LuceneIdf(rank_bm25.BM25Okapi):
+            """BM25Okapi with Lucene's idf ln(1 + (N - df + .5)/(df + .5)), never negative."""
+
+            def _calc_idf(self, nd):
+                for word, df in nd.items():
+                    self.idf[word] = math.log(1 + (self.corpus_size - df + 0.5) / (df + 0.5))
+
+        class AtireIdf(rank_bm25.BM25Okapi):
+            """BM25Okapi with ATIRE's idf ln(N / df)."""
+
+            def _calc_idf(self, nd):
+                for word, df in nd.items():
+                    self.idf[word] = math.log(self.corpus_size / df)
+
+        self.variant, self.delta = variant, delta
+        if variant == "lucene":
+            self.model, self.scale = LuceneIdf(corpus_tokens, k1=k1, b=b), 1.0 / (k1 + 1)
+        elif variant == "robertson":
+            self.model, self.scale = rank_bm25.BM25Okapi(corpus_tokens, k1=k1, b=b, epsilon=0.0), 1.0 / (k1 + 1)
+        elif variant == "atire":
+            self.model, self.scale = AtireIdf(corpus_tokens, k1=k1, b=b), 1.0
+        elif variant == "bm25+":
+            self.model, self.scale = rank_bm25.BM25Plus(corpus_tokens, k1=k1, b=b, delta=delta), 1.0
+        else:
+            raise ConfigError(
+                f"bm25: backend 'rank_bm25' has no variant {variant!r} equal to bm25s' (rank_bm25 0.2.2's BM25L "
+                "multiplies each term by tf, see dorianbrown/rank_bm25#5); use backend='bm25s' or another variant"
+            )
+        self.n_docs = self.model.corpus_size
+
+    def hits(self, tokens):
+        idf = self.model.idf
+        tokens = [t for t in tokens if t in idf]
+        if not tokens:
+            return np.empty(0, dtype=np.int64), np.empty(0)
+        scores = np.asarray(self.model.get_scores(tokens), dtype=np.float64)
+        baseline = 0.0
+        if self.variant == "bm25+":  # rank_bm25 adds idf * delta for every query term to every document
+            for t in tokens:
+                baseline += idf[t] * self.delta
+        # computed in the order rank_bm25 sums, so a doc with no query term scores exactly the baseline
+        cand = np.flatnonzero(scores > baseline)
+        return cand, scores[cand] * self.scale
+
+
+@register("bm25")
+class BM25Retriever(BaseRetriever):
+    """BM25 over ``title + " " + text``; see the module docstring for variants and backends.
+
+    Params: backend ("bm25s" | "rank_bm25"), k1 (0.9), b (0.4), variant ("lucene"), delta (bm25l 0.5,
+    bm25+ 1.0), language (ctx.language), stem (True), stopwords ("lucene"), user_dict (None), dtype ("float64").
+    """
+
+    name = "bm25"
+
+    def __init__(
+        self,
+        ctx: Context | None = None,
+        backend: str = "bm25s",
+        k1: float = 0.9,
+        b: float = 0.4,
+        variant: str = "lucene",
+        delta: float | None = None,
+        language: str | None = None,
+        stem: bool | str = True,
+        stopwords="lucene",
+        user_dict: str | None = None,
+        dtype: str = "float64",
+    ):
+        super().__init__(ctx)
+        if backend not in BACKENDS:
+            raise ConfigError(f"bm25: backend={backend!r}; use one of {', '.join(BACKENDS)}")
+        if variant not in VARIANTS:
+            raise ConfigError(f"bm25: variant={variant!r}; use one of {', '.join(VARIANTS)}")
+        if not (k1 >= 0 and 0 <= b <= 1):
+            raise ConfigError(f"bm25: need k1 >= 0 and 0 <= b <= 1, got k1={k1}, b={b}")
+        if backend == "rank_bm25" and variant == "bm25l":
+            raise ConfigError(
+                "bm25: backend 'rank_bm25' has no BM25L equal to bm25s' (rank_bm25 0.2.2 multiplies each term by tf,"
+                " see dorianbrown/rank_bm25#5); use backend='bm25s' for variant 'bm25l'"
+            )
+        self.backend_name, self.k1, self.b, self.variant = backend, float(k1), float(b), variant
+        self.delta = float(delta) if delta is not None else DEFAULT_DELTA.get(variant)
+        self.dtype = dtype
+        self.tokenizer = Tokenizer(
+            language=language or self.ctx.language,
+            stem=stem,
+            stopwords=stopwords,
+            user_dict=user_dict,
+            cache_dir=self.ctx.cache_dir,
+        )
+        self.params = {"backend": backend, "k1": self.k1, "b": self.b, "variant": variant, "delta": self.delta}
+        self._backend: _Backend | None = None
+        self.doc_ids: list[str] = []
+        self.index_stats: dict = {}
+
+    def index(self, corpus: Corpus) -> None:
+        """Tokenise and index ``corpus`` (replaces any previous index)."""
+        docs = list(corpus)
+        if not docs:
+            raise ConfigError("bm25: the corpus is empty; nothing to index")
+        tokens = self.tokenizer.tokenize([doc_text(d.title, d.text) for d in docs], show_progress=self.ctx.progress)
+        self.index_tokens(tokens, [d.id for d in docs])
+
+    def index_tokens(self, corpus_tokens: list[list[str]], doc_ids: list[str]) -> None:
+        """Index already-tokenised docs (for benchmarks and parity tests); ``doc_ids`` aligned with them."""
+        if len(corpus_tokens) != len(doc_ids):
+            raise ConfigError(f"bm25: {len(corpus_tokens)} token lists for {len(doc_ids)} doc ids")
+        if not any(corpus_tokens):
+            raise ConfigError("bm25: no document has a token; check the texts and the language/stopwords settings")
+        self.doc_ids = list(doc_ids)
+        order = sorted(range(len(doc_ids)), key=self.doc_ids.__getitem__)
+        self._id_rank = np.empty(len(doc_ids), dtype=np.int64)
+        self._id_rank[order] = np.arange(len(doc_ids))
+        if self.backend_name == "bm25s":
+            self._backend = _Bm25sBackend(
+                corpus_tokens, self.k1, self.b, self.variant, self.delta or 0.0, self.dtype, self.ctx.progress
+            )
+        else:
+            self._backend = _RankBm25Backend(corpus_tokens, self.k1, self.b, self.variant, self.delta)
+        lengths = [len(t) for t in corpus_tokens]
+        self.index_stats = {"docs": len(lengths), "tokens": int(sum(lengths)), "avg_doc_len": float(np.mean(lengths))}
+
+    def _check(self):
+        if self._backend is None:
+            raise ConfigError("bm25: search before index; call index(corpus) first")
+
+    def _hits_to_list(self, cand, scores, k) -> list[tuple[str, float]]:
+        cand, scores = top_k(cand, scores, self._id_rank, k)
+        ids = self.doc_ids
+        return [(ids[i], float(s)) for i, s in zip(cand.tolist(), scores.tolist())]
+
+    def search_one(self, text: str, k: int) -> list[tuple[str, float]]:
+        self._check()
+        return self.search_tokens(self.tokenizer(text), k)
+
+    def search_tokens(self, tokens: list[str], k: int) -> list[tuple[str, float]]:
+        """Top-k hits of an already-tokenised query."""
+        self._check()
+        cand, scores = self._backend.hits(tokens)
+        return self._hits_to_list(cand, scores, k)
+
+    def search_batch(self, queries: Queries, k: int = 100) -> Run:
+        """All queries at once (no per-query latency): one sparse product with bm25s, a loop with rank_bm25.
+
+        Gives the same hits as :meth:`search`.
+        """
+        self._check()
+        qids = list(queries)
+        token_lists = self.tokenizer.tokenize([queries[q] for q in qids])
+        if isinstance(self._backend, _Bm25sBackend):
+            results = self._backend.batch_hits(token_lists)
+        else:
+            results = (self._backend.hits(t) for t in token_lists)
+        scores = {q: dict(self._hits_to_list(c, s, k)) for q, (c, s) in zip(qids, results)}
+        return Run(scores, name=self.name)
+
+    def describe(self) -> dict:
+        d = {
+            "strategy": self.name,
+            "backend": self.backend_name,
+            "k1": self.k1,
+            "b": self.b,
+            "variant": self.variant,
+            "delta": self.delta if self.variant in DEFAULT_DELTA else None,
+            "dtype": self.dtype,
+            "index_text": "title + ' ' + text",
+        }
+        d.update({f"tokenizer.{k}": v for k, v in self.tokenizer.describe().items()})
+        return d
