@@ -1,0 +1,137 @@
+"""One experiment: dataset -> (chunks) -> index -> search -> relevance at the right level -> metrics.
+
+A result is a value (:class:`Result`): the run, the per-query evaluation, latency and the config that
+made it. Logging, comparing, reporting and gating read that value; none recomputes it.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lab.data.types import Dataset, Qrels, Run
+from lab.retrievers.base import Context, build
+
+
+@dataclass
+class Result:
+    config: dict
+    run: Run
+    evaluation: "object"  # lab.metrics.Evaluation
+    latency: dict
+    index_seconds: float
+    search_seconds: float
+    info: dict = field(default_factory=dict)
+    eval_run: Run | None = None  # the run the metrics were computed on (doc-level after aggregation)
+
+    def summary(self) -> dict:
+        """Flat dict: metric means (ndcg@10, ...), latency figures, index and search seconds."""
+        out = {k: float(v) for k, v in self.evaluation.means.items()}
+        out.update({k: float(v) for k, v in self.latency.items()})
+        out["index_seconds"] = float(self.index_seconds)
+        out["search_seconds"] = float(self.search_seconds)
+        return out
+
+
+def load(dataset: str | Path | Dataset, progress: bool = True) -> Dataset:
+    if isinstance(dataset, Dataset):
+        return dataset
+    from lab.data.beir import load_dataset
+
+    return load_dataset(dataset, progress=progress)
+
+
+def run_experiment(
+    dataset: str | Path | Dataset,
+    strategy: str,
+    params: dict | None = None,
+    *,
+    split: str = "test",
+    k: int = 100,
+    chunking: dict | None = None,
+    relevance: str = "auto",
+    metrics=None,
+    ctx: Context | None = None,
+    max_queries: int | None = None,
+) -> Result:
+    """Run one strategy on one dataset split and evaluate it.
+
+    chunking: None (index whole documents) or kwargs for :func:`lab.chunking.chunk_corpus`
+    (chunker, size, overlap, size_unit, title_prefix). relevance: "doc" (chunk hits aggregated to their
+    document, best score), "span" (a chunk is relevant when it overlaps an evidence span) or "auto"
+    (span when chunking and the dataset has evidence spans, else doc).
+    """
+    from lab.data.fingerprint import fingerprint
+    from lab.metrics import DEFAULT_METRICS, evaluate, latency_summary
+
+    ctx = ctx or Context()
+    ds = load(dataset, progress=ctx.progress)
+    queries, qrels = ds.split(split)
+    if max_queries:
+        keep = sorted(queries)[:max_queries]
+        queries = queries.subset(keep)
+        qrels = type(qrels)({q: qrels[q] for q in keep}, name=qrels.name)
+
+    units, mode, chunk_info, relevance_info, rel = ds.corpus, "doc", {"chunker": "none"}, {}, None
+    search_k = k
+    if chunking and chunking.get("chunker", "recursive") != "none":
+        from lab.chunking import chunk_corpus, chunks_to_corpus, describe_chunking, relevance_for
+
+        chunk_args = {kk: v for kk, v in chunking.items() if kk != "depth_factor"}
+        chunks = chunk_corpus(ds.corpus, progress=ctx.progress, **chunk_args)
+        units = chunks_to_corpus(chunks)
+        chunk_info = {**describe_chunking(**chunk_args), "n_chunks": len(chunks)}
+        if relevance == "auto":
+            mode = "span" if ds.evidence else "doc"
+        else:
+            mode = relevance
+        rel = relevance_for(ds, chunks, split, mode)
+        if mode == "span":
+            # only queries with evidence can be judged at chunk level; the rest are reported as dropped
+            queries = queries.subset([q for q in queries if q in rel.qrels])
+            qrels = Qrels({q: rel.qrels[q] for q in queries}, name=qrels.name)
+        else:
+            # chunk hits are aggregated to documents: search deeper so k documents remain after aggregation
+            search_k = k * int(chunking.get("depth_factor", 3))
+        relevance_info = {**rel.describe(), "queries_evaluated": len(queries)}
+    elif relevance == "span":
+        from lab.errors import ConfigError
+
+        raise ConfigError("relevance='span' needs chunking (e.g. --set chunking.chunker=recursive)")
+
+    retriever = build(strategy, dict(params or {}), ctx)
+    t0 = time.perf_counter()
+    retriever.index(units)
+    index_seconds = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    run = retriever.search(queries, search_k)
+    search_seconds = time.perf_counter() - t0
+
+    eval_run, eval_qrels = run, qrels
+    if rel is not None and mode == "doc":
+        eval_run = rel.prepare(run, k=k)
+
+    evaluation = evaluate(eval_qrels, eval_run, metrics or DEFAULT_METRICS)
+    info = {
+        "dataset": ds.name,
+        "dataset_path": str(ds.path),
+        "dataset_fingerprint": fingerprint(ds.path),
+        "split": split,
+        "n_queries": len(queries),
+        "n_units": len(units),
+        "relevance_mode": mode,
+        "chunking": chunk_info,
+        **relevance_info,
+        "retriever": retriever.describe(),
+    }
+    config = {
+        "dataset": ds.name,
+        "strategy": strategy,
+        "split": split,
+        "k": k,
+        "params": dict(params or {}),
+        "chunking": dict(chunking or {"chunker": "none"}),
+        "relevance": mode,
+    }
+    return Result(config, run, evaluation, latency_summary(run.latency), index_seconds, search_seconds, info, eval_run)

@@ -1,0 +1,209 @@
+"""Uncertainty of per-query metrics: percentile bootstrap CIs, paired bootstrap and sign-flip tests.
+
+Conventions
+- Resampling unit: the query. A bootstrap resample draws n query indices with replacement (n = number of
+  queries); resampled means are computed in numpy for all metrics at once (gathered values, or per-query
+  draw counts times the values). Indices are drawn in blocks of BLOCK from ``np.random.default_rng(seed)``,
+  so results depend only on the seed, n and n_resamples.
+- Confidence intervals are percentile intervals: the (1 - confidence) / 2 and 1 - (1 - confidence) / 2
+  quantiles of the resampled means, numpy's linear interpolation.
+- p-values are two-sided and use the add-one rule p = (1 + #{|T*| >= |T|}) / (1 + B) (Phipson & Smyth 2010),
+  so they are never 0 and are valid at every B. T* of the paired bootstrap is centred on the observed mean
+  difference (the null distribution of a shift); T* of the randomisation test flips the sign of each
+  query's difference at random (exact null under exchangeability of the two systems).
+"""
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import pandas as pd
+
+#: Resamples drawn per block (memory: BLOCK x n indices); part of the seed -> resamples mapping, keep it fixed.
+BLOCK = 128
+#: Up to this many metrics, resampled means gather the drawn values; above, draw counts times values.
+GATHER_MAX_COLUMNS = 4
+#: Relative tolerance when comparing a resampled statistic with the observed one (floating-point ties).
+_TIE_TOL = 1e-12
+
+
+def _as_matrix(per_query) -> tuple[np.ndarray, list[str]]:
+    """(n, m) float64 matrix and metric names from a DataFrame (numeric columns), Series or array."""
+    if isinstance(per_query, pd.DataFrame):
+        num = per_query.select_dtypes(include=[np.number, "bool"])
+        return num.to_numpy(dtype=np.float64), [str(c) for c in num.columns]
+    if isinstance(per_query, pd.Series):
+        return per_query.to_numpy(dtype=np.float64)[:, None], [str(per_query.name or "value")]
+    x = np.asarray(per_query, dtype=np.float64)
+    if x.ndim == 1:
+        return x[:, None], ["value"]
+    if x.ndim != 2:
+        raise ValueError(f"per_query: expected a 1-D or 2-D array (queries x metrics), got shape {x.shape}")
+    return x, [str(i) for i in range(x.shape[1])]
+
+
+def _one_blas_thread():
+    """Limit BLAS to one thread inside the resampling loop: the products are small (BLOCK x n x m), and on a
+    shared machine a multi-threaded BLAS waiting for busy cores was measured 20x slower than one thread."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
+        return contextlib.nullcontext()
+    return threadpool_limits(1, user_api="blas")
+
+
+def bootstrap_indices(n: int, n_resamples: int, rng: np.random.Generator, block: int = BLOCK):
+    """Yield (b, n) int64 matrices of query indices drawn with replacement, b <= block, n_resamples rows in all."""
+    done = 0
+    while done < n_resamples:
+        b = min(block, n_resamples - done)
+        yield rng.integers(0, n, size=(b, n), dtype=np.int64)
+        done += b
+
+
+def bootstrap_means(values: np.ndarray, n_resamples: int, seed: int = 0) -> np.ndarray:
+    """(n_resamples, m) means of the columns of ``values`` (n, m) over bootstrap resamples of its rows.
+
+    Resample r draws n row indices with replacement (same draws for any m). Few columns: the drawn values are
+    gathered and summed; many: per-row draw counts (bincount) times values, one matrix product per block.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    if values.ndim == 1:
+        values = values[:, None]
+    n, m = values.shape
+    if n == 0:
+        raise ValueError("bootstrap: no queries to resample")
+    rng = np.random.default_rng(seed)
+    out = np.empty((n_resamples, m))
+    row = 0
+    with _one_blas_thread():
+        for idx in bootstrap_indices(n, n_resamples, rng):
+            b = idx.shape[0]
+            if m <= GATHER_MAX_COLUMNS:
+                out[row : row + b] = values[idx].sum(axis=1)
+            else:
+                idx += np.arange(b, dtype=np.int64)[:, None] * n
+                counts = np.bincount(idx.ravel(), minlength=b * n).reshape(b, n)
+                out[row : row + b] = counts.astype(np.float64) @ values
+            row += b
+    return out / n
+
+
+def _bounds(confidence: float) -> tuple[float, float]:
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence={confidence}: must lie strictly between 0 and 1, e.g. 0.95")
+    alpha = 1.0 - confidence
+    return alpha / 2.0, 1.0 - alpha / 2.0
+
+
+def bootstrap_ci(per_query, n_resamples: int = 1000, confidence: float = 0.95, seed: int = 0) -> pd.DataFrame:
+    """Percentile bootstrap CI of the mean of every metric (column) of a per-query table.
+
+    per_query: DataFrame (queries x metrics; non-numeric columns are ignored), Series or array.
+    Returns a DataFrame with columns metric, mean (of the original queries), ci_low, ci_high; one row per
+    metric, in column order. Seeded: the same input and seed give the same interval.
+    """
+    x, names = _as_matrix(per_query)
+    if np.isnan(x).any():
+        raise ValueError("bootstrap_ci: per_query holds NaN; score every query (0 for nothing retrieved)")
+    lo, hi = _bounds(confidence)
+    means = bootstrap_means(x, n_resamples, seed)
+    q = np.quantile(means, [lo, hi], axis=0)
+    return pd.DataFrame({"metric": names, "mean": x.mean(axis=0), "ci_low": q[0], "ci_high": q[1]})
+
+
+def _p_value(null: np.ndarray, observed: float) -> float:
+    """Two-sided add-one p-value of ``observed`` against resampled statistics ``null``."""
+    extreme = np.abs(null) >= abs(observed) * (1.0 - _TIE_TOL) - 1e-15
+    return float((1 + np.count_nonzero(extreme)) / (1 + null.size))
+
+
+def sign_flip_means(diff: np.ndarray, n_resamples: int, seed: int = 0, block: int = 1024) -> np.ndarray:
+    """Means of ``diff`` with the sign of each element flipped at random (probability 1/2), n_resamples times.
+
+    Each resample is n random bits (``rng.bytes``); a set bit flips that query. sum(s * d) = sum(d) - 2 *
+    sum(d over flipped queries), and the flipped sum is read byte by byte from a table of the 256 subset sums
+    of each group of 8 queries (8x fewer operations than one per bit).
+    """
+    d = np.asarray(diff, dtype=np.float64).ravel()
+    n = d.size
+    nbytes = (n + 7) // 8
+    padded = np.zeros(nbytes * 8)
+    padded[:n] = d
+    subset = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).astype(np.float64)  # (256, 8)
+    table = (padded.reshape(nbytes, 8) @ subset.T).ravel()  # [group * 256 + byte] = sum of flipped d
+    offsets = np.arange(nbytes, dtype=np.intp) * 256
+    rng = np.random.default_rng(seed)
+    out = np.empty(n_resamples)
+    done = 0
+    while done < n_resamples:
+        b = min(block, n_resamples - done)
+        byte = np.frombuffer(rng.bytes(b * nbytes), dtype=np.uint8).reshape(b, nbytes)
+        out[done : done + b] = np.take(table, byte + offsets).sum(axis=1)
+        done += b
+    return (d.sum() - 2.0 * out) / n
+
+
+def paired_test(a, b, n_resamples: int = 10000, seed: int = 0, confidence: float = 0.95) -> dict:
+    """Paired comparison of two systems scored on the same queries (a[i] and b[i] are the same query).
+
+    Returns dict(diff = mean(a - b), ci_low, ci_high (percentile bootstrap CI of the mean difference),
+    p_bootstrap (two-sided paired bootstrap test: resampled mean differences centred on diff),
+    p_permutation (two-sided randomisation test: sign flips of the per-query differences), n).
+    Series are aligned on their index first (they must hold the same queries).
+    """
+    if isinstance(a, pd.Series) and isinstance(b, pd.Series):
+        if set(a.index) != set(b.index) or len(a) != len(b):
+            raise ValueError("paired_test: the two Series hold different queries; align them first (see compare)")
+        b = b.loc[a.index]
+    x = np.asarray(a, dtype=np.float64).ravel()
+    y = np.asarray(b, dtype=np.float64).ravel()
+    if x.shape != y.shape:
+        raise ValueError(f"paired_test: a has {x.size} queries, b has {y.size}; they must be paired")
+    if x.size == 0:
+        raise ValueError("paired_test: no queries")
+    if np.isnan(x).any() or np.isnan(y).any():
+        raise ValueError("paired_test: NaN in the scores; score every query (0 for nothing retrieved)")
+    d = x - y
+    diff = float(d.mean())
+    lo, hi = _bounds(confidence)
+    boot = bootstrap_means(d[:, None], n_resamples, seed)[:, 0]
+    ci = np.quantile(boot, [lo, hi])
+    perm = sign_flip_means(d, n_resamples, seed + 1)
+    return {
+        "diff": diff,
+        "ci_low": float(ci[0]),
+        "ci_high": float(ci[1]),
+        "p_bootstrap": _p_value(boot - diff, diff),
+        "p_permutation": _p_value(perm, diff),
+        "n": int(d.size),
+    }
+
+
+def compare(eval_a, eval_b, metric: str, n_resamples: int = 10000, seed: int = 0, confidence: float = 0.95) -> dict:
+    """Paired test of ``metric`` between two Evaluations (A minus B).
+
+    Alignment: on the union of the queries each Evaluation scored; a query scored by one only is given 0 in
+    the other (with the same qrels and threshold both score the same queries, so this only matters when they
+    differ; n_only_a / n_only_b say how many were filled). Refuses Evaluations of different
+    metrics_version or rel_threshold. Returns paired_test's dict plus metric, mean_a, mean_b, n_only_a, n_only_b.
+    """
+    if eval_a.metrics_version != eval_b.metrics_version:
+        raise ValueError(
+            f"compare: metrics_version {eval_a.metrics_version!r} vs {eval_b.metrics_version!r}; "
+            "re-evaluate both runs with the same raglab version")
+    if getattr(eval_a, "rel_threshold", 1) != getattr(eval_b, "rel_threshold", 1):
+        raise ValueError("compare: the two evaluations used different rel_threshold; re-evaluate with one")
+    for name, ev in (("eval_a", eval_a), ("eval_b", eval_b)):
+        if metric not in ev.per_query.columns:
+            raise KeyError(f"compare: {name} has no metric {metric!r}; it has {list(ev.per_query.columns)}")
+    sa, sb = eval_a.per_query[metric], eval_b.per_query[metric]
+    union = sa.index.union(sb.index, sort=False)
+    only_a = int((~sa.index.isin(sb.index)).sum())
+    only_b = int((~sb.index.isin(sa.index)).sum())
+    xa = sa.reindex(union, fill_value=0.0)
+    xb = sb.reindex(union, fill_value=0.0)
+    out = paired_test(xa.to_numpy(), xb.to_numpy(), n_resamples=n_resamples, seed=seed, confidence=confidence)
+    return {"metric": metric, "mean_a": float(xa.mean()), "mean_b": float(xb.mean()),
+            **out, "n_only_a": only_a, "n_only_b": only_b}
+

@@ -1,0 +1,162 @@
+"""lab.metrics.stats: bootstrap CIs and paired tests against loop-by-loop references, scipy and exact enumeration."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lab.metrics import bootstrap_ci, compare, evaluate, paired_test
+from lab.metrics.stats import BLOCK, bootstrap_means, sign_flip_means
+
+
+def test_bootstrap_ci_equals_the_definition_loop_by_loop():
+    """Same draws as the implementation (blocks of BLOCK indices from default_rng(seed)), means by loops."""
+    rng = np.random.default_rng(5)
+    x = rng.random((37, 6))  # 6 columns: the counts x values path
+    n_res = BLOCK + 45  # two blocks, the second partial
+    draws = np.random.default_rng(11)
+    idx = np.vstack([draws.integers(0, 37, size=(min(BLOCK, n_res - s), 37), dtype=np.int64)
+                     for s in range(0, n_res, BLOCK)])
+    means = np.array([[sum(x[i, j] for i in row) / 37 for j in range(6)] for row in idx])
+    ref_lo, ref_hi = np.quantile(means, [0.05, 0.95], axis=0)
+    ci = bootstrap_ci(pd.DataFrame(x, columns=list("abcdef")), n_resamples=n_res, confidence=0.9, seed=11)
+    assert list(ci.columns) == ["metric", "mean", "ci_low", "ci_high"]
+    assert list(ci.metric) == list("abcdef")
+    np.testing.assert_allclose(ci["mean"], x.mean(axis=0), atol=1e-12)
+    np.testing.assert_allclose(ci.ci_low, ref_lo, atol=1e-12)
+    np.testing.assert_allclose(ci.ci_high, ref_hi, atol=1e-12)
+
+
+def test_gather_and_count_paths_agree():
+    x = np.random.default_rng(0).random((500, 8))
+    wide = bootstrap_means(x, 300, seed=3)
+    for j in range(8):
+        np.testing.assert_allclose(bootstrap_means(x[:, j], 300, seed=3)[:, 0], wide[:, j], atol=1e-12)
+
+
+def test_bootstrap_ci_close_to_scipy():
+    from scipy import stats
+
+    x = np.random.default_rng(1).exponential(size=300)
+    ours = bootstrap_ci(x, n_resamples=10000, seed=0).iloc[0]
+    ref = stats.bootstrap((x,), np.mean, n_resamples=10000, method="percentile", confidence_level=0.95,
+                          random_state=np.random.default_rng(0)).confidence_interval
+    width = ref.high - ref.low
+    assert abs(ours.ci_low - ref.low) < 0.05 * width and abs(ours.ci_high - ref.high) < 0.05 * width
+
+
+def test_bootstrap_ci_covers_the_true_mean_about_95_percent():
+    rng = np.random.default_rng(2)
+    covered = 0
+    for rep in range(150):
+        x = rng.normal(0.3, 1.0, size=(80, 1))
+        ci = bootstrap_ci(x, n_resamples=400, seed=rep).iloc[0]
+        covered += ci.ci_low <= 0.3 <= ci.ci_high
+    assert 0.87 <= covered / 150 <= 0.99
+
+
+def test_bootstrap_ci_inputs():
+    x = np.random.default_rng(3).random(50)
+    a = bootstrap_ci(x, seed=4)
+    assert a.equals(bootstrap_ci(x, seed=4))  # seeded
+    assert not a.equals(bootstrap_ci(x, seed=5))
+    assert list(a.metric) == ["value"]
+    s = bootstrap_ci(pd.Series(x, name="ndcg@10"), seed=4)
+    assert list(s.metric) == ["ndcg@10"] and s.ci_low.iloc[0] == a.ci_low.iloc[0]
+    df = pd.DataFrame({"run": ["x"] * 50, "mrr": x})  # non-numeric columns ignored
+    assert list(bootstrap_ci(df).metric) == ["mrr"]
+    lo, hi = bootstrap_ci(x, confidence=0.5, seed=4).iloc[0][["ci_low", "ci_high"]]
+    assert a.ci_low.iloc[0] < lo < hi < a.ci_high.iloc[0]
+    with pytest.raises(ValueError, match="confidence"):
+        bootstrap_ci(x, confidence=95)
+    with pytest.raises(ValueError, match="NaN"):
+        bootstrap_ci(np.array([0.1, np.nan]))
+    with pytest.raises(ValueError, match="no queries"):
+        bootstrap_ci(np.empty((0, 2)))
+
+
+# -------------------------------------------------------------------------------------------- paired
+def exact_sign_flip_p(d: np.ndarray) -> float:
+    obs = abs(d.mean())
+    means = [abs(np.mean(d * s)) for s in itertools.product((1, -1), repeat=d.size)]
+    return float(np.mean([m >= obs - 1e-12 for m in means]))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_permutation_p_matches_exact_enumeration(seed):
+    rng = np.random.default_rng(seed)
+    a = rng.random(11)
+    b = a - rng.normal(0.1 * seed, 0.2, size=11)
+    exact = exact_sign_flip_p(a - b)
+    got = paired_test(a, b, n_resamples=40000, seed=seed)["p_permutation"]
+    assert abs(got - exact) < 0.01, (got, exact)
+
+
+def test_sign_flip_table_equals_bitwise_flips():
+    d = np.random.default_rng(6).normal(size=21)  # not a multiple of 8
+    got = sign_flip_means(d, 50, seed=9)
+    rng = np.random.default_rng(9)
+    nbytes = (21 + 7) // 8
+    bits = np.unpackbits(np.frombuffer(rng.bytes(50 * nbytes), dtype=np.uint8).reshape(50, nbytes), axis=1)[:, :21]
+    expected = [np.mean(np.where(row == 1, -d, d)) for row in bits]
+    np.testing.assert_allclose(got, expected, atol=1e-12)
+
+
+def test_paired_test_values():
+    rng = np.random.default_rng(7)
+    a = rng.random(300)
+    same = paired_test(a, a, n_resamples=2000)
+    assert same["diff"] == 0 and same["p_bootstrap"] == 1.0 and same["p_permutation"] == 1.0
+    assert same["n"] == 300 and same["ci_low"] == same["ci_high"] == 0.0
+    shifted = paired_test(a + 0.2, a + rng.normal(0, 0.05, 300), n_resamples=2000)
+    assert shifted["diff"] == pytest.approx(0.2, abs=0.02)
+    assert shifted["ci_low"] < shifted["diff"] < shifted["ci_high"]
+    assert shifted["p_bootstrap"] == shifted["p_permutation"] == pytest.approx(1 / 2001)  # add-one rule
+    noise = paired_test(a, a + rng.normal(0, 0.3, 300), n_resamples=4000, seed=1)
+    assert 0.05 < noise["p_permutation"] and 0.05 < noise["p_bootstrap"]
+    assert paired_test(a, a[::-1], seed=1) == paired_test(a, a[::-1], seed=1)  # seeded
+    # the two p-values estimate the same null for a moderate effect
+    mid = paired_test(a, a - 0.02 + rng.normal(0, 0.2, 300), n_resamples=20000)
+    assert abs(mid["p_bootstrap"] - mid["p_permutation"]) < 0.05
+
+
+def test_paired_test_inputs():
+    a = pd.Series([0.1, 0.5, 0.9], index=["q1", "q2", "q3"])
+    b = pd.Series([0.9, 0.5, 0.1], index=["q3", "q2", "q1"])  # same queries, other order
+    assert paired_test(a, b)["diff"] == 0.0
+    with pytest.raises(ValueError, match="paired"):
+        paired_test([1.0, 2.0], [1.0])
+    with pytest.raises(ValueError, match="different queries"):
+        paired_test(a, b.rename({"q3": "q4"}))
+    with pytest.raises(ValueError, match="NaN"):
+        paired_test([1.0, np.nan], [1.0, 2.0])
+
+
+# ------------------------------------------------------------------------------------------- compare
+def test_compare_aligns_on_the_union_and_fills_zero():
+    qrels = {"q1": {"a": 1}, "q2": {"b": 1}, "q3": {"c": 1}}
+    ev_a = evaluate(qrels, {"q1": {"a": 1.0}, "q2": {"x": 1.0, "b": 0.5}}, ["mrr@10"])
+    ev_b = evaluate({k: v for k, v in qrels.items() if k != "q3"} | {"q4": {"d": 1}},
+                    {"q1": {"x": 1.0, "a": 0.5}, "q4": {"d": 1.0}}, ["mrr@10"])
+    out = compare(ev_a, ev_b, "mrr@10", n_resamples=1000)
+    # union q1, q2, q3, q4: A = 1, 0.5, 0, 0 (q4 filled); B = 0.5, 0, 0 (q3 filled), 1
+    assert out["n"] == 4 and out["n_only_a"] == 1 and out["n_only_b"] == 1
+    assert out["mean_a"] == pytest.approx(1.5 / 4) and out["mean_b"] == pytest.approx(1.5 / 4)
+    assert out["diff"] == pytest.approx(0.0)
+    assert out["metric"] == "mrr@10"
+
+
+def test_compare_refuses_mismatches():
+    qrels = {"q1": {"a": 1}}
+    ev = evaluate(qrels, {"q1": {"a": 1.0}}, ["mrr@10"])
+    with pytest.raises(KeyError, match="ndcg@10"):
+        compare(ev, ev, "ndcg@10")
+    other = evaluate(qrels, {"q1": {"a": 1.0}}, ["mrr@10"])
+    other.metrics_version = "0"
+    with pytest.raises(ValueError, match="metrics_version"):
+        compare(ev, other, "mrr@10")
+    strict = evaluate({"q1": {"a": 2}}, {"q1": {"a": 1.0}}, ["mrr@10"], rel_threshold=2)
+    with pytest.raises(ValueError, match="rel_threshold"):
+        compare(ev, strict, "mrr@10")
