@@ -1,5 +1,7 @@
 # Two commands do all set-up: `make demo` (the main job) and `make test` (the tests).
 # Both create or update .venv at the repo root with pinned dependencies first.
+SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -c
 PYTHON ?= python3.11
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -15,10 +17,11 @@ export TOKENIZERS_PARALLELISM := false
 
 setup: $(STAMP)
 
-$(STAMP): requirements.txt requirements-test.txt constraints.txt pyproject.toml
+$(STAMP): requirements.txt requirements-test.txt requirements-nodeps.txt constraints.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade "pip>=24"
 	$(PIP) install --quiet -c constraints.txt -r requirements.txt -r requirements-test.txt 2>&1 | { grep -v "is ignored: it is neither" || true; }
+	$(PIP) install --quiet --no-deps -r requirements-nodeps.txt 2>&1 | { grep -v "is ignored: it is neither" || true; }
 	$(PIP) install --quiet --no-deps --no-build-isolation -e .
 	$(PY) -m ipykernel install --sys-prefix --name raglab --display-name "raglab (.venv)" >/dev/null
 	@touch $(STAMP)
@@ -38,7 +41,7 @@ bench: setup
 	$(PY) benchmarks/encode_speed.py
 
 ui: setup
-	$(VENV)/bin/mlflow ui --backend-store-uri sqlite:///mlruns/mlflow.db --default-artifact-root mlruns/artifacts --host 127.0.0.1 --port 5000 --workers 1
+	$(VENV)/bin/lab ui
 
 clean-cache:
 	rm -rf .cache

@@ -1,0 +1,106 @@
+"""`lab sweep`, `lab compare` and `lab ui`: thin commands over lab.sweep, lab.compare and the MLflow UI.
+
+Wired into lab.cli by ``from lab.cli_workbench import add_parsers; add_parsers(sub)``.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+#: Environment of the MLflow UI server: no job runner (huey consumer) and no telemetry, so `mlflow ui` is one
+#: server process that only serves the store.
+UI_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "MLFLOW_DISABLE_TELEMETRY": "true"}
+
+
+def cmd_sweep(args) -> int:
+    from lab.sweep import run_sweep
+
+    rep = run_sweep(args.spec, jobs=args.jobs, executor=args.executor, dry_run=args.dry_run,
+                    ray_address=args.ray_address, root=args.root, output_dir=args.output_dir,
+                    progress=not args.no_progress, execution_timeout=args.timeout)
+    if not args.dry_run:
+        print(rep.summary())
+        for o in rep.outcomes:
+            if o.status not in ("FINISHED", "SKIPPED"):
+                print(f"  [{o.index}] {o.label}: {o.status} {o.error} (run {o.run_id}, notebook {o.notebook})")
+    return 0 if (args.dry_run or rep.ok) else 1
+
+
+def cmd_compare(args) -> int:
+    import warnings
+
+    from lab.compare import CompareWarning, format_leaderboard, latest_experiment, leaderboard, plot_leaderboard
+
+    experiment = args.experiment or latest_experiment(args.root)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CompareWarning)  # printed with the table
+        df = leaderboard(experiment, metric=args.metric, root=args.root, parent_run_id=args.parent)
+    print(f"experiment {experiment!r}, {len(df)} finished runs, by {args.metric}")
+    print(format_leaderboard(df))
+    if args.png and not df.empty:
+        print(f"chart written to {plot_leaderboard(df, args.png)}")
+    if args.csv:
+        Path(args.csv).parent.mkdir(parents=True, exist_ok=True)
+        df.to_csv(args.csv, index=False)
+        print(f"table written to {args.csv}")
+    return 0
+
+
+def ui_command(root="mlruns", host: str = "127.0.0.1", port: int = 5000) -> list[str]:
+    """The `mlflow ui` command line for the store at ``root`` (one worker; run it with :data:`UI_ENV`)."""
+    from lab.tracking import artifact_location, tracking_uri
+
+    mlflow = Path(sys.executable).with_name("mlflow")
+    cmd = [str(mlflow) if mlflow.exists() else "mlflow", "ui", "--backend-store-uri", tracking_uri(root)]
+    art = artifact_location(root)
+    if art:
+        cmd += ["--default-artifact-root", art]
+    return cmd + ["--host", host, "--port", str(port), "--workers", "1"]
+
+
+def cmd_ui(args) -> int:
+    import shlex
+    import subprocess
+
+    cmd = ui_command(args.root, args.host, args.port)
+    line = " ".join(f"{k}={v}" for k, v in UI_ENV.items()) + " " + shlex.join(cmd)
+    if args.print:
+        print(line)
+        return 0
+    print(f"{line}\nMLflow UI on http://{args.host}:{args.port} (Ctrl-C to stop)", flush=True)
+    try:
+        return subprocess.call(cmd, env={**os.environ, **UI_ENV})
+    except KeyboardInterrupt:
+        return 0
+
+
+def add_parsers(sub) -> None:
+    """Add the `sweep`, `compare` and `ui` subcommands to an argparse subparsers object."""
+    s = sub.add_parser("sweep", help="run a params/*.yaml sweep: one notebook execution and MLflow run per config")
+    s.add_argument("spec", help="a sweep spec, e.g. params/chunk_size_grid.yaml")
+    s.add_argument("--jobs", type=int, default=1, help="configs run at once (processes or Ray tasks)")
+    s.add_argument("--executor", default="local", choices=["local", "ray"])
+    s.add_argument("--ray-address", help="an existing Ray cluster (default: a local one, 2 CPUs)")
+    s.add_argument("--dry-run", action="store_true", help="print the configs and which would be skipped")
+    s.add_argument("--root", default="mlruns", help="tracking root (default mlruns/ at the repo root)")
+    s.add_argument("--output-dir", help="executed notebooks (default results/sweeps/<name>)")
+    s.add_argument("--timeout", type=int, help="seconds per notebook cell (default: no limit)")
+    s.add_argument("--no-progress", action="store_true")
+    s.set_defaults(func=cmd_sweep)
+
+    c = sub.add_parser("compare", help="leaderboard of an experiment's runs with CIs and paired tests")
+    c.add_argument("--experiment", help="MLflow experiment (default: the one with the latest run)")
+    c.add_argument("--metric", default="ndcg@10")
+    c.add_argument("--parent", help="only the child runs of this sweep parent run id")
+    c.add_argument("--png", metavar="FILE", help="write a bar chart with CI error bars")
+    c.add_argument("--csv", metavar="FILE", help="write the table as CSV")
+    c.add_argument("--root", default="mlruns")
+    c.set_defaults(func=cmd_compare)
+
+    u = sub.add_parser("ui", help="run the MLflow UI on the store (127.0.0.1:5000, one worker, no job runner)")
+    u.add_argument("--root", default="mlruns")
+    u.add_argument("--host", default="127.0.0.1")
+    u.add_argument("--port", type=int, default=5000)
+    u.add_argument("--print", action="store_true", help="only print the command")
+    u.set_defaults(func=cmd_ui)

@@ -1,0 +1,203 @@
+"""Leaderboards of MLflow runs: one row per finished run, CIs, latency, paired tests against the best.
+
+Conventions
+- Runs: FINISHED runs of the experiment that logged ``metric`` (sweep parent runs excluded), optionally only
+  the children of one parent run. Metric values and CI bounds are read as :mod:`lab.tracking` logged them
+  (``<metric>`` mean, ``<metric>_ci_low`` / ``<metric>_ci_high``, names mapped back from MLflow's ``_at_``).
+- Label: ``key=value`` of the params that differ between the listed runs (``resolved.*`` and
+  ``retriever.*`` keys left out), else the run name.
+- Paired test against the best run (highest mean): per-query values from each run's ``per_query.parquet``,
+  :func:`lab.metrics.paired_test` of (run - best) on the queries both scored. ``diff`` < 0 means worse;
+  ``p_value`` is the two-sided randomisation (sign-flip) p-value, ``significant`` is ``p_value < alpha``.
+  Runs scored on different queries (another dataset or split) get NaN and a warning.
+- Runs with different ``metrics_version`` tags are flagged with a warning (their numbers are not comparable).
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from pathlib import Path
+from typing import Iterable
+
+import pandas as pd
+
+from lab.errors import ConfigError
+
+#: Columns of a leaderboard, after ``label``, ``<metric>``, ``<metric>_ci_low``, ``<metric>_ci_high``.
+EXTRA_COLUMNS = ("latency_p50_ms", "latency_p95_ms", "index_seconds", "n_queries")
+
+
+class CompareWarning(UserWarning):
+    """Runs that should not be compared as they are (metrics_version or query sets differ)."""
+
+
+def latest_experiment(root="mlruns") -> str:
+    """Name of the experiment holding the most recently started run (ConfigError when the store has none)."""
+    from lab.tracking import client
+
+    cl = client(root)
+    best, when = None, -1
+    for e in cl.search_experiments():
+        runs = cl.search_runs([e.experiment_id], max_results=1, order_by=["attributes.start_time DESC"])
+        if runs and runs[0].info.start_time > when:
+            best, when = e.name, runs[0].info.start_time
+    if best is None:
+        raise ConfigError(f"no runs in the store at {root}; run `lab sweep params/<spec>.yaml` first")
+    return best
+
+
+def _runs(cl, experiment_id: str, parent_run_id: str | None) -> list:
+    from lab.sweep import TAG_PARENT, TAG_ROLE, _search_all
+
+    runs = _search_all(cl, experiment_id, "attributes.status = 'FINISHED'")
+    runs = [r for r in runs if r.data.tags.get(TAG_ROLE) != "parent"]
+    if parent_run_id:
+        runs = [r for r in runs if r.data.tags.get(TAG_PARENT) == parent_run_id]
+    return sorted(runs, key=lambda r: r.info.start_time)
+
+
+def _labels(runs) -> list[str]:
+    from lab.config import varying_keys
+
+    def plain(params):
+        return {k: v for k, v in params.items() if not k.startswith(("resolved.", "retriever."))}
+
+    flats = [plain(r.data.params) for r in runs]
+    keys = varying_keys(flats) if len(runs) > 1 else []
+    out = []
+    for r, f in zip(runs, flats):
+        lab = ", ".join(f"{k}={f[k]}" for k in keys if k in f and f[k] != "{}")
+        out.append(lab or r.info.run_name or r.info.run_id[:8])
+    return out
+
+
+def leaderboard(experiment: str, metric: str = "ndcg@10", root="mlruns", parent_run_id: str | None = None,
+                alpha: float = 0.05, n_resamples: int = 10000, seed: int = 0,
+                run_ids: Iterable[str] | None = None) -> pd.DataFrame:
+    """One row per finished run of ``experiment`` with ``metric``, best first (see the module docstring).
+
+    parent_run_id: only the children of that sweep parent. run_ids: only these runs (e.g. the run ids of a
+    SweepReport's outcomes); the paired tests are then against the best of them.
+
+    Columns: label, ``metric``, ``metric_ci_low``, ``metric_ci_high``, latency_p50_ms, latency_p95_ms,
+    index_seconds, n_queries, diff, diff_ci_low, diff_ci_high, p_value, significant, strategy, dataset,
+    metrics_version, config_hash, run_id, run_name. ``df.attrs``: metric, experiment, best_run_id, warnings.
+    """
+    from lab.metrics import paired_test
+    from lab.tracking import client, load_per_query, mlflow_metric_name
+
+    cl = client(root)
+    exp = cl.get_experiment_by_name(experiment)
+    if exp is None:
+        names = ", ".join(sorted(e.name for e in cl.search_experiments())) or "none"
+        raise ConfigError(f"no experiment {experiment!r} in the store at {root}; experiments: {names}")
+    mkey = mlflow_metric_name(metric)
+    keep = None if run_ids is None else set(run_ids)
+    runs = [r for r in _runs(cl, exp.experiment_id, parent_run_id) if mkey in r.data.metrics
+            and (keep is None or r.info.run_id in keep)]
+    lo, hi = f"{metric}_ci_low", f"{metric}_ci_high"
+    cols = ["label", metric, lo, hi, *EXTRA_COLUMNS, "diff", "diff_ci_low", "diff_ci_high", "p_value",
+            "significant", "strategy", "dataset", "metrics_version", "config_hash", "run_id", "run_name"]
+    if not runs:
+        df = pd.DataFrame(columns=cols)
+        df.attrs.update(metric=metric, experiment=experiment, best_run_id=None, warnings=[])
+        return df
+
+    rows = []
+    for r, lab in zip(runs, _labels(runs)):
+        m, t, p = r.data.metrics, r.data.tags, r.data.params
+        rows.append({
+            "label": lab, metric: m[mkey], lo: m.get(mlflow_metric_name(lo), math.nan),
+            hi: m.get(mlflow_metric_name(hi), math.nan),
+            **{c: m.get(c, math.nan) for c in EXTRA_COLUMNS},
+            "strategy": p.get("strategy", t.get("strategy", "")), "dataset": t.get("dataset", p.get("dataset", "")),
+            "metrics_version": t.get("metrics_version", ""), "config_hash": t.get("config_hash", ""),
+            "run_id": r.info.run_id, "run_name": r.info.run_name,
+        })
+    df = pd.DataFrame(rows).sort_values(metric, ascending=False, kind="stable").reset_index(drop=True)
+
+    notes = []
+    versions = sorted({v for v in df["metrics_version"] if v})
+    if len(versions) > 1:
+        notes.append(f"runs carry different metrics_version tags ({', '.join(versions)}); their numbers are not "
+                     "comparable: re-run the older ones")
+
+    best_id = df.loc[0, "run_id"]
+    tables: dict[str, pd.Series | None] = {}
+
+    def per_query(run_id):
+        if run_id not in tables:
+            try:
+                tables[run_id] = load_per_query(run_id, root)[metric]
+            except Exception:  # noqa: BLE001 - a run without the artifact is listed without a test
+                tables[run_id] = None
+        return tables[run_id]
+
+    best = per_query(best_id)
+    stats = []
+    for rid in df["run_id"]:
+        s = per_query(rid)
+        if rid == best_id:
+            stats.append((0.0, 0.0, 0.0, math.nan, False))
+            continue
+        if best is None or s is None:
+            stats.append((math.nan,) * 4 + (False,))
+            continue
+        if set(s.index) != set(best.index):
+            notes.append(f"run {rid[:8]} scored other queries than the best run {best_id[:8]} (another dataset, "
+                         "split or max_queries); no paired test")
+            stats.append((math.nan,) * 4 + (False,))
+            continue
+        res = paired_test(s.loc[best.index].to_numpy(), best.to_numpy(), n_resamples=n_resamples, seed=seed)
+        stats.append((res["diff"], res["ci_low"], res["ci_high"], res["p_permutation"],
+                      bool(res["p_permutation"] < alpha)))
+    df[["diff", "diff_ci_low", "diff_ci_high", "p_value", "significant"]] = pd.DataFrame(stats, index=df.index)
+    df["significant"] = df["significant"].astype(bool)
+    for n in notes:
+        warnings.warn(n, CompareWarning, stacklevel=2)
+    df = df[cols]
+    df.attrs.update(metric=metric, experiment=experiment, best_run_id=best_id, warnings=notes, alpha=alpha)
+    return df
+
+
+def format_leaderboard(df: pd.DataFrame, max_label: int = 60) -> str:
+    """The leaderboard as a fixed-width text table (what ``lab compare`` prints)."""
+    metric = df.attrs.get("metric") or df.columns[1]
+    if df.empty:
+        return f"no finished runs with {metric}"
+    show = pd.DataFrame({
+        "#": range(1, len(df) + 1),
+        "config": [s if len(s) <= max_label else s[: max_label - 3] + "..." for s in df["label"].astype(str)],
+        metric: df[metric].map("{:.4f}".format),
+        "95% CI": [f"[{a:.4f}, {b:.4f}]" if not (math.isnan(a) or math.isnan(b)) else "-"
+                   for a, b in zip(df[f"{metric}_ci_low"], df[f"{metric}_ci_high"])],
+        "diff": ["best" if i == 0 else ("-" if math.isnan(d) else f"{d:+.4f}") for i, d in enumerate(df["diff"])],
+        "p": ["" if math.isnan(p) else f"{p:.3g}" + (" *" if s else "")
+              for p, s in zip(df["p_value"], df["significant"])],
+        "P50 ms": df["latency_p50_ms"].map(lambda v: "-" if math.isnan(v) else f"{v:.2f}"),
+        "P95 ms": df["latency_p95_ms"].map(lambda v: "-" if math.isnan(v) else f"{v:.2f}"),
+        "index s": df["index_seconds"].map(lambda v: "-" if math.isnan(v) else f"{v:.2f}"),
+        "run": df["run_id"].str[:8],
+    })
+    text = show.to_string(index=False)
+    alpha = df.attrs.get("alpha", 0.05)
+    text += f"\n* significantly below the best (paired randomisation test, p < {alpha:g})"
+    for n in df.attrs.get("warnings", []):
+        text += f"\nwarning: {n}"
+    return text
+
+
+def plot_leaderboard(df: pd.DataFrame, path: str | Path, metric: str | None = None, title: str = "") -> Path:
+    """Bar chart of the leaderboard (best on top) with CI error bars, runs significantly below the best hatched;
+    written to ``path`` as PNG (Agg, no pyplot state). Returns the path."""
+    from lab.plots import leaderboard_bars
+
+    metric = metric or df.attrs.get("metric") or "ndcg@10"
+    if df.empty:
+        raise ConfigError(f"nothing to plot: no finished runs with {metric}")
+    fig = leaderboard_bars(df, metric, label="label", highlight=df["significant"].to_numpy(dtype=bool),
+                           title=title or f"{df.attrs.get('experiment', '')}: {metric}")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    return path
