@@ -1,0 +1,345 @@
+"""Plots of results: pure functions from tables to matplotlib Figures.
+
+Conventions
+- Every function takes a pandas DataFrame (one row per configuration or per query) and returns a new
+  :class:`matplotlib.figure.Figure` built without pyplot: no global figure state, safe under the Agg backend,
+  displayed by Jupyter as the cell's value, saved with ``fig.savefig(path)`` or ``lab.tracking.log_figure``.
+- Confidence-interval columns are named ``<metric>_ci_low`` / ``<metric>_ci_high`` (the names lab.tracking logs
+  and lab.compare returns); any other names can be passed explicitly. Missing CI columns draw no error bars.
+- Quality is higher-is-better, latency lower-is-better; :func:`pareto_front` uses exactly that convention.
+- The tables the plots take are built from in-memory Results by :func:`results_table` and
+  :func:`leaderboard_table` (same column names as lab.compare.leaderboard, which builds them from MLflow runs).
+- In a notebook, figures show once ``%matplotlib inline`` is active (``display(fig)``).
+"""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+#: Colours cycled over series (matplotlib's tab10, fixed so figures do not depend on rcParams).
+COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+          "#17becf")
+
+
+def ci_columns(metric: str) -> tuple[str, str]:
+    """Names of the lower and upper CI columns of ``metric``: ("ndcg@10_ci_low", "ndcg@10_ci_high")."""
+    return f"{metric}_ci_low", f"{metric}_ci_high"
+
+
+def pareto_front(quality: Sequence[float], cost: Sequence[float]) -> np.ndarray:
+    """Boolean mask of the Pareto-optimal points: higher quality and lower cost are better.
+
+    A point is on the front when no other point is at least as good on both axes and strictly better on one
+    (so exact duplicates of a front point are all on the front). NaN in either value: never on the front.
+    """
+    q = np.asarray(quality, dtype=float)
+    c = np.asarray(cost, dtype=float)
+    if q.shape != c.shape:
+        raise ValueError(f"pareto_front: quality has {q.shape} values and cost {c.shape}")
+    valid = ~(np.isnan(q) | np.isnan(c))
+    on = valid.copy()
+    for i in np.flatnonzero(valid):
+        others = valid & (q >= q[i]) & (c <= c[i]) & ((q > q[i]) | (c < c[i]))
+        if others.any():
+            on[i] = False
+    return on
+
+
+def _ci_err(df: pd.DataFrame, metric: str, ci: tuple[str, str] | None) -> np.ndarray | None:
+    """Asymmetric error-bar array (2, n) from CI columns, or None when they are absent."""
+    lo, hi = ci or ci_columns(metric)
+    if lo not in df or hi not in df:
+        return None
+    y = df[metric].to_numpy(dtype=float)
+    err = np.vstack([y - df[lo].to_numpy(dtype=float), df[hi].to_numpy(dtype=float) - y])
+    return np.clip(err, 0, None)
+
+
+def _labels(df: pd.DataFrame, label: str | None) -> list[str]:
+    if label is None or label not in df:
+        return [str(i) for i in df.index]
+    return [str(v) for v in df[label]]
+
+
+def metric_vs_param(
+    df: pd.DataFrame,
+    x: str,
+    metrics: str | Sequence[str],
+    ci: Mapping[str, tuple[str, str]] | None = None,
+    hue: str | Sequence[str] | None = None,
+    logx: bool | None = None,
+    title: str = "",
+) -> Figure:
+    """One panel per metric: metric against parameter ``x`` (e.g. chunk size), one line per ``hue`` group
+    (e.g. chunker and overlap), with shaded CI bands from ``ci[metric]`` (default: ``ci_columns(metric)``).
+
+    logx: log2 x axis; default True when every x is positive and max/min >= 8 (chunk sizes 64..1024).
+    """
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+    _require(df, [x, *metrics], "metric_vs_param")
+    hue_cols = [hue] if isinstance(hue, str) else list(hue or [])
+    xs = df[x].to_numpy(dtype=float)
+    if logx is None:
+        logx = bool(len(xs)) and bool((xs > 0).all()) and xs.max() / xs.min() >= 8
+    fig = Figure(figsize=(5.0 * len(metrics), 3.8), layout="constrained")
+    axes = fig.subplots(1, len(metrics), squeeze=False)[0]
+    groups = list(df.groupby(hue_cols, sort=True)) if hue_cols else [((), df)]
+    for ax, metric in zip(axes, metrics):
+        for i, (key, g) in enumerate(groups):
+            g = g.sort_values(x)
+            color = COLORS[i % len(COLORS)]
+            name = ", ".join(f"{c}={v}" for c, v in zip(hue_cols, key if isinstance(key, tuple) else (key,)))
+            ax.plot(g[x], g[metric], marker="o", color=color, label=name or None)
+            lo, hi = (ci or {}).get(metric, ci_columns(metric))
+            if lo in g and hi in g:
+                ax.fill_between(g[x].to_numpy(dtype=float), g[lo].to_numpy(dtype=float),
+                                g[hi].to_numpy(dtype=float), color=color, alpha=0.15, linewidth=0)
+        if logx:
+            ax.set_xscale("log", base=2)
+            ticks = np.unique(xs)
+            ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+        ax.set_xlabel(x)
+        ax.set_ylabel(metric)
+        ax.grid(True, alpha=0.3)
+        if hue_cols:
+            ax.legend(fontsize="small")
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def leaderboard_bars(
+    df: pd.DataFrame,
+    metric: str,
+    label: str | None = "strategy",
+    ci: tuple[str, str] | None = None,
+    highlight: Sequence[bool] | None = None,
+    title: str = "",
+) -> Figure:
+    """Horizontal bars of ``metric`` per row (best on top), with CI error bars when the CI columns exist.
+
+    label: column naming each row (default "strategy"; the index when absent). highlight: optional boolean
+    per row (e.g. "significantly worse than the best") drawn hatched and named in the legend.
+    """
+    _require(df, [metric], "leaderboard_bars")
+    order = np.argsort(-df[metric].to_numpy(dtype=float), kind="stable")
+    d = df.iloc[order]
+    names = _labels(d, label)
+    err = _ci_err(d, metric, ci)
+    y = np.arange(len(d))[::-1]
+    fig = Figure(figsize=(6.5, 0.45 * len(d) + 1.4), layout="constrained")
+    ax = fig.subplots()
+    bars = ax.barh(y, d[metric].to_numpy(dtype=float), xerr=err, color=COLORS[0], alpha=0.85, capsize=3,
+                   error_kw={"elinewidth": 1, "ecolor": "#333333"})
+    if highlight is not None:
+        flags = np.asarray(highlight, dtype=bool)[order]
+        for bar, flag in zip(bars, flags):
+            if flag:
+                bar.set_hatch("//")
+                bar.set_alpha(0.45)
+        if flags.any():
+            from matplotlib.patches import Patch
+
+            ax.legend(handles=[Patch(facecolor=COLORS[0], alpha=0.45, hatch="//", label="significantly below best")],
+                      fontsize="small", loc="lower right")
+    hi = d[metric].to_numpy(dtype=float) + (err[1] if err is not None else 0.0)
+    top = float(np.nanmax(hi)) if len(d) and np.isfinite(hi).any() else 1.0
+    ax.set_xlim(0, max(top * 1.1, 1e-9))
+    for yi, v in zip(y, d[metric].to_numpy(dtype=float)):  # value at the bar's base, clear of the error bar
+        ax.text(top * 0.01, yi, f"{v:.3f}", va="center", ha="left", fontsize="small", color="white",
+                fontweight="bold")
+    ax.set_yticks(y, names)
+    ax.set_xlabel(metric + (" (95% CI)" if err is not None else ""))
+    ax.grid(True, axis="x", alpha=0.3)
+    if title:
+        ax.set_title(title)
+    return fig
+
+
+def quality_vs_latency(
+    df: pd.DataFrame,
+    metric: str,
+    latency: str = "latency_p50_ms",
+    label: str | None = "strategy",
+    ci: tuple[str, str] | None = None,
+    logx: bool | None = None,
+    title: str = "",
+) -> Figure:
+    """Scatter of quality (``metric``, up is better) against ``latency`` (left is better), each point named,
+    with the Pareto front (see :func:`pareto_front`) drawn as a step line and its points filled.
+
+    logx: log x axis; default True when every latency is positive and they span a factor of 50 or more
+    (BM25 at ~1 ms next to a reranker at ~1 s)."""
+    _require(df, [metric, latency], "quality_vs_latency")
+    q = df[metric].to_numpy(dtype=float)
+    c = df[latency].to_numpy(dtype=float)
+    front = pareto_front(q, c)
+    fig = Figure(figsize=(6.5, 4.5), layout="constrained")
+    ax = fig.subplots()
+    err = _ci_err(df, metric, ci)
+    if err is not None:
+        ax.errorbar(c, q, yerr=err, fmt="none", ecolor="#999999", elinewidth=1, capsize=2, zorder=1)
+    ax.scatter(c[~front], q[~front], s=45, facecolors="white", edgecolors=COLORS[0], zorder=2, label="dominated")
+    ax.scatter(c[front], q[front], s=55, color=COLORS[3], zorder=3, label="Pareto front")
+    idx = np.flatnonzero(front)
+    idx = idx[np.argsort(c[idx], kind="stable")]
+    if len(idx) > 1:
+        ax.step(c[idx], q[idx], where="post", color=COLORS[3], alpha=0.6, zorder=2)
+    for name, xi, yi in zip(_labels(df, label), c, q):
+        ax.annotate(name, (xi, yi), textcoords="offset points", xytext=(5, 4), fontsize="small")
+    finite = c[np.isfinite(c)]
+    if logx is None:
+        logx = bool(len(finite)) and bool((finite > 0).all()) and finite.max() / finite.min() >= 50
+    if logx:
+        ax.set_xscale("log")
+    ax.margins(x=0.12, y=0.08)
+    ax.set_xlabel(f"{latency} (lower is better" + (", log scale)" if logx else ")"))
+    ax.set_ylabel(f"{metric} (higher is better)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small", loc="best")
+    if title:
+        ax.set_title(title)
+    return fig
+
+
+def per_query_distribution(
+    per_query: pd.DataFrame | pd.Series | Mapping[str, pd.DataFrame | pd.Series],
+    metric: str,
+    title: str = "",
+    seed: int = 0,
+) -> Figure:
+    """Distribution of one metric over queries: a box plot per system with the per-query points jittered on top.
+
+    per_query: one Evaluation.per_query table (index query_id, one column per metric), a Series of values, or a
+    mapping system name -> such a table/Series. Jitter is seeded (``seed``) so the figure is reproducible.
+    """
+    if isinstance(per_query, (pd.DataFrame, pd.Series)):
+        per_query = {metric: per_query}
+    names, values = [], []
+    for name, table in per_query.items():
+        s = table if isinstance(table, pd.Series) else _require(table, [metric], "per_query_distribution")[metric]
+        names.append(str(name))
+        values.append(s.dropna().to_numpy(dtype=float))
+    fig = Figure(figsize=(max(4.0, 1.3 * len(names) + 2), 4.2), layout="constrained")
+    ax = fig.subplots()
+    ax.boxplot(values, showmeans=True, showfliers=False, widths=0.5, medianprops={"color": COLORS[1]},
+               meanprops={"marker": "D", "markerfacecolor": COLORS[3], "markeredgecolor": COLORS[3]})
+    rng = np.random.default_rng(seed)
+    for i, v in enumerate(values, start=1):
+        ax.scatter(i + rng.uniform(-0.15, 0.15, len(v)), v, s=8, alpha=0.35, color=COLORS[0], zorder=3)
+    long = max((len(n) for n in names), default=0) > 14
+    ax.set_xticks(range(1, len(names) + 1), [f"{n}\n(n={len(v)})" for n, v in zip(names, values)],
+                  rotation=30 if long else 0, ha="right" if long else "center", fontsize="small" if long else None)
+    ax.set_ylabel(metric)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.set_title(title or f"{metric} per query (box: quartiles, diamond: mean)")
+    return fig
+
+
+def histogram(values: Sequence[float] | pd.Series, xlabel: str, bins: int | Sequence[float] = 20,
+              discrete: bool = False, title: str = "") -> Figure:
+    """Histogram of ``values``; ``discrete=True`` draws one bar per distinct integer value (grades, counts)."""
+    v = np.asarray(pd.Series(values).dropna(), dtype=float)
+    fig = Figure(figsize=(5.0, 3.5), layout="constrained")
+    ax = fig.subplots()
+    if discrete and len(v):
+        vals, counts = np.unique(v, return_counts=True)
+        ax.bar(vals, counts, width=0.8, color=COLORS[0])
+        ax.set_xticks(vals, [f"{x:g}" for x in vals])
+    else:
+        ax.hist(v, bins=bins, color=COLORS[0], alpha=0.85)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("count")
+    ax.grid(True, axis="y", alpha=0.3)
+    if title:
+        ax.set_title(title)
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Tables the plots take, built from lab.experiment.Result values (columns as lab.compare.leaderboard names them)
+# ---------------------------------------------------------------------------------------------------------------
+#: Figures copied from each Result next to the metrics (latency in ms, seconds for index and search).
+RESULT_COLUMNS = ("latency_p50_ms", "latency_p95_ms", "latency_p99_ms", "index_seconds", "search_seconds")
+
+
+def results_table(
+    results: Mapping[str, object] | Sequence[tuple[Mapping, object]],
+    metrics: Sequence[str] | None = None,
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """One row per Result, in the order given: ``label``, the label fields, then for each metric its mean and
+    percentile-bootstrap CI (``<metric>``, ``<metric>_ci_low``, ``<metric>_ci_high``; lab.metrics.bootstrap_ci,
+    seeded), then latency / index / search figures, n_queries, n_excluded, n_units and relevance_mode.
+
+    results: {label: Result}, or a sequence of ({field: value}, Result) whose fields become columns and whose
+    label is "field=value, ...". metrics: the metrics to tabulate (default: every metric the Results scored).
+    """
+    from lab.metrics import bootstrap_ci
+
+    items = [({}, r, str(k)) for k, r in results.items()] if isinstance(results, Mapping) else \
+        [(dict(f), r, ", ".join(f"{k}={v}" for k, v in f.items())) for f, r in results]
+    rows = []
+    for fields, res, label in items:
+        ev = res.evaluation
+        cols = list(metrics) if metrics is not None else list(ev.per_query.columns)
+        missing = [m for m in cols if m not in ev.per_query.columns]
+        if missing:
+            raise KeyError(f"results_table: {label!r} has no metric {missing}; it has {list(ev.per_query.columns)}")
+        row = {"label": label, **fields}
+        ci = bootstrap_ci(ev.per_query[cols], n_resamples=n_resamples, seed=seed).set_index("metric")
+        for m in cols:
+            row[m] = float(ev.means[m])
+            row[f"{m}_ci_low"], row[f"{m}_ci_high"] = float(ci.loc[m, "ci_low"]), float(ci.loc[m, "ci_high"])
+        summary = res.summary()
+        row.update({c: float(summary[c]) for c in RESULT_COLUMNS if c in summary})
+        info = getattr(res, "info", {}) or {}
+        row.update(n_queries=int(ev.n_queries), n_excluded=len(ev.excluded), n_units=info.get("n_units"),
+                   relevance_mode=info.get("relevance_mode"))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def leaderboard_table(
+    results: Mapping[str, object],
+    metric: str = "ndcg@10",
+    metrics: Sequence[str] | None = None,
+    alpha: float = 0.05,
+    n_resamples: int = 10000,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """:func:`results_table` of {label: Result}, best ``metric`` first, with a paired test of each row against
+    the best one (lab.metrics.compare, row minus best): ``diff``, ``diff_ci_low``, ``diff_ci_high``, ``p_value``
+    (two-sided sign-flip randomisation test) and ``significant`` (p_value < alpha), as lab.compare.leaderboard
+    names them. No correction for multiple comparisons: with many rows, read p-values near alpha with care.
+    """
+    from lab.metrics import compare
+
+    cols = list(dict.fromkeys([metric, *(metrics or [])]))
+    table = results_table(results, cols, n_resamples=min(n_resamples, 1000), seed=seed)
+    table = table.sort_values(metric, ascending=False, kind="stable").reset_index(drop=True)
+    evals = {str(k): r.evaluation for k, r in results.items()}
+    best = evals[table.loc[0, "label"]] if len(table) else None
+    stats = []
+    for label in table["label"]:
+        if evals[label] is best:
+            stats.append((0.0, 0.0, 0.0, np.nan, False))
+            continue
+        c = compare(evals[label], best, metric, n_resamples=n_resamples, seed=seed)
+        stats.append((c["diff"], c["ci_low"], c["ci_high"], c["p_permutation"], bool(c["p_permutation"] < alpha)))
+    table[["diff", "diff_ci_low", "diff_ci_high", "p_value", "significant"]] = pd.DataFrame(
+        stats, index=table.index, columns=["diff", "diff_ci_low", "diff_ci_high", "p_value", "significant"])
+    table["significant"] = table["significant"].astype(bool)
+    table.attrs.update(metric=metric, alpha=alpha)
+    return table
+
+
+def _require(df: pd.DataFrame, cols: Sequence[str], where: str) -> pd.DataFrame:
+    missing = [c for c in cols if c not in df]
+    if missing:
+        raise KeyError(f"{where}: column(s) {missing} missing; available: {list(df.columns)}")
+    return df

@@ -1,0 +1,402 @@
+"""Write the four workbench notebooks from the cell sources below: ``python scripts/make_notebooks.py [--check]``.
+
+The notebooks in notebooks/ are generated so they stay consistent (same setup cell, same parameter
+conventions) and reviewable (this file is the diff to read). Edit here, run the script, commit both.
+``--check`` writes nothing and exits 1 when a notebook differs from what this script would write.
+
+Conventions shared by every notebook
+- Exactly one cell tagged ``parameters`` (Papermill), holding only assignments with working defaults. Relative
+  paths are relative to the repo root (lab.paths). ``tracking_root``, ``experiment`` and ``mlflow_run_id``
+  are injected by ``lab sweep``; with ``mlflow_run_id`` set, the notebook runs one config and logs into that
+  run; without it, it runs its own list of configs, one MLflow run each.
+- Every figure a notebook draws is displayed and logged (lab.tracking.log_figure) into each run it made.
+- Outputs are stripped (execution_count None, outputs []); cell ids are fixed so regeneration is stable.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+KERNELSPEC = {"name": "raglab", "display_name": "raglab (.venv)", "language": "python"}
+
+SETUP = '''\
+# Setup: offline models, paths from the repo root, one Context (cache, seed) for every run.
+import os
+
+for _key, _value in {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "MLFLOW_DISABLE_TELEMETRY": "true",
+                     "TOKENIZERS_PARALLELISM": "false"}.items():
+    os.environ.setdefault(_key, _value)
+%matplotlib inline
+
+import pandas as pd
+from IPython.display import display
+
+from lab import plots
+from lab.experiment import load, run_experiment
+from lab.paths import repo_root, resolve_repo_path
+from lab.retrievers.base import Context
+from lab.tracking import log_figure, log_result, tracking_uri
+
+pd.options.display.float_format = "{:.4f}".format
+pd.options.display.max_columns = 40
+pd.options.display.width = 250
+ctx = Context(cache_dir=resolve_repo_path(os.environ.get("LAB_CACHE_DIR", ".cache")), seed=seed, progress=progress)
+ds = load(resolve_repo_path(dataset), progress=progress)
+print(f"repo:    {repo_root()}\\ndataset: {ds.name} ({len(ds.corpus):,} documents; splits {sorted(ds.qrels)})\\n"
+      f"MLflow:  {tracking_uri(tracking_root)}, experiment {experiment!r}")'''
+
+LOG_FIGURES = '''\
+for _name, _fig in figures.items():
+    display(_fig)
+    for _run_id in run_ids:
+        log_figure(_fig, _name, _run_id, root=tracking_root)'''
+
+
+def params_cell(source: str):
+    return new_code_cell(source, metadata={"tags": ["parameters"]})
+
+
+def testset_generation() -> list:
+    return [
+        new_markdown_cell("""\
+# 01 · Test set
+
+The test set every other notebook scores against: queries, their relevance judgements (qrels), grades and, where
+the dataset has them, evidence spans (the passages that hold the answer, for chunk-level relevance).
+
+For now the test set is **imported** from a BEIR-layout folder (`source = "beir"`) and this notebook shows what it
+holds. Generating questions with an LLM comes in a later issue; it will add `source = "llm"` here.
+
+Run it as it is, or as a sweep over the bundled datasets: `lab sweep params/testset.yaml`."""),
+        params_cell('''\
+dataset = "data/scifact"    # BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv); repo-relative
+split = "test"
+source = "beir"             # where the test set comes from; "beir" imports the folder as it is
+seed = 0
+progress = True
+tracking_root = "mlruns"    # MLflow store: folder (repo-relative) or URI
+experiment = "testset"
+mlflow_run_id = None        # set by `lab sweep`: log into this run instead of starting one'''),
+        new_code_cell(SETUP),
+        new_markdown_cell("## Queries and judgements"),
+        new_code_cell('''\
+if source != "beir":
+    raise ValueError(f"source={source!r}: only 'beir' (import a BEIR folder) exists so far")
+from lab.text import detect_language
+
+queries, qrels = ds.split(split)
+per_query = pd.DataFrame({
+    "judged": [len(qrels[q]) for q in qrels],
+    "relevant": [len(qrels.relevant(q)) for q in qrels],
+    "words": [len(queries[q].split()) for q in qrels],
+    "chars": [len(queries[q]) for q in qrels],
+}, index=pd.Index(list(qrels), name="query_id"))
+grades = pd.Series([g for q in qrels for g in qrels[q].values()], name="grade")
+evidence = [e for e in ds.evidence if e.query_id in qrels]
+language = pd.Series([detect_language(queries[q]) for q in qrels]).mode().iloc[0]
+stats = {
+    "documents": len(ds.corpus),
+    "queries": len(qrels),
+    "qrels": len(grades),
+    "qrels_per_query_mean": per_query["judged"].mean(),
+    "qrels_per_query_max": per_query["judged"].max(),
+    "queries_without_relevant": int((per_query["relevant"] == 0).sum()),
+    "query_words_mean": per_query["words"].mean(),
+    "query_chars_mean": per_query["chars"].mean(),
+    "evidence_spans": len(evidence),
+    "queries_with_evidence": len({e.query_id for e in evidence}),
+}
+display(pd.Series({k: round(float(v), 2) if isinstance(v, float) else int(v) for k, v in stats.items()},
+                  name=f"{ds.name}/{split}", dtype=object).to_frame())
+display(per_query.describe().T)
+display(pd.DataFrame({"query": [queries[q] for q in list(qrels)[:5]],
+                      "relevant docs": [sorted(qrels.relevant(q)) for q in list(qrels)[:5]]},
+                     index=list(qrels)[:5]))'''),
+        new_markdown_cell("""\
+## Distributions
+Judgements per query, grades, and query length (in words; in characters for Chinese, which has no spaces).
+Many queries with a single judged document make recall@k coarse (0 or 1 per query), so confidence intervals
+over queries matter."""),
+        new_code_cell('''\
+length_unit = "chars" if language == "zh" else "words"
+figures = {
+    "qrels_per_query": plots.histogram(per_query["judged"], "judged documents per query", discrete=True,
+                                       title=f"{ds.name}/{split}: qrels per query"),
+    "grades": plots.histogram(grades, "relevance grade", discrete=True, title=f"{ds.name}/{split}: grades"),
+    "query_length": plots.histogram(per_query[length_unit], f"query length ({length_unit})", bins=30,
+                                    title=f"{ds.name}/{split}: query length"),
+}
+if evidence:
+    figures["evidence_span_length"] = plots.histogram([e.end - e.start for e in evidence], "evidence span (chars)",
+                                                      bins=30, title=f"{ds.name}/{split}: evidence spans")'''),
+        new_markdown_cell("## Record in MLflow"),
+        new_code_cell('''\
+from lab.data.fingerprint import fingerprint
+from lab.tracking import client, environment_tags, get_or_create_experiment, log_metrics, log_params, set_tags
+
+cl = client(tracking_root)
+run_id = mlflow_run_id or cl.create_run(get_or_create_experiment(experiment, tracking_root, cl),
+                                        run_name=f"testset {ds.name}/{split}").info.run_id
+run_ids = [run_id]
+log_params(run_id, {"dataset": ds.name, "split": split, "source": source}, cl=cl)
+log_metrics(run_id, stats, cl=cl)
+set_tags(run_id, {"dataset": ds.name, "dataset_fingerprint": fingerprint(ds.path), "seed": seed,
+                  **environment_tags()}, cl=cl)
+''' + LOG_FIGURES + '''
+if mlflow_run_id is None:
+    cl.set_terminated(run_id, "FINISHED")
+print(f"logged to run {run_id}")'''),
+    ]
+
+
+def chunk_size_grid() -> list:
+    return [
+        new_markdown_cell("""\
+# 02 · Chunk size grid
+
+How chunk size, overlap and chunker change retrieval, scored **at the chunk level** against evidence spans
+(`relevance = "span"`: a chunk counts as relevant when it overlaps a passage that holds the answer; queries
+without an evidence span are left out, the table says how many were scored). Defaults: SciFact (its rationale
+sentences are the spans), BM25, sizes 64..1024 tokens of the all-MiniLM-L6-v2 tokenizer.
+
+- Interactively: the grid below (`chunkers` x `overlaps` x `chunk_sizes`), one MLflow run per config.
+- As a sweep: `lab sweep params/chunk_size_grid.yaml` injects one `chunking` config per execution.
+
+Shaded bands are 95% percentile-bootstrap intervals over queries. Read span-level recall with the chunk size in
+mind: a bigger chunk overlaps the evidence more easily, so recall rises with size partly by construction, while
+the reader downstream gets more text to wade through (about `size x k` tokens for the top k)."""),
+        params_cell('''\
+dataset = "data/scifact"    # BEIR folder with evidence spans (evidence.jsonl, or raw/ SQuAD answers); repo-relative
+strategy = "bm25"           # any registered strategy (`lab strategies`)
+params = {}                 # strategy params, e.g. {"k1": 0.9, "b": 0.4}
+chunking = None             # one chunking config (injected by `lab sweep`); None: the grid below
+chunkers = ["recursive", "fixed"]
+chunk_sizes = [64, 128, 256, 512, 1024]
+overlaps = [0, 32]          # units shared by neighbouring chunks (skipped unless below the size)
+size_unit = "tokens"        # "tokens", "words" or "chars"
+relevance = "span"          # "span" (chunk overlaps evidence) or "doc" (best chunk per document)
+split = "test"
+k = 100                     # hits retrieved per query
+plot_metrics = ["recall@10", "recall@100", "ndcg@10"]
+max_queries = None          # first N queries only, for a quick look
+seed = 0
+progress = True
+tracking_root = "mlruns"
+experiment = "chunk_size_grid"
+mlflow_run_id = None        # set by `lab sweep`: log into this run'''),
+        new_code_cell(SETUP),
+        new_markdown_cell("## Run the grid"),
+        new_code_cell('''\
+grid = [chunking] if chunking else [
+    {"chunker": c, "size": s, "overlap": o, "size_unit": size_unit}
+    for c in chunkers for o in overlaps for s in chunk_sizes if o < s]
+if mlflow_run_id and len(grid) > 1:
+    raise ValueError("mlflow_run_id is set (a sweep run): give one `chunking` config, not a grid")
+rows, run_ids = [], []
+for cfg in grid:
+    res = run_experiment(ds, strategy, params, split=split, k=k, chunking=cfg, relevance=relevance,
+                         max_queries=max_queries, ctx=ctx)
+    run_ids.append(log_result(res, run_id=mlflow_run_id, experiment=experiment, root=tracking_root, seed=seed))
+    info = res.info["chunking"]
+    rows.append(({"chunker": info["chunker"], "size": info["chunk_size"], "overlap": info["chunk_overlap"],
+                  "n_chunks": info["n_chunks"]}, res))
+    print(f"{info['chunker']:>9} size {info['chunk_size']:>5} overlap {info['chunk_overlap']:>3}: "
+          f"{info['n_chunks']:>7,} chunks  " + "  ".join(f"{m} {res.evaluation.means[m]:.4f}" for m in plot_metrics)
+          + f"  ({res.evaluation.n_queries} queries, relevance={res.info['relevance_mode']})")
+table = plots.results_table(rows, plot_metrics, seed=seed)
+display(table[["chunker", "size", "overlap", "n_chunks",
+               *[c for m in plot_metrics for c in (m, f"{m}_ci_low", f"{m}_ci_high")],
+               "index_seconds", "latency_p50_ms", "n_queries", "relevance_mode"]])'''),
+        new_markdown_cell("## Metrics against chunk size"),
+        new_code_cell('''\
+figures = {
+    "metrics_vs_chunk_size": plots.metric_vs_param(table, "size", plot_metrics, hue=["chunker", "overlap"],
+                                                   title=f"{strategy} on {ds.name}/{split}, relevance={relevance}"),
+    "per_query": plots.per_query_distribution({f"{f['chunker']} {f['size']}/{f['overlap']}": res.evaluation.per_query
+                                               for f, res in rows}, plot_metrics[-1]),
+}
+''' + LOG_FIGURES),
+    ]
+
+
+def strategy_comparison() -> list:
+    return [
+        new_markdown_cell("""\
+# 03 · Strategy comparison
+
+Retrieval strategies on one dataset: a leaderboard with 95% confidence intervals, a paired significance test of
+every strategy against the best (`diff` = strategy minus best; `p_value`: two-sided sign-flip randomisation test
+over queries; `significant`: p < 0.05), and quality against per-query latency with the Pareto front marked
+(the strategies nothing else beats on both).
+
+- Interactively: every name in `strategies`, one MLflow run each.
+- As a sweep: `lab sweep params/strategy_comparison.yaml` (or `make demo`) injects one `strategy` per execution;
+  the cross-run leaderboard is then `lab compare --experiment strategy_comparison`."""),
+        params_cell('''\
+dataset = "data/scifact"    # BEIR folder; repo-relative
+strategy = None             # one strategy (injected by `lab sweep`); None: compare `strategies`
+strategies = ["bm25", "dense", "hybrid"]   # see `lab strategies`
+params = {}                 # params of `strategy`
+strategy_params = {}        # params per name in `strategies`, e.g. {"dense": {"model": "all-mpnet-base-v2"}}
+chunking = None             # None: index whole documents; or e.g. {"chunker": "recursive", "size": 256, "overlap": 32}
+relevance = "auto"          # "doc", "span" or "auto" (span when chunking and the dataset has evidence)
+split = "test"
+k = 100                     # hits retrieved per query
+metric = "ndcg@10"          # ranks the leaderboard
+report_metrics = ["recall@10", "recall@100", "mrr@10"]
+max_queries = None          # first N queries only, for a quick look
+seed = 0
+progress = True
+tracking_root = "mlruns"
+experiment = "strategy_comparison"
+mlflow_run_id = None        # set by `lab sweep`: log into this run'''),
+        new_code_cell(SETUP),
+        new_markdown_cell("## Run each strategy"),
+        new_code_cell('''\
+todo = {strategy: params} if strategy else {name: strategy_params.get(name, {}) for name in strategies}
+if mlflow_run_id and len(todo) > 1:
+    raise ValueError("mlflow_run_id is set (a sweep run): give one `strategy`, not a list")
+results, run_ids = {}, []
+for name, p in todo.items():
+    res = run_experiment(ds, name, p, split=split, k=k, chunking=chunking, relevance=relevance,
+                         max_queries=max_queries, ctx=ctx)
+    run_ids.append(log_result(res, run_id=mlflow_run_id, experiment=experiment, root=tracking_root, seed=seed))
+    results[name] = res
+    print(f"{name:>14}: {metric} {res.evaluation.means[metric]:.4f}  P50 {res.latency['latency_p50_ms']:.2f} ms  "
+          f"index {res.index_seconds:.1f} s  ({res.evaluation.n_queries} queries)  run {run_ids[-1]}")'''),
+        new_markdown_cell("## Leaderboard"),
+        new_code_cell('''\
+board = plots.leaderboard_table(results, metric, report_metrics, seed=seed)
+display(board[["label", metric, f"{metric}_ci_low", f"{metric}_ci_high", "diff", "diff_ci_low", "diff_ci_high",
+               "p_value", "significant", *report_metrics, "latency_p50_ms", "latency_p95_ms", "index_seconds",
+               "n_queries"]])'''),
+        new_markdown_cell("## Plots"),
+        new_code_cell('''\
+figures = {
+    "leaderboard": plots.leaderboard_bars(board, metric, label="label", highlight=board["significant"],
+                                          title=f"{ds.name}/{split}: {metric}"),
+    "quality_vs_latency": plots.quality_vs_latency(board, metric, latency="latency_p50_ms", label="label",
+                                                   title=f"{ds.name}/{split}: quality vs latency"),
+    "per_query": plots.per_query_distribution({n: r.evaluation.per_query for n, r in results.items()}, metric),
+}
+''' + LOG_FIGURES),
+    ]
+
+
+def embedding_comparison() -> list:
+    return [
+        new_markdown_cell("""\
+# 04 · Embedding comparison
+
+Embedding models on **the same chunks** with the dense strategy: quality (with 95% CIs and a paired test against
+the best), encode time of the corpus (`index_seconds`) and per-query latency (query encoding + search).
+
+Models: `all-MiniLM-L6-v2` (fast), `all-mpnet-base-v2`, `multilingual-e5-small` (English and Chinese), or any
+sentence-transformers name or local folder. On 2 CPU cores, SciFact takes a few minutes with MiniLM and about half
+an hour with each of the two larger models. Embeddings are cached (`LAB_CACHE_DIR`, default `.cache`): a rerun
+reads them, so `index_seconds` is the encode time only on a model's first run over these chunks.
+
+- Interactively: every name in `models`, one MLflow run each.
+- As a sweep: `lab sweep params/embedding_comparison.yaml` injects one `params.model` per execution."""),
+        params_cell('''\
+dataset = "data/scifact"    # BEIR folder; repo-relative
+strategy = "dense"
+params = {}                 # dense params; params["model"] (injected by `lab sweep`) runs that one model
+models = ["all-MiniLM-L6-v2", "all-mpnet-base-v2", "multilingual-e5-small"]   # compared when params has no model
+chunking = {"chunker": "recursive", "size": 256, "overlap": 32, "size_unit": "tokens"}   # None: whole documents
+relevance = "doc"           # "doc": best chunk per document (comparable to BEIR numbers); "span" needs evidence
+split = "test"
+k = 100
+metric = "ndcg@10"
+report_metrics = ["recall@10", "recall@100"]
+max_queries = None
+seed = 0
+progress = True
+tracking_root = "mlruns"
+experiment = "embedding_comparison"
+mlflow_run_id = None        # set by `lab sweep`: log into this run'''),
+        new_code_cell(SETUP),
+        new_markdown_cell("## Encode and search with each model"),
+        new_code_cell('''\
+todo = [params["model"]] if params.get("model") else list(models)
+if mlflow_run_id and len(todo) > 1:
+    raise ValueError("mlflow_run_id is set (a sweep run): give one model in params['model'], not a list")
+results, run_ids = {}, []
+for model in todo:
+    res = run_experiment(ds, strategy, {**params, "model": model}, split=split, k=k, chunking=chunking,
+                         relevance=relevance, max_queries=max_queries, ctx=ctx)
+    run_ids.append(log_result(res, run_id=mlflow_run_id, experiment=experiment, root=tracking_root, seed=seed))
+    results[model] = res
+    print(f"{model:>24}: {metric} {res.evaluation.means[metric]:.4f}  encode {res.index_seconds:.1f} s for "
+          f"{res.info['n_units']:,} chunks  P50 {res.latency['latency_p50_ms']:.2f} ms  run {run_ids[-1]}")'''),
+        new_markdown_cell("## Leaderboard"),
+        new_code_cell('''\
+board = plots.leaderboard_table(results, metric, report_metrics, seed=seed)
+display(board[["label", metric, f"{metric}_ci_low", f"{metric}_ci_high", "diff", "p_value", "significant",
+               *report_metrics, "index_seconds", "latency_p50_ms", "n_units", "n_queries"]])'''),
+        new_markdown_cell("## Plots"),
+        new_code_cell('''\
+figures = {
+    "leaderboard": plots.leaderboard_bars(board, metric, label="label", highlight=board["significant"],
+                                          title=f"{ds.name}/{split}: {metric} by embedding model"),
+    "quality_vs_encode_time": plots.quality_vs_latency(board, metric, latency="index_seconds", label="label",
+                                                       title="quality vs corpus encode time"),
+    "quality_vs_latency": plots.quality_vs_latency(board, metric, latency="latency_p50_ms", label="label",
+                                                   title="quality vs per-query latency"),
+}
+''' + LOG_FIGURES),
+    ]
+
+
+BUILDERS = {
+    "01_testset_generation.ipynb": testset_generation,
+    "02_chunk_size_grid.ipynb": chunk_size_grid,
+    "03_strategy_comparison.ipynb": strategy_comparison,
+    "04_embedding_comparison.ipynb": embedding_comparison,
+}
+
+
+def build(name: str):
+    """The notebook ``name`` (a key of BUILDERS) as an nbformat node, stripped, with stable cell ids."""
+    nb = new_notebook(cells=BUILDERS[name](),
+                      metadata={"kernelspec": KERNELSPEC, "language_info": {"name": "python"}})
+    stem = name.split("_", 1)[0]
+    for i, cell in enumerate(nb.cells):
+        cell.id = f"nb{stem}-{i:02d}"
+    nbformat.validate(nb)
+    return nb
+
+
+def render(name: str) -> str:
+    return nbformat.writes(build(name)) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="write nothing; exit 1 if a notebook is out of date")
+    ap.add_argument("--out", type=Path, default=NOTEBOOKS)
+    args = ap.parse_args(argv)
+    stale = []
+    for name in BUILDERS:
+        path = args.out / name
+        text = render(name)
+        if args.check:
+            if not path.is_file() or path.read_text(encoding="utf-8") != text:
+                stale.append(path)
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        print(f"wrote {path}")
+    for path in stale:
+        print(f"{path}: differs from scripts/make_notebooks.py; run: python scripts/make_notebooks.py", file=sys.stderr)
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
