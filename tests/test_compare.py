@@ -2,31 +2,15 @@
 from __future__ import annotations
 
 import math
-import shutil
 import warnings
-from pathlib import Path
 
 import pytest
+
+from conftest import blank_store
 
 from lab.compare import CompareWarning, format_leaderboard, leaderboard, plot_leaderboard
 from lab.tracking import client, get_or_create_experiment, log_result
 
-
-def blank_store(folder: Path, pytestconfig) -> Path:
-    """A fresh tracking root: a copy of an empty MLflow DB made once per MLflow version (creating one runs the
-    migrations, ~15 s here), cached under pytest's cache folder."""
-    import mlflow
-
-    cache = pytestconfig.cache.mkdir(f"blank-mlflow-{mlflow.__version__}")
-    if not (cache / "mlflow.db").exists():
-        tmp = cache / "making"
-        shutil.rmtree(tmp, ignore_errors=True)
-        client(tmp).search_experiments()
-        (tmp / "mlflow.db").replace(cache / "mlflow.db")
-    root = folder / "mlruns"
-    root.mkdir(parents=True)
-    shutil.copy(cache / "mlflow.db", root / "mlflow.db")
-    return root
 
 
 def bm25(params=None, k=10, max_queries=None):

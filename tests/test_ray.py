@@ -1,10 +1,11 @@
 """The Ray executor: a two-config sweep of the fixture notebook as Ray tasks on a local Ray instance."""
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
+
+from conftest import blank_store
 
 from lab.config import config_hash, expand, load_spec
 from lab.sweep import TAG_PARENT, run_sweep
@@ -14,22 +15,6 @@ ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install '
 
 NOTEBOOK = Path(__file__).parent / "fixtures" / "notebooks" / "tiny_experiment.ipynb"
 
-
-def blank_store(folder: Path, pytestconfig) -> Path:
-    """A fresh tracking root: a copy of an empty MLflow DB made once per MLflow version (creating one runs the
-    migrations, ~15 s here), cached under pytest's cache folder."""
-    import mlflow
-
-    cache = pytestconfig.cache.mkdir(f"blank-mlflow-{mlflow.__version__}")
-    if not (cache / "mlflow.db").exists():
-        tmp = cache / "making"
-        shutil.rmtree(tmp, ignore_errors=True)
-        client(tmp).search_experiments()
-        (tmp / "mlflow.db").replace(cache / "mlflow.db")
-    root = folder / "mlruns"
-    root.mkdir(parents=True)
-    shutil.copy(cache / "mlflow.db", root / "mlflow.db")
-    return root
 
 
 def test_sweep_on_a_local_ray_instance(tmp_path, pytestconfig):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import sqlite3
 import subprocess
@@ -15,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import blank_store
+
 from lab.config import config_hash, expand, load_spec
 from lab.errors import ConfigError
 from lab.sweep import ERROR_ARTIFACT, TAG_PARENT, TAG_ROLE, _lock, run_sweep
@@ -23,22 +24,6 @@ from lab.tracking import client
 NOTEBOOK = Path(__file__).parent / "fixtures" / "notebooks" / "tiny_experiment.ipynb"
 REPO = Path(__file__).resolve().parents[1]
 
-
-def blank_store(folder: Path, pytestconfig) -> Path:
-    """A fresh tracking root: a copy of an empty MLflow DB made once per MLflow version (creating one runs the
-    migrations, ~15 s here), cached under pytest's cache folder."""
-    import mlflow
-
-    cache = pytestconfig.cache.mkdir(f"blank-mlflow-{mlflow.__version__}")
-    if not (cache / "mlflow.db").exists():
-        tmp = cache / "making"
-        shutil.rmtree(tmp, ignore_errors=True)
-        client(tmp).search_experiments()
-        (tmp / "mlflow.db").replace(cache / "mlflow.db")
-    root = folder / "mlruns"
-    root.mkdir(parents=True)
-    shutil.copy(cache / "mlflow.db", root / "mlflow.db")
-    return root
 
 
 def children(root, experiment: str) -> list:

@@ -1,12 +1,13 @@
 """lab.tracking: a real BM25 result on ORD-QA logged into a real MLflow store in tmp_path."""
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+
+from conftest import blank_store
 
 from lab.config import config_hash
 from lab.tracking import (
@@ -20,22 +21,6 @@ from lab.tracking import (
     tracking_uri,
 )
 
-
-def blank_store(tmp_path: Path, pytestconfig) -> Path:
-    """A fresh tracking root: a copy of an empty MLflow DB made once per MLflow version (creating one runs the
-    migrations, ~15 s here), cached under pytest's cache folder."""
-    import mlflow
-
-    cache = pytestconfig.cache.mkdir(f"blank-mlflow-{mlflow.__version__}")
-    if not (cache / "mlflow.db").exists():
-        tmp = cache / "making"
-        shutil.rmtree(tmp, ignore_errors=True)
-        client(tmp).search_experiments()
-        (tmp / "mlflow.db").replace(cache / "mlflow.db")
-    root = tmp_path / "mlruns"
-    root.mkdir()
-    shutil.copy(cache / "mlflow.db", root / "mlflow.db")
-    return root
 
 
 @pytest.fixture
