@@ -167,9 +167,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("strategies", help="list registered strategies")
     s.set_defaults(func=cmd_strategies)
-    from lab.cli_workbench import add_parsers; add_parsers(sub)  # noqa: E702 - lab sweep / compare / ui
-    from lab.demo import add_parsers as _demo; _demo(sub)  # noqa: E702 - lab demo
-    from lab.cli_train import add_parsers as _train; _train(sub)  # noqa: E702 - lab train-reranker
+    import importlib
+
+    # subcommands that live beside the code they call: sweep / compare / ui, demo, train-reranker
+    for module in ("lab.cli_workbench", "lab.demo", "lab.cli_train"):
+        importlib.import_module(module).add_parsers(sub)
     return p
 
 

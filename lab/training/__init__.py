@@ -1,0 +1,1 @@
+"""Training of the models raglab ships locally (no model hub): the cross-encoder reranker (reranker.py)."""

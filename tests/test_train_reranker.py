@@ -1,0 +1,207 @@
+"""lab.training.reranker and `lab train-reranker`: pure helpers, a real (tiny) fine-tune, the leakage guard.
+
+The tiny dataset is real SciFact text: 16 training and 4 test claims with their cited abstracts plus 40 other
+abstracts; the tiny model is a real fine-tune of the packaged MiniLM (a few steps, short max_length).
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from lab.data.types import Qrels, Queries
+from lab.errors import ConfigError
+from lab.training.reranker import (
+    TrainConfig,
+    duplicate_texts,
+    leakage,
+    listwise_loss,
+    lr_factor,
+    mine_groups,
+    rerank_scores,
+    split_validation,
+    train_reranker,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+SCIFACT = REPO / "data" / "scifact"
+
+#: a few optimiser steps on ~20 groups: real training, small enough for the fast suite
+TINY = {"epochs": 1, "negatives": 1, "batch_groups": 4, "max_length": 64, "freeze_layers": 4, "val_fraction": 0.2,
+        "val_max_queries": 3, "val_depth": 5, "mine_depth": 10, "lr": 1e-4, "log_every": 1}
+
+
+def write_tiny_dataset(folder: Path, n_train: int = 16, n_test: int = 4, n_other: int = 40,
+                       leak: bool = False) -> Path:
+    """A BEIR folder of real SciFact rows (see the module docstring); ``leak`` copies one training
+    (query, doc) pair into the test qrels."""
+    from lab.data.beir import load_dataset
+
+    ds = load_dataset(SCIFACT, progress=False)
+    train_q, train_qrels = ds.split("train")
+    test_q, test_qrels = ds.split("test")
+    tr = [q for q in train_qrels.query_ids if train_qrels[q]][:n_train]
+    te = [q for q in test_qrels.query_ids if test_qrels[q]][:n_test]
+    keep = {d for q in tr for d in train_qrels[q]} | {d for q in te for d in test_qrels[q]}
+    keep |= set([d for d in ds.corpus.ids if d not in keep][:n_other])
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "qrels").mkdir(exist_ok=True)
+    with open(folder / "corpus.jsonl", "w", encoding="utf-8") as f:
+        for d in ds.corpus:
+            if d.id in keep:
+                f.write(json.dumps({"_id": d.id, "title": d.title, "text": d.text}) + "\n")
+    with open(folder / "queries.jsonl", "w", encoding="utf-8") as f:
+        f.writelines(json.dumps({"_id": q, "text": train_q[q]}) + "\n" for q in tr)
+        f.writelines(json.dumps({"_id": q, "text": test_q[q]}) + "\n" for q in te)
+    rows = {"train": [(q, d, g) for q in tr for d, g in train_qrels[q].items()],
+            "test": [(q, d, g) for q in te for d, g in test_qrels[q].items()]}
+    if leak:
+        rows["test"].append(rows["train"][0])
+    for split, rs in rows.items():
+        (folder / "qrels" / f"{split}.tsv").write_text(
+            "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{g}\n" for q, d, g in rs), encoding="utf-8")
+    return folder
+
+
+def train_tiny(dataset: Path, out: Path, **overrides) -> dict:
+    from lab.retrievers.base import Context
+
+    cfg = TrainConfig(**{**TINY, **overrides})
+    return train_reranker(dataset, out, cfg, ctx=Context(cache_dir=out.parent / "cache", progress=False),
+                          log=lambda *a: None)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tiny")
+    data = write_tiny_dataset(root / "data")
+    meta = train_tiny(data, root / "model")
+    return data, root / "model", meta
+
+
+# --- pure helpers -------------------------------------------------------------------------------------------
+
+def test_leakage_finds_shared_ids_and_pairs():
+    train = Qrels({"1": {"a": 1}, "2": {"b": 1}, "3": {"c": 1}})
+    test = Qrels({"2": {"x": 1}, "3": {"c": 1}, "9": {"a": 1}})
+    out = leakage(train, test)
+    assert out == {"query_ids": ["2", "3"], "pairs": [("3", "c")]}
+    assert leakage(train, Qrels({"9": {"a": 1}})) == {"query_ids": [], "pairs": []}  # same doc, other query: fine
+
+
+def test_duplicate_texts():
+    assert duplicate_texts(Queries({"1": "Obesity decreases life quality. ", "2": "other"}),
+                           Queries({"9": "Obesity decreases life quality."})) == ["1"]
+
+
+def test_split_validation_is_seeded_and_disjoint():
+    ids = [str(i) for i in range(50)]
+    fit, val = split_validation(ids, 0.1, 60, seed=0)
+    assert len(val) == 5 and not set(fit) & set(val) and sorted(fit + val, key=int) == ids
+    assert split_validation(ids, 0.1, 60, seed=0) == (fit, val)
+    assert split_validation(ids, 0.1, 60, seed=1)[1] != val
+    assert len(split_validation(ids, 0.5, 3, seed=0)[1]) == 3
+    assert split_validation(ids, 0.0, 60, seed=0) == (ids, [])
+
+
+def test_mine_groups_excludes_judged_docs_and_respects_depth():
+    qrels = Qrels({"q": {"p1": 1, "p2": 2, "n0": 0}, "r": {"p": 1}})
+    ranked = {"q": ["p1", "x1", "n0", "x2", "p2", "x3", "x4"], "r": ["p"]}
+    groups = mine_groups(qrels, ["q", "r"], ranked, negatives=2, depth=5, seed=0)
+    assert [g.doc_id for g in groups] == ["p1", "p2"]  # "r" has no candidate negative: skipped
+    for g in groups:
+        assert len(g.negatives) == 2 and set(g.negatives) <= {"x1", "x2"}  # depth 5; judged n0 kept out
+    assert mine_groups(qrels, ["q"], ranked, 2, 5, seed=0) == groups
+
+
+def test_listwise_loss_equals_cross_entropy():
+    import torch
+
+    logits = torch.tensor([2.0, 0.5, -1.0, 0.3, 0.3])
+    expected = (torch.nn.functional.cross_entropy(logits[:3].view(1, 3), torch.tensor([0]))
+                + torch.nn.functional.cross_entropy(logits[3:].view(1, 2), torch.tensor([0]))) / 2
+    assert listwise_loss(logits, [3, 2]).item() == pytest.approx(expected.item())
+    assert listwise_loss(torch.zeros(4), [4]).item() == pytest.approx(math.log(4))  # chance
+
+
+def test_lr_factor_warmup_then_decay():
+    assert [round(lr_factor(s, 10, 2), 3) for s in range(10)] == [0.5, 1.0, 1.0, 0.875, 0.75, 0.625, 0.5, 0.375,
+                                                                  0.25, 0.125]
+
+
+def test_rerank_scores_head_then_tail():
+    first = {"a": 3.0, "b": 2.0, "c": 1.0, "d": 0.5}
+    out = rerank_scores(first, {"a": -1.0, "b": 4.0}, 1.0)
+    assert [d for d, _ in sorted(out.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)] == ["b", "a", "c", "d"]
+    assert rerank_scores(first, {"a": -1.0, "b": 4.0}, 0.0)["a"] > rerank_scores(first, {"a": -1.0, "b": 4.0}, 0.0)["b"]
+
+
+# --- real training ------------------------------------------------------------------------------------------
+
+def test_tiny_training_saves_a_loadable_model_with_metadata(tiny):
+    from sentence_transformers import CrossEncoder
+
+    _, out, meta = tiny
+    assert (out / "config.json").is_file() and (out / "training.json").is_file()
+    saved = json.loads((out / "training.json").read_text())
+    assert saved == json.loads(json.dumps(meta, sort_keys=True))
+    assert saved["dataset"] == "data" and saved["split"] == "train" and saved["params"]["negatives"] == 1
+    assert len(saved["dataset_fingerprint"]) >= 12 and saved["seed"] == 0 and saved["started"]
+    assert saved["n_groups"] >= 10 and saved["steps"] == math.ceil(saved["n_groups"] / 4)
+    assert len(saved["loss_curve"]) == saved["steps"] and all(c["loss"] > 0 for c in saved["loss_curve"])
+    assert saved["n_val_queries"] == 3 and 0 <= saved["val_rerank_ndcg@10"] <= 1
+    assert set(saved["val_alpha_ndcg@10"]) >= {"0.0", "1.0"} and 0 <= saved["recommended_alpha"] <= 1
+    assert len(saved["train_query_sha"]) == 16  # all training queries, fitted and held out
+    m = CrossEncoder(str(out), max_length=64)
+    s = m.predict([("vitamin d", "bones"), ("vitamin d", "bones")])
+    assert s.shape == (2,) and s[0] == pytest.approx(s[1])
+
+
+def test_training_changes_the_weights_and_is_seeded(tiny, tmp_path):
+    data, _, meta = tiny
+    from lab.models.crossencoder import load_crossencoder, packaged_minilm_path, weights_sha256
+
+    base = load_crossencoder(packaged_minilm_path(), max_length=64, num_labels=1)
+    assert meta["weights_sha256"] != weights_sha256(base)
+    again = train_tiny(data, tmp_path / "again")
+    assert again["weights_sha256"] == meta["weights_sha256"]  # same seed, same data: same weights
+    assert [c["loss"] for c in again["loss_curve"]] == pytest.approx([c["loss"] for c in meta["loss_curve"]])
+
+
+def test_leakage_guard_refuses_and_force_overrides(tmp_path):
+    from lab.retrievers.base import Context
+
+    data = write_tiny_dataset(tmp_path / "leaky", n_train=6, n_other=10, leak=True)
+    cfg = TrainConfig(**{**TINY, "val_fraction": 0.0, "max_pairs": 2})
+    ctx = Context(cache_dir=tmp_path / "cache", progress=False)
+    with pytest.raises(ConfigError, match=r"shares 1 query ids and 1 \(query, doc\) pairs.*--force"):
+        train_reranker(data, tmp_path / "m", cfg, ctx=ctx, log=lambda *a: None)
+    assert not (tmp_path / "m").exists()
+    meta = train_reranker(data, tmp_path / "m", cfg, ctx=ctx, log=lambda *a: None, force=True)
+    assert meta["forced"] and meta["leakage"]["shared_pairs"] == 1 and (tmp_path / "m" / "config.json").is_file()
+
+
+def test_training_on_the_evaluation_split_is_refused(tmp_path):
+    data = write_tiny_dataset(tmp_path / "d", n_train=2, n_other=5)
+    with pytest.raises(ConfigError, match="evaluation split"):
+        train_reranker(data, tmp_path / "m", TrainConfig(**TINY), split="test", log=lambda *a: None)
+
+
+def test_cli_train_reranker_refuses_leak_and_names_the_fix(tmp_path, capsys):
+    from lab.cli import build_parser, main
+
+    data = write_tiny_dataset(tmp_path / "leaky", n_train=4, n_other=5, leak=True)
+    args = build_parser().parse_args(["train-reranker", "--dataset", str(data), "--out", str(tmp_path / "m")])
+    assert args.split == "train" and args.epochs == TrainConfig().epochs and args.base_model is None
+    rc = main(["train-reranker", "--dataset", str(data), "--out", str(tmp_path / "m"), "--no-progress",
+               "--cache-dir", str(tmp_path / "cache")])
+    assert rc == 2 and "--force" in capsys.readouterr().err
+
+
+def test_cli_default_out_is_the_rerank_default_for_scifact():
+    from lab.cli_train import default_out
+    from lab.models.crossencoder import DEFAULT_RERANKER
+
+    assert default_out(str(SCIFACT)) == DEFAULT_RERANKER
