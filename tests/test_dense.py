@@ -134,15 +134,17 @@ def test_hnsw_recall_against_exact_search_on_random_vectors():
     assert (exact[:, 0] == np.arange(100)).mean() >= 0.99  # each noisy copy finds its source
 
 
-def test_faiss_threads_restored(flat):
+def test_faiss_and_torch_threads_set_together_and_restored(flat):
     import faiss
+    import torch
 
-    before = faiss.omp_get_max_threads()
+    before_f, before_t = faiss.omp_get_max_threads(), torch.get_num_threads()
     flat.search(Queries({"q1": QUERIES["q1"]}), k=2)
-    assert faiss.omp_get_max_threads() == before
+    assert (faiss.omp_get_max_threads(), torch.get_num_threads()) == (before_f, before_t)
     with faiss_threads(1):
-        assert faiss.omp_get_max_threads() == 1
-    assert faiss.omp_get_max_threads() == before
+        # torch is set too: faiss may share torch's OpenMP runtime (see faiss_threads)
+        assert faiss.omp_get_max_threads() == 1 and torch.get_num_threads() == 1
+    assert (faiss.omp_get_max_threads(), torch.get_num_threads()) == (before_f, before_t)
 
 
 def test_errors_are_clear(ctx, embedder):

@@ -109,17 +109,21 @@ def default_threads() -> int:
 
 @contextmanager
 def torch_threads(n: int | None):
-    """Run the block with ``torch.set_num_threads(n)``; restore the caller's value after (None: unchanged)."""
+    """Run the block with ``torch.set_num_threads(n)`` and set the caller's value back after (None: unchanged).
+
+    Both calls are made even when the value looks unchanged: faiss imported after torch binds to torch's
+    OpenMP runtime, so ``faiss.omp_set_num_threads`` changes what ``torch.get_num_threads`` reports without
+    torch's own pool knowing; measured here, one query then took 0.6-3.8 s instead of ~30 ms until torch's
+    setter ran again.
+    """
     import torch
 
     old = torch.get_num_threads()
-    if n and n != old:
-        torch.set_num_threads(int(n))
+    torch.set_num_threads(int(n or old))
     try:
         yield
     finally:
-        if torch.get_num_threads() != old:
-            torch.set_num_threads(old)
+        torch.set_num_threads(old)
 
 
 def length_batches(lengths: Sequence[int], batch_size: int) -> tuple[np.ndarray, list[np.ndarray]]:

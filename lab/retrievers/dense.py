@@ -34,16 +34,29 @@ def passage_text(title: str, text: str) -> str:
 
 @contextmanager
 def faiss_threads(n: int | None):
-    """Run the block with ``faiss.omp_set_num_threads(n)``; restore the previous count (None: unchanged)."""
+    """Run the block with faiss (and torch, when loaded) on ``n`` threads; restore both after (None: unchanged).
+
+    torch is set too, last, because faiss imported after torch shares torch's OpenMP runtime (the dynamic
+    linker binds faiss's ``omp_*``/``GOMP_*`` to torch's libgomp): changing the OpenMP thread count behind
+    torch's back made single-query encodes take 0.6-3.8 s instead of ~30 ms here, until torch's setter ran again.
+    """
+    import sys
+
     import faiss
 
-    old = faiss.omp_get_max_threads()
+    torch = sys.modules.get("torch")
+    old_f = faiss.omp_get_max_threads()
+    old_t = torch.get_num_threads() if torch is not None else None
     if n:
         faiss.omp_set_num_threads(int(n))
+        if torch is not None:
+            torch.set_num_threads(int(n))
     try:
         yield
     finally:
-        faiss.omp_set_num_threads(old)
+        faiss.omp_set_num_threads(old_f)
+        if torch is not None:
+            torch.set_num_threads(old_t)
 
 
 def build_index(vectors: np.ndarray, index: str = "flat", M: int = 32, ef_construction: int = 200,
