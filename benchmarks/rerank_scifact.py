@@ -58,7 +58,7 @@ def main() -> None:
             ("rerank ce alpha=auto", "rerank", ce, "bm25")]
     if args.biencoder:
         bi = {"reranker": "biencoder", "model": args.biencoder_model, "top_n": args.top_n}
-        short = args.biencoder_model.split("/")[-1][:14]
+        short = args.biencoder_model.split("/")[-1][:16]
         plan += [(f"rerank bi {short} a=1", "rerank", {**bi, "alpha": 1.0}, "bm25"),
                  (f"rerank bi {short} a=0.5", "rerank", {**bi, "alpha": 0.5}, "bm25")]
     if not args.no_hybrid and "hybrid" in available():

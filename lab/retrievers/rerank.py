@@ -20,7 +20,8 @@ Conventions
 - ``alpha`` weighs the second stage against the first on the top N: ``alpha * minmax(second) +
   (1 - alpha) * minmax(first)`` per query (min-max over that query's top N). ``alpha=1`` is a pure rerank.
   ``alpha=None`` (default) takes the value the trained model's validation chose (``training.json``:
-  ``recommended_alpha``), else 1.
+  ``recommended_alpha``), else 1. That value was chosen against the training run's first stage (BM25):
+  over another first stage (hybrid's RRF scores) it is a prior, not a tuned weight; set ``alpha`` there.
 - Latency of a query = its first-stage latency + its rerank time (each query rescored alone). Cross-encoder
   scores come from the cache when present, so a rerun's latency is the lookup's, not the model's;
   ``describe()["score_cache"]`` counts the pairs read (hits) and scored (misses) by this retriever.
@@ -154,7 +155,7 @@ class RerankRetriever(BaseRetriever):
         if seen:
             raise ConfigError(
                 f"rerank: {len(seen)} of the {len(queries)} queries (e.g. id {seen[0]!r}) were training queries of "
-                f"reranker {self.model_name or 'default'}; its scores on them are leaked. Evaluate on a held-out split "
+                f"reranker {self._scorer.path}; its scores on them are leaked. Evaluate on a held-out split "
                 "(e.g. --split test) or set allow_trained_queries=true to override")
 
     def search(self, queries: Queries, k: int = 100) -> Run:
