@@ -58,10 +58,13 @@ def _ci_err(df: pd.DataFrame, metric: str, ci: tuple[str, str] | None) -> np.nda
     return np.clip(err, 0, None)
 
 
-def _labels(df: pd.DataFrame, label: str | None) -> list[str]:
-    if label is None or label not in df:
-        return [str(i) for i in df.index]
-    return [str(v) for v in df[label]]
+def _labels(df: pd.DataFrame, label: str | None, width: int = 34) -> list[str]:
+    """Row labels, wrapped at ``width`` characters (sweep labels such as "strategy=rerank, params.model=..."
+    are long) so they stay inside the figure."""
+    import textwrap
+
+    values = [str(i) for i in df.index] if label is None or label not in df else [str(v) for v in df[label]]
+    return ["\n".join(textwrap.wrap(v, width)) or v for v in values]
 
 
 def metric_vs_param(
@@ -130,7 +133,8 @@ def leaderboard_bars(
     names = _labels(d, label)
     err = _ci_err(d, metric, ci)
     y = np.arange(len(d))[::-1]
-    fig = Figure(figsize=(6.5, 0.45 * len(d) + 1.4), layout="constrained")
+    lines = sum(n.count("\n") + 1 for n in names)
+    fig = Figure(figsize=(8.5, 0.3 * lines + 0.25 * len(d) + 1.4), layout="constrained")
     ax = fig.subplots()
     bars = ax.barh(y, d[metric].to_numpy(dtype=float), xerr=err, color=COLORS[0], alpha=0.85, capsize=3,
                    error_kw={"elinewidth": 1, "ecolor": "#333333"})
