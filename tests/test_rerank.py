@@ -84,19 +84,30 @@ def test_rerank_reorders_the_first_stage_top_n_by_the_cross_encoder(tiny, tmp_pa
 def test_cross_encoder_scores_are_cached(tiny, tmp_path):
     model, corpus, test_q = tiny.model, tiny.corpus, tiny.test_q
     ctx = ctx_for(tmp_path)
-    r1 = build("rerank", {"model": str(model), "top_n": 4, "max_length": 64}, ctx)
+    r1 = build("rerank", {"model": str(model), "top_n": 4, "max_length": 64, "cache_scores": True}, ctx)
     r1.index(corpus)
     a = r1.search(test_q, 10)
     assert r1.scorer().misses == 4 * len(test_q) and r1.scorer().hits == 0
-    r2 = build("rerank", {"model": str(model), "top_n": 4, "max_length": 64}, ctx)  # a fresh process would do this
+    r2 = build("rerank", {"model": str(model), "top_n": 4, "max_length": 64, "cache_scores": True}, ctx)  # a fresh process would do this
     r2.index(corpus)
     b = r2.search(test_q, 10)
     assert r2.scorer().hits == 4 * len(test_q) and r2.scorer().misses == 0
     assert list(a) == list(b) and all(a[q] == pytest.approx(b[q]) for q in a)
-    r3 = build("rerank", {"model": str(model), "top_n": 4, "max_length": 48}, ctx)  # another identity
+    r3 = build("rerank", {"model": str(model), "top_n": 4, "max_length": 48, "cache_scores": True}, ctx)  # another identity
     r3.index(corpus)
     r3.search(test_q, 10)
     assert r3.scorer().hits == 0
+
+
+def test_scores_are_computed_by_default_so_latency_is_the_models(tiny, tmp_path):
+    model, corpus, test_q = tiny.model, tiny.corpus, tiny.test_q
+    ctx = ctx_for(tmp_path)
+    for _ in range(2):  # a rerun scores again: nothing is read back
+        r = build("rerank", {"model": str(model), "top_n": 4, "max_length": 64}, ctx)
+        r.index(corpus)
+        r.search(test_q, 10)
+        assert r.scorer().hits == 0 and r.scorer().misses == 4 * len(test_q)
+        assert r.describe()["cache_scores"] is False
 
 
 def test_alpha_defaults_to_the_models_validated_choice(tiny, tmp_path):
