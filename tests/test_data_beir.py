@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import gzip
 import shutil
-import time
 import warnings
 from pathlib import Path
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.data.types import Queries, Run
+from lab.data.types import Run
 from lab.errors import ConfigError
 from lab.retrievers import Context, build
 from lab.retrievers.fusion import HybridRetriever, fuse, normalise, rrf, weighted
