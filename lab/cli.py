@@ -169,10 +169,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_strategies)
     import importlib
 
-    # subcommands that live beside the code they call: sweep / compare / ui, demo, train-reranker
-    for module in ("lab.cli_workbench", "lab.demo", "lab.cli_train"):
+    # subcommands that live beside the code they call: sweep / compare / ui, demo, train-*, report / gate,
+    # testset, and the ones for outside systems (http, monitoring)
+    for module in SUBCOMMAND_MODULES:
         importlib.import_module(module).add_parsers(sub)
     return p
+
+
+SUBCOMMAND_MODULES = ("lab.cli_workbench", "lab.demo", "lab.cli_train", "lab.cli_report", "lab.cli_testset",
+                      "lab.cli_answers")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,14 +23,31 @@ class Result:
     search_seconds: float
     info: dict = field(default_factory=dict)
     eval_run: Run | None = None  # the run the metrics were computed on (doc-level after aggregation)
+    cost: dict = field(default_factory=dict)  # llm_index_* / llm_query_* counters (see cost_summary)
 
     def summary(self) -> dict:
-        """Flat dict: metric means (ndcg@10, ...), latency figures, index and search seconds."""
+        """Flat dict: metric means (ndcg@10, ...), latency figures, index and search seconds, LLM cost."""
         out = {k: float(v) for k, v in self.evaluation.means.items()}
         out.update({k: float(v) for k, v in self.latency.items()})
         out["index_seconds"] = float(self.index_seconds)
         out["search_seconds"] = float(self.search_seconds)
+        out.update({k: float(v) for k, v in self.cost.items()})
         return out
+
+
+COST_KEYS = ("calls", "cache_hits", "generated", "prompt_tokens", "completion_tokens", "seconds")
+
+
+def cost_summary(before: dict, after: dict, phase: str) -> dict[str, float]:
+    """The cost of one phase ("index" or "query") from two usage snapshots: ``llm_<phase>_<counter>`` for the
+    counters of :data:`COST_KEYS`, plus ``llm_<phase>_tokens`` (prompt + completion tokens of generated answers:
+    what was paid; cached answers cost nothing). Empty when the strategy used no LLM."""
+    if not after:
+        return {}
+    diff = {key: float(after.get(key, 0)) - float(before.get(key, 0)) for key in COST_KEYS}
+    out = {f"llm_{phase}_{key}": value for key, value in diff.items()}
+    out[f"llm_{phase}_tokens"] = diff["prompt_tokens"] + diff["completion_tokens"]
+    return out
 
 
 def load(dataset: str | Path | Dataset, progress: bool = True) -> Dataset:
@@ -100,13 +117,18 @@ def run_experiment(
         raise ConfigError("relevance='span' needs chunking (e.g. --set chunking.chunker=recursive)")
 
     retriever = build(strategy, dict(params or {}), ctx)
+    usage = getattr(retriever, "usage", dict)
+    u0 = usage()
     t0 = time.perf_counter()
     retriever.index(units)
     index_seconds = time.perf_counter() - t0
+    u1 = usage()
 
     t0 = time.perf_counter()
     run = retriever.search(queries, search_k)
     search_seconds = time.perf_counter() - t0
+    u2 = usage()
+    cost = {**cost_summary(u0, u1, "index"), **cost_summary(u1, u2, "query")}
 
     eval_run, eval_qrels = run, qrels
     if rel is not None and mode == "doc":
@@ -134,4 +156,5 @@ def run_experiment(
         "chunking": dict(chunking or {"chunker": "none"}),
         "relevance": mode,
     }
-    return Result(config, run, evaluation, latency_summary(run.latency), index_seconds, search_seconds, info, eval_run)
+    return Result(config, run, evaluation, latency_summary(run.latency), index_seconds, search_seconds, info, eval_run,
+                  cost)

@@ -251,6 +251,7 @@ def result_metrics(result, ci: bool = True, seed: int = 0, n_resamples: int = 10
     out.update({str(k): float(v) for k, v in result.latency.items()})
     out["index_seconds"] = float(result.index_seconds)
     out["search_seconds"] = float(result.search_seconds)
+    out.update({str(k): float(v) for k, v in getattr(result, "cost", {}).items()})
     out["n_queries"] = float(result.evaluation.n_queries)
     out["n_excluded"] = float(len(result.evaluation.excluded))
     return out

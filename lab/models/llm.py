@@ -105,7 +105,9 @@ class LLMError(LabError):
 
 @dataclass(frozen=True)
 class Completion:
-    """One answer. ``model`` is the LLM's identity; ``seconds`` the wall time of this call (near 0 if cached)."""
+    """One answer. ``model`` is the LLM's identity; ``seconds`` the wall time of this call (near 0 if cached);
+    ``gen_seconds`` what generating the answer took when it was generated (read back from the cache on a hit), so
+    a strategy can report the latency a user would see without the cache."""
 
     text: str
     prompt_tokens: int
@@ -114,6 +116,7 @@ class Completion:
     cached: bool
     model: str
     finish_reason: str | None = None
+    gen_seconds: float = 0.0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -306,7 +309,8 @@ class _BaseLLM:
             self._count(calls=1, cache_hits=1)
             return Completion(text=hit["text"], prompt_tokens=int(hit["prompt_tokens"]),
                               completion_tokens=int(hit["completion_tokens"]), seconds=time.perf_counter() - t0,
-                              cached=True, model=self.identity, finish_reason=hit.get("finish_reason"))
+                              cached=True, model=self.identity, finish_reason=hit.get("finish_reason"),
+                              gen_seconds=float(hit.get("seconds", 0.0)))
         with self._slots:
             try:
                 self._prepare()
@@ -321,7 +325,8 @@ class _BaseLLM:
                                       "finish_reason": finish, "seconds": gen_s})
         self._count(calls=1, generated=1, prompt_tokens=p_tok, completion_tokens=c_tok, seconds=gen_s)
         return Completion(text=text, prompt_tokens=p_tok, completion_tokens=c_tok,
-                          seconds=time.perf_counter() - t0, cached=False, model=self.identity, finish_reason=finish)
+                          seconds=time.perf_counter() - t0, cached=False, model=self.identity, finish_reason=finish,
+                          gen_seconds=gen_s)
 
     def map(self, items: Sequence[str | Sequence[Message]], concurrency: int | None = None,
             progress: bool | None = None, desc: str | None = None, **gen) -> list[Completion]:

@@ -7,6 +7,13 @@ their parts through :func:`build` too: compose, do not copy.
 
 Latency convention: ``Run.latency[qid]`` is the wall time of that query searched alone (one query at a
 time, as a user's query arrives), in seconds. Index time is reported apart, by the caller.
+
+Cost convention: a strategy that pays for model calls (an LLM writing questions, summaries, rewrites) exposes
+``usage() -> dict[str, float]``: cumulative counters since it was built, with the keys of
+:meth:`lab.models.llm.LLM.usage` (calls, cache_hits, generated, prompt_tokens, completion_tokens, seconds, ...),
+summed over the LLMs it owns (see :func:`llm_usage`). :func:`lab.experiment.run_experiment` takes a snapshot
+before ``index``, after ``index`` and after ``search`` and reports the differences as index-time and query-time
+cost (``llm_index_calls``, ``llm_index_tokens``, ``llm_index_seconds``, ``llm_query_*``).
 """
 from __future__ import annotations
 
@@ -70,6 +77,24 @@ class BaseRetriever:
     def describe(self) -> dict:
         """Params and identities to log (model names, backends); JSON-serialisable."""
         return {"strategy": self.name, **{k: v for k, v in self.params.items() if _plain(v)}}
+
+    def usage(self) -> dict[str, float]:
+        """Cumulative cost counters of paid model calls (none for a plain retriever); see the module docstring."""
+        return {}
+
+
+def llm_usage(*parts) -> dict[str, float]:
+    """Counters summed over LLM objects and retrievers (anything with ``usage()``); ``None`` parts are skipped,
+    and an object listed twice counts once."""
+    total: dict[str, float] = {}
+    seen: set[int] = set()
+    for part in parts:
+        if part is None or id(part) in seen or not hasattr(part, "usage"):
+            continue
+        seen.add(id(part))
+        for key, value in part.usage().items():
+            total[key] = total.get(key, 0) + value
+    return total
 
 
 def _plain(v) -> bool:

@@ -1,0 +1,26 @@
+"""What LLM-powered strategies share: building their LLM from params, and naming it in ``describe()``.
+
+``llm`` param of every LLM strategy: a spec for :func:`lab.models.llm.load_llm` (``"local"`` / ``None``: the
+packaged SmolLM2-135M-Instruct, offline; a ``.gguf`` path; ``"openai:MODEL"``; or a dict). The LLM shares the
+strategy's cache folder (``ctx.cache_dir``), so index-time work (questions, summaries, rewrites) repeated by a
+rerun or another sweep point is read back, not generated again. Temperature 0 unless the params say otherwise.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from lab.retrievers.base import Context
+
+
+def llm_for(ctx: Context, spec: str | Mapping | None = None, **kwargs):
+    """The LLM named by ``spec`` with the strategy's cache folder, progress setting and seed."""
+    from lab.models.llm import load_llm
+
+    kwargs.setdefault("progress", ctx.progress)
+    kwargs.setdefault("seed", ctx.seed)
+    return load_llm(spec, cache_dir=ctx.cache_dir, **kwargs)
+
+
+def llm_describe(llm) -> dict[str, Any]:
+    """Plain fields naming the LLM for params and tags: ``llm`` (identity) and ``llm_backend``."""
+    return {"llm": llm.identity, "llm_backend": getattr(llm, "backend", "?")}
