@@ -93,35 +93,151 @@ def _write_table(df, path) -> None:
 
 
 def cmd_run(args) -> int:
+    import math
+
     from lab.data.trec import write_trec_run
+    from lab.errors import ConfigError
     from lab.experiment import run_experiment
     from lab.retrievers.base import Context
 
-    params = _parse_set(args.set)
-    chunking = params.pop("chunking", None)
-    ctx = Context(cache_dir=Path(args.cache_dir), progress=not args.no_progress and not args.json, seed=args.seed)
-    res = run_experiment(args.dataset, args.strategy, params, split=args.split, k=args.k, chunking=chunking,
-                         relevance=args.relevance, metrics=_metrics_arg(args.metrics), ctx=ctx,
-                         max_queries=args.max_queries)
+    if bool(args.strategy) == bool(args.from_trec):
+        raise ConfigError("lab run: give --strategy NAME (run a strategy) or --from-trec RUN.trec (evaluate a run "
+                          "made elsewhere), not both or neither")
+    progress = not args.no_progress and not args.json
+    if args.from_trec:
+        if args.set:
+            raise ConfigError("--set has no effect with --from-trec: the run was made elsewhere")
+        res = trec_result(args.dataset, args.from_trec, split=args.split, k=args.k, name=args.name,
+                          metrics=_metrics_arg(args.metrics), max_queries=args.max_queries, progress=progress)
+    else:
+        params = _parse_set(args.set)
+        chunking = params.pop("chunking", None)
+        ctx = Context(cache_dir=Path(args.cache_dir), progress=progress, seed=args.seed)
+        res = run_experiment(args.dataset, args.strategy, params, split=args.split, k=args.k, chunking=chunking,
+                             relevance=args.relevance, metrics=_metrics_arg(args.metrics), ctx=ctx,
+                             max_queries=args.max_queries)
+    strategy = res.config["strategy"]
     if args.out:
-        write_trec_run(res.run, args.out, tag=args.strategy)
+        write_trec_run(res.run, args.out, tag=strategy.replace(":", "_"))
     if args.per_query:
         _write_table(res.evaluation.per_query, args.per_query)
+    run_id = None
+    if args.mlflow or args.experiment:
+        run_id = _log_run(res, args)
     if args.json:
-        out = res.summary()
+        out = {k: (None if isinstance(v, float) and math.isnan(v) else v)  # NaN: not measured (an imported run)
+               for k, v in res.summary().items()}
         out["_meta"] = _meta(res.evaluation, **res.info, config=res.config)
+        if run_id:
+            out["_meta"]["mlflow_run_id"] = run_id
         print(json.dumps(out, indent=2, default=str))
     else:
         lat = res.latency
         _print_table(res.evaluation.means, None,
-                     f"{args.strategy} on {res.info['dataset']}/{args.split}: {res.evaluation.n_queries} queries, "
+                     f"{strategy} on {res.info['dataset']}/{args.split}: {res.evaluation.n_queries} queries, "
                      f"relevance={res.info['relevance_mode']}")
-        print(f"  latency per query: P50 {lat['latency_p50_ms']:.2f} ms  P95 {lat['latency_p95_ms']:.2f} ms  "
-              f"P99 {lat['latency_p99_ms']:.2f} ms")
-        print(f"  index build: {res.index_seconds:.2f} s   search (all queries): {res.search_seconds:.2f} s")
+        for line in _diagnostic_lines(res.info.get("retriever") or {}):
+            print(f"  {line}")
+        if not math.isnan(lat["latency_p50_ms"]):  # latency was measured here (not for an imported run)
+            print(f"  latency per query: P50 {lat['latency_p50_ms']:.2f} ms  P95 {lat['latency_p95_ms']:.2f} ms  "
+                  f"P99 {lat['latency_p99_ms']:.2f} ms")
+            print(f"  index build: {res.index_seconds:.2f} s   search (all queries): {res.search_seconds:.2f} s")
         if args.out:
             print(f"  run written to {args.out}")
+        if run_id:
+            print(f"  logged to MLflow experiment {args.experiment or 'raglab'!r}, run {run_id}")
     return 0
+
+
+def trec_result(dataset, run_path, *, split: str = "test", k: int = 100, name: str | None = None, metrics=None,
+                max_queries: int | None = None, progress: bool = True):
+    """A :class:`lab.experiment.Result` for a TREC run made elsewhere (Pyserini, Elasticsearch, a vendor),
+    evaluated like our own strategies so it is logged, compared and reported beside them.
+
+    Conventions: strategy name ``name`` or ``trec:<file stem>``; only the split's queries are kept (the first
+    ``max_queries`` by id when given), each cut to its top ``k`` hits in the Run tie order; a split query the
+    run lacks scores 0. Latency, index and search seconds are NaN (not measured here). ``info["retriever"]``
+    records the file, its sha256, its tag, the run's queries outside the split and hit ids that match no
+    document (first few shown). Bad files raise DataError naming file, line and field (read_trec_run); a run
+    sharing no query with the split raises DataError too."""
+    import hashlib
+    import math
+
+    from lab.data.fingerprint import fingerprint
+    from lab.data.trec import read_trec_run
+    from lab.data.types import Qrels, Run
+    from lab.errors import ConfigError, DataError
+    from lab.experiment import Result, load
+    from lab.metrics import DEFAULT_METRICS, evaluate, latency_summary
+
+    path = Path(run_path)
+    ds = load(dataset, progress=progress)
+    try:
+        queries, qrels = ds.split(split)
+    except KeyError as exc:
+        raise ConfigError(str(exc.args[0])) from None
+    if max_queries:
+        keep = sorted(queries)[:max_queries]
+        queries, qrels = queries.subset(keep), Qrels({q: qrels[q] for q in keep}, name=qrels.name)
+    raw = read_trec_run(path)
+    strategy = name or f"trec:{path.name.split('.')[0]}"
+    scores = {q: dict(raw.ranked(q, k)) for q in queries if q in raw}
+    if not scores:
+        some = ", ".join(list(raw)[:3])
+        raise DataError(path, f"none of its {len(raw)} queries (e.g. {some}) is in split {split!r} of {ds.name}",
+                        field="qid", hint="check --dataset and --split; query ids must be those of queries.jsonl")
+    unknown = [d for hits in scores.values() for d in hits if d not in ds.corpus]
+    run = Run(scores, name=strategy)
+    evaluation = evaluate(qrels, run, metrics or DEFAULT_METRICS)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    describe = {
+        "strategy": strategy, "source": "trec", "run_file": str(path), "run_sha256": digest, "run_tag": raw.name,
+        "run_queries": len(raw), "run_queries_outside_split": sum(q not in queries for q in raw),
+        "split_queries_without_hits": len(queries) - len(scores), "unknown_ids": len(unknown),
+        "unknown_examples": ",".join(list(dict.fromkeys(unknown))[:5]),
+    }
+    info = {"dataset": ds.name, "dataset_path": str(ds.path), "dataset_fingerprint": fingerprint(ds.path),
+            "split": split, "n_queries": len(queries), "n_units": len(ds.corpus), "relevance_mode": "doc",
+            "chunking": {"chunker": "none"}, "retriever": describe}
+    config = {"dataset": ds.name, "strategy": strategy, "split": split, "k": k,
+              "params": {"run_file": path.name}, "chunking": {"chunker": "none"},
+              "relevance": "doc"}
+    return Result(config, run, evaluation, latency_summary({}), math.nan, math.nan, info, run)
+
+
+def _diagnostic_lines(describe: dict) -> list[str]:
+    """Human lines for the counters a strategy reports in its description (http failures, unknown ids)."""
+    lines = []
+    if "http_queries" in describe:
+        lines.append(f"http: {describe['http_queries']} queries, {describe['http_failed']} failed "
+                     f"({describe['http_error_rate']:.1%}), {describe['http_retries']} retries, "
+                     f"final status {describe.get('http_final_status')}")
+        if describe["http_failed"]:
+            lines.append(f"failed queries (scored 0): {describe['http_failed_queries']}; first error: "
+                         f"{describe['http_first_error']}")
+        if describe["http_unknown_ids"]:
+            lines.append(f"{describe['http_unknown_ids']} hit ids match no document (e.g. "
+                         f"{describe['http_unknown_examples']}); {describe['http_mapped_by_text']} mapped by text")
+    if describe.get("source") == "trec":
+        lines.append(f"imported run {describe['run_file']} (tag {describe['run_tag']}): {describe['run_queries']} "
+                     f"queries, {describe['run_queries_outside_split']} outside the split, "
+                     f"{describe['split_queries_without_hits']} split queries without hits (scored 0)")
+        if describe["unknown_ids"]:
+            lines.append(f"{describe['unknown_ids']} hit ids match no document (e.g. {describe['unknown_examples']})")
+    return lines
+
+
+def _log_run(res, args) -> str:
+    """Log a `lab run` result into MLflow (log_result), plus the strategy's http_* counters as metrics."""
+    from lab.tracking import log_metrics, log_result
+
+    run_id = log_result(res, experiment=args.experiment or "raglab", root=args.root, seed=args.seed)
+    describe = res.info.get("retriever") or {}
+    counters = {k: float(v) for k, v in describe.items()
+                if k.startswith("http_") and isinstance(v, (int, float)) and not isinstance(v, bool)}
+    if counters:
+        log_metrics(run_id, counters, root=args.root)
+    return run_id
 
 
 def cmd_strategies(args) -> int:
@@ -149,7 +265,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="run one strategy on a dataset split and evaluate it")
     r.add_argument("--dataset", required=True, help="a BEIR-layout folder, e.g. data/scifact")
-    r.add_argument("--strategy", required=True, help="a registered strategy (see `lab strategies`)")
+    r.add_argument("--strategy", help="a registered strategy (see `lab strategies`); e.g. http with "
+                   "--set url=http://127.0.0.1:8000/retrieve for a service")
+    r.add_argument("--from-trec", metavar="RUN.trec", help="evaluate a TREC run made elsewhere instead of a strategy")
+    r.add_argument("--name", help="with --from-trec: strategy name to report and log (default trec:<file stem>)")
     r.add_argument("--split", default="test")
     r.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="strategy param (repeatable); chunking.* keys set chunking, e.g. --set chunking.size=256")
@@ -163,6 +282,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--cache-dir", default=os.environ.get("LAB_CACHE_DIR", ".cache"))
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--no-progress", action="store_true")
+    r.add_argument("--mlflow", action="store_true", help="log the result into MLflow (experiment raglab)")
+    r.add_argument("--experiment", help="log into this MLflow experiment (implies --mlflow)")
+    r.add_argument("--root", default="mlruns", help="tracking root (default mlruns/ at the repo root)")
     r.set_defaults(func=cmd_run)
 
     s = sub.add_parser("strategies", help="list registered strategies")

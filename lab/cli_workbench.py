@@ -18,12 +18,14 @@ def cmd_sweep(args) -> int:
 
     rep = run_sweep(args.spec, jobs=args.jobs, executor=args.executor, dry_run=args.dry_run,
                     ray_address=args.ray_address, root=args.root, output_dir=args.output_dir,
-                    progress=not args.no_progress, execution_timeout=args.timeout)
+                    progress=not args.no_progress, execution_timeout=args.timeout, publish=_publish_args(args))
     if not args.dry_run:
         print(rep.summary())
         for o in rep.outcomes:
             if o.status not in ("FINISHED", "SKIPPED"):
                 print(f"  [{o.index}] {o.label}: {o.status} {o.error} (run {o.run_id}, notebook {o.notebook})")
+        if rep.publish_error:
+            print(f"error: publishing metrics failed: {rep.publish_error}", file=sys.stderr)
     return 0 if (args.dry_run or rep.ok) else 1
 
 
@@ -36,6 +38,8 @@ def cmd_compare(args) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CompareWarning)  # printed with the table
         df = leaderboard(experiment, metric=args.metric, root=args.root, parent_run_id=args.parent)
+    for note in df.attrs.get("warnings", []):
+        print(f"warning: {note}", file=sys.stderr)
     print(f"experiment {experiment!r}, {len(df)} finished runs, by {args.metric}")
     print(format_leaderboard(df))
     if args.png and not df.empty:
@@ -44,7 +48,38 @@ def cmd_compare(args) -> int:
         Path(args.csv).parent.mkdir(parents=True, exist_ok=True)
         df.to_csv(args.csv, index=False)
         print(f"table written to {args.csv}")
+    opts = _publish_args(args)
+    if opts:
+        from lab.monitoring import parse_publish, publish
+
+        opts = parse_publish({**opts, "metrics": opts.get("metrics") or [args.metric]}, "lab compare")
+        done = publish(experiment, prometheus=opts.get("prometheus"), pushgateway=opts.get("pushgateway"),
+                       job=opts.get("job", "raglab"), metrics=opts["metrics"], root=args.root,
+                       parent_run_id=args.parent)
+        print(f"metrics {', '.join(opts['metrics'])} published to {', '.join(done)}")
     return 0
+
+
+def _publish_args(args) -> dict | None:
+    """The --prometheus / --pushgateway / --push-job / --publish-metrics options as a publish mapping (None: none
+    given)."""
+    opts = {"prometheus": str(Path(args.prometheus).resolve()) if args.prometheus else None,  # relative to the cwd
+            "pushgateway": args.pushgateway, "job": args.push_job,
+            "metrics": _names(args.publish_metrics)}
+    opts = {k: v for k, v in opts.items() if v}
+    return opts or None
+
+
+def _names(values) -> list[str] | None:
+    return [m for v in values for m in v.replace(",", " ").split()] if values else None
+
+
+def _add_publish_options(p, what: str, default: str) -> None:
+    p.add_argument("--prometheus", metavar="FILE",
+                   help=f"write {what} as Prometheus text (atomically; e.g. into the node exporter's textfile folder)")
+    p.add_argument("--pushgateway", metavar="URL", help=f"push {what} to a Prometheus Pushgateway")
+    p.add_argument("--push-job", help="Pushgateway job name (default raglab)")
+    p.add_argument("--publish-metrics", nargs="+", metavar="METRIC", help=f"metrics to publish (default {default})")
 
 
 def ui_command(root="mlruns", host: str = "127.0.0.1", port: int = 5000) -> list[str]:
@@ -87,6 +122,8 @@ def add_parsers(sub) -> None:
     s.add_argument("--output-dir", help="executed notebooks (default results/sweeps/<name>)")
     s.add_argument("--timeout", type=int, help="seconds per notebook cell (default: no limit)")
     s.add_argument("--no-progress", action="store_true")
+    _add_publish_options(s, "the sweep's headline metrics (overrides the spec's publish key)",
+                         "the spec's, else ndcg@10 recall@10 recall@100 mrr@10")
     s.set_defaults(func=cmd_sweep)
 
     c = sub.add_parser("compare", help="leaderboard of an experiment's runs with CIs and paired tests")
@@ -96,6 +133,7 @@ def add_parsers(sub) -> None:
     c.add_argument("--png", metavar="FILE", help="write a bar chart with CI error bars")
     c.add_argument("--csv", metavar="FILE", help="write the table as CSV")
     c.add_argument("--root", default="mlruns")
+    _add_publish_options(c, "the experiment's runs", "--metric")
     c.set_defaults(func=cmd_compare)
 
     u = sub.add_parser("ui", help="run the MLflow UI on the store (127.0.0.1:5000, one worker, no job runner)")

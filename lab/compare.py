@@ -10,7 +10,9 @@ Conventions
   :func:`lab.metrics.paired_test` of (run - best) on the queries both scored. ``diff`` < 0 means worse;
   ``p_value`` is the two-sided randomisation (sign-flip) p-value, ``significant`` is ``p_value < alpha``.
   Runs scored on different queries (another dataset or split) get NaN and a warning.
-- Runs with different ``metrics_version`` tags are flagged with a warning (their numbers are not comparable).
+- Runs with different ``metrics_version`` tags, or without one, are flagged (:func:`metrics_version_warning`):
+  a warning in ``df.attrs["warnings"]`` (printed by ``lab compare`` on stderr and under the table) and, in the
+  printed table, a ``metrics v`` column marking with ``!`` each run whose version differs from the best run's.
 """
 from __future__ import annotations
 
@@ -29,6 +31,31 @@ EXTRA_COLUMNS = ("latency_p50_ms", "latency_p95_ms", "index_seconds", "n_queries
 
 class CompareWarning(UserWarning):
     """Runs that should not be compared as they are (metrics_version or query sets differ)."""
+
+
+def metrics_version_warning(versions: Iterable[str | None], current: str | None = None) -> str | None:
+    """One warning line when results should not be compared as they are, else None.
+
+    versions: the metrics version of each result (``lab.METRICS_VERSION`` as logged; None or "" when the result
+    records none). Warns when the recorded versions differ, or when some results record none (logged before
+    versions were recorded, or by another tool). current: optionally the running lab's version, to also warn
+    when results were computed under another version than the one that would recompute them."""
+    vs = ["" if v is None else str(v).strip() for v in versions]
+    recorded = sorted({v for v in vs if v})
+    missing = sum(not v for v in vs)
+    parts = []
+    if len(recorded) > 1:
+        counts = ", ".join(f"{v}: {sum(x == v for x in vs)} run{'s' if sum(x == v for x in vs) > 1 else ''}"
+                           for v in recorded)
+        parts.append(f"runs carry different metrics_version tags ({counts}); their numbers are not comparable")
+    if missing and vs:
+        parts.append(f"{missing} of {len(vs)} runs carry no metrics_version tag (logged before versions were "
+                     "recorded, or by another tool), so their metric conventions are unknown")
+    if current is not None and recorded and any(v != str(current) for v in recorded):
+        parts.append(f"this lab computes metrics version {current}, the runs carry {', '.join(recorded)}")
+    if not parts:
+        return None
+    return "; ".join(parts) + ": re-run the older ones (or re-evaluate their run.trec with `lab evaluate`)"
 
 
 def latest_experiment(root="mlruns") -> str:
@@ -117,10 +144,9 @@ def leaderboard(experiment: str, metric: str = "ndcg@10", root="mlruns", parent_
     df = pd.DataFrame(rows).sort_values(metric, ascending=False, kind="stable").reset_index(drop=True)
 
     notes = []
-    versions = sorted({v for v in df["metrics_version"] if v})
-    if len(versions) > 1:
-        notes.append(f"runs carry different metrics_version tags ({', '.join(versions)}); their numbers are not "
-                     "comparable: re-run the older ones")
+    version_note = metrics_version_warning(df["metrics_version"])
+    if version_note:
+        notes.append(version_note)
 
     best_id = df.loc[0, "run_id"]
     tables: dict[str, pd.Series | None] = {}
@@ -156,7 +182,8 @@ def leaderboard(experiment: str, metric: str = "ndcg@10", root="mlruns", parent_
     for n in notes:
         warnings.warn(n, CompareWarning, stacklevel=2)
     df = df[cols]
-    df.attrs.update(metric=metric, experiment=experiment, best_run_id=best_id, warnings=notes, alpha=alpha)
+    df.attrs.update(metric=metric, experiment=experiment, best_run_id=best_id, warnings=notes, alpha=alpha,
+                    metrics_version_warning=version_note)
     return df
 
 
@@ -179,6 +206,10 @@ def format_leaderboard(df: pd.DataFrame, max_label: int = 60) -> str:
         "index s": df["index_seconds"].map(lambda v: "-" if math.isnan(v) else f"{v:.2f}"),
         "run": df["run_id"].str[:8],
     })
+    if df.attrs.get("metrics_version_warning"):  # flag the runs whose version differs from the best run's
+        ref = str(df["metrics_version"].iloc[0] or "")
+        show.insert(len(show.columns) - 1, "metrics v",
+                    [(str(v) or "none") + ("" if str(v or "") == ref and ref else " !") for v in df["metrics_version"]])
     text = show.to_string(index=False)
     alpha = df.attrs.get("alpha", 0.05)
     text += f"\n* significantly below the best (paired randomisation test, p < {alpha:g})"

@@ -13,6 +13,9 @@ Schema of a spec (top-level keys; anything else is an error naming the file and 
     zip:                                           # lists of equal length, taken row by row ...
       chunking.overlap: [16, 32, 64]               # ... then crossed with the grid
       chunking.chunker: [recursive, recursive, fixed]
+    publish:                                       # optional: headline metrics for monitoring (lab.monitoring)
+      prometheus: /var/lib/node_exporter/textfile/raglab.prom   # node exporter textfile, and/or
+      pushgateway: http://127.0.0.1:9091           # a Pushgateway (job, metrics, headers_env optional)
 
 Conventions (one way each, used by the sweep, the tracking and the resume logic alike)
 - Dotted keys address nested params: ``"params.k1": 1.2`` is ``{"params": {"k1": 1.2}}``. ``fixed`` may be
@@ -38,7 +41,7 @@ from typing import Any, Mapping
 from lab.errors import ConfigError
 
 #: Top-level keys a spec may hold.
-SPEC_KEYS = ("notebook", "dataset", "experiment", "name", "seed", "fixed", "grid", "zip")
+SPEC_KEYS = ("notebook", "dataset", "experiment", "name", "seed", "fixed", "grid", "zip", "publish")
 #: Notebook parameters the sweep injects itself; a spec may not set them in fixed, grid or zip.
 RESERVED_PARAMS = ("mlflow_run_id", "tracking_root", "experiment")
 
@@ -57,6 +60,7 @@ class SweepSpec:
     grid: dict = field(default_factory=dict)
     zip: dict = field(default_factory=dict)
     repo_root: Path | None = None
+    publish: dict = field(default_factory=dict)  # lab.monitoring.parse_publish of the spec's `publish` key
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -240,13 +244,26 @@ def parse_spec(raw: Any, path: str | Path = "<spec>", root: str | Path | None = 
                 raise _fail(path, f"{section}.{key}", "is set by the sweep itself",
                             "the experiment name goes in the top-level 'experiment' key")
     _check_overlaps(path, fixed, grid, zipped, dataset, seed)
+    publish = _parse_publish(path, raw.get("publish"))
     spec = SweepSpec(path=path, name=name, notebook=notebook.resolve(), experiment=experiment, dataset=dataset,
                      seed=seed, fixed=_plain_copy(fixed), grid=_plain_copy(grid), zip=_plain_copy(zipped),
-                     repo_root=root.resolve())
+                     repo_root=root.resolve(), publish=publish)
     if dataset is None and not any("dataset" in _top_keys(d) for d in (spec.fixed, spec.grid, spec.zip)):
         raise _fail(path, "dataset", "missing; set it at the top level or in fixed/grid/zip",
                     "e.g. dataset: data/scifact")
     return spec
+
+
+def _parse_publish(path, raw) -> dict:
+    """The spec's ``publish`` key validated by :func:`lab.monitoring.parse_publish` (errors name the file)."""
+    if raw is None:
+        return {}
+    from lab.monitoring import parse_publish
+
+    try:
+        return parse_publish(raw, "publish")
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
 
 
 def _top_keys(d: Mapping) -> set[str]:

@@ -14,6 +14,9 @@ Flow of :func:`run_sweep`
    ``experiment`` injected, logs the executed notebook as an artifact and ends the run FINISHED. A notebook that
    raises ends FAILED with tag ``error`` and artifact ``error.txt``; the sweep goes on.
 5. The parent is ended FINISHED when every config has a finished run, else FAILED (a rerun retries the rest).
+6. Publish (when the spec's ``publish`` key or the caller asks): the finished runs of this sweep's configs (run
+   now or skipped as finished earlier) go to a Prometheus textfile and/or a Pushgateway (:mod:`lab.monitoring`).
+   A publishing failure is reported (``SweepReport.publish_error``), never lost, and leaves the runs alone.
 
 Crash safety: a run is FINISHED only after its notebook ran and its artifacts were logged, and it is never
 set FINISHED once something else ended it. Pool workers die with the sweep process (PR_SET_PDEATHSIG, and a
@@ -73,6 +76,8 @@ class SweepReport:
     seconds: float = 0.0
     dry_run: bool = False
     stale_marked: list[str] = field(default_factory=list)
+    published: list[str] = field(default_factory=list)  # files written / Pushgateway URLs pushed to
+    publish_error: str = ""
 
     def count(self, status: str) -> int:
         return sum(o.status == status for o in self.outcomes)
@@ -91,8 +96,8 @@ class SweepReport:
 
     @property
     def ok(self) -> bool:
-        """True when every config has a finished run (now or from before)."""
-        return all(o.status in ("FINISHED", "SKIPPED") for o in self.outcomes)
+        """True when every config has a finished run (now or from before) and publishing (if asked) worked."""
+        return all(o.status in ("FINISHED", "SKIPPED") for o in self.outcomes) and not self.publish_error
 
     def table(self):
         """DataFrame: index, config_hash, status, label, run_id, seconds, error."""
@@ -185,7 +190,10 @@ def execute_config(task: dict) -> dict:
         os.environ.setdefault(k, v)
     t0 = time.perf_counter()
     cl = MlflowClient(tracking_uri=task["tracking_uri"])
+    import lab
+
     tags = {TAG_PARENT: task["parent_run_id"], TAG_HASH: task["config_hash"], TAG_NAME: task["sweep_name"],
+            "metrics_version": str(lab.METRICS_VERSION),
             "sweep.index": str(task["index"]), "sweep.host": os.uname().nodename, "sweep.pid": str(os.getpid()),
             "mlflow.source.name": task["notebook_rel"], "mlflow.source.type": "NOTEBOOK"}
     run_id = cl.create_run(task["experiment_id"], run_name=task["label"][:240], tags=tags).info.run_id
@@ -409,14 +417,15 @@ def _tasks(spec, todo: list[int], configs: list[dict], hashes: list[str], labels
 def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry_run: bool = False,
               ray_address: str | None = None, root: str | Path = "mlruns", output_dir: str | Path | None = None,
               progress: bool = True, kernel_name: str | None = None, execution_timeout: int | None = None,
-              echo=print) -> SweepReport:
+              echo=print, publish: dict | None = None) -> SweepReport:
     """Run every config of the sweep spec at ``spec_path`` (see the module docstring); returns a SweepReport.
 
     jobs: configs run at once (processes; Ray tasks in flight). executor: "local" or "ray". dry_run: print the
     configs and which would be skipped, run nothing. root: tracking root (see :mod:`lab.tracking`).
     output_dir: executed notebooks (default ``results/sweeps/<name>`` under the repo root). kernel_name:
     default :func:`default_kernel`. execution_timeout: seconds per cell (None: no limit). echo: where dry-run
-    and status lines go (None: silent).
+    and status lines go (None: silent). publish: keys of the spec's ``publish`` mapping (prometheus,
+    pushgateway, job, metrics, headers_env) that override or add to the spec's.
     """
     from lab.config import config_hash, expand, label, load_spec, varying_keys
     from lab.paths import resolve_repo_path, results_dir
@@ -475,6 +484,7 @@ def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry
             report.outcomes = [outcomes[i] for i in range(len(configs))]
             report.seconds = time.perf_counter() - t0
             echo(f"nothing to run: all {len(configs)} configs have finished runs in {spec.experiment!r}")
+            _publish(report, spec, publish, root, echo)
             return report
 
         spec_hash = config_hash({"configs": sorted(hashes), "notebook": str(spec.notebook.name)})
@@ -512,9 +522,37 @@ def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry
                              "n_failed": report.n_failed, "n_run_now": len(tasks), "seconds": report.seconds}, cl=cl)
         set_tags(parent, {"sweep.ok": str(report.ok).lower()}, cl=cl)
         cl.set_terminated(parent, "FINISHED" if report.ok else "FAILED")
+        _publish(report, spec, publish, root, echo)
         return report
     finally:
         lock.release()
+
+
+def _publish(report: SweepReport, spec, overrides: dict | None, root, echo) -> None:
+    """Publish the finished runs of the sweep's configs when the spec or ``overrides`` ask (see step 6)."""
+    from lab.errors import LabError
+    from lab.monitoring import parse_publish, publish
+    from lab.paths import resolve_repo_path
+
+    merged = {**(spec.publish or {}), **{k: v for k, v in (overrides or {}).items() if v is not None}}
+    if not merged:
+        return
+    run_ids = [o.run_id for o in report.outcomes if o.status in ("FINISHED", "SKIPPED") and o.run_id]
+    if not run_ids:
+        report.publish_error = "no finished run to publish"
+        echo(f"publish: {report.publish_error}")
+        return
+    try:
+        opts = parse_publish(merged, "publish")
+        target = opts.get("prometheus")
+        report.published = publish(
+            spec.experiment, prometheus=resolve_repo_path(target, spec.repo_root) if target else None,
+            pushgateway=opts.get("pushgateway"), job=opts.get("job", "raglab"), metrics=opts["metrics"], root=root,
+            run_ids=run_ids, headers_env=opts.get("headers_env"))
+        echo(f"published {len(run_ids)} run(s) of {spec.experiment!r} to {', '.join(report.published)}")
+    except LabError as exc:
+        report.publish_error = str(exc)
+        echo(f"publish failed: {exc}")
 
 
 def sweep_configs(spec_path: str | Path) -> list[dict]:
