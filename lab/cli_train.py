@@ -1,4 +1,4 @@
-"""`lab train-reranker`: fine-tune the local cross-encoder reranker (a thin shell over lab.training.reranker)."""
+"""`lab train-reranker` and `lab train-embedder`: fine-tune the local models (thin shells over lab.training)."""
 from __future__ import annotations
 
 import json
@@ -73,4 +73,75 @@ def add_parsers(sub) -> None:
     t.add_argument("--json", action="store_true", help="print a JSON summary instead of the log")
     t.add_argument("--no-progress", action="store_true")
     t.set_defaults(func=cmd_train_reranker)
+    _add_train_embedder(sub)
 
+
+
+def cmd_train_embedder(args) -> int:
+    from dataclasses import fields
+
+    from lab.retrievers.base import Context
+    from lab.training.embedder import EmbedderConfig, train_embedder
+
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    cfg = EmbedderConfig(**{f.name: getattr(args, f.name) for f in fields(EmbedderConfig) if hasattr(args, f.name)})
+    ctx = Context(cache_dir=Path(args.cache_dir), progress=not args.no_progress, seed=args.seed)
+    meta = train_embedder(args.dataset, args.out, cfg, split=args.split, eval_dataset=args.eval_dataset,
+                          force=args.force, reuse=not args.retrain, ctx=ctx,
+                          log=(lambda *a: None) if args.json else print,
+                          mlflow_root=None if args.no_mlflow else args.mlflow_root, experiment=args.experiment)
+    if args.json:
+        keep = ("out", "reused", "dataset", "split", "n_pairs", "steps", "train_seconds", "selected_epoch",
+                "val_base_ndcg@10", "val_best_ndcg@10", "model_sha256", "content_key", "mlflow_run_id", "leakage")
+        print(json.dumps({k: meta.get(k) for k in keep}, indent=2))
+    else:
+        print(f"use it: lab run --dataset DATA --strategy dense --set model={meta['out']}")
+    return 0
+
+
+def _add_train_embedder(sub) -> None:
+    from lab.training.embedder import DOC_OVERLAP, HARD_NEGATIVES, EmbedderConfig
+
+    d = EmbedderConfig()
+    t = sub.add_parser("train-embedder", help="fine-tune a bi-encoder on a split's qrels or a generated test set",
+                       description="Fine-tune a sentence-transformers model (default: the packaged all-MiniLM-L6-v2) "
+                                   "with in-batch negatives (MultipleNegativesRankingLoss) on the (query, relevant "
+                                   "passage) pairs of --split; early stopping on held-out training queries; saved "
+                                   "under models/ with training.json and reused when asked again. Refuses queries "
+                                   "(and, by default, passages) of the evaluation split's qrels.")
+    t.add_argument("--dataset", required=True, help="BEIR-layout folder: data/scifact, or a generated set")
+    t.add_argument("--split", default="train", help="split whose qrels are the training pairs")
+    t.add_argument("--eval-dataset", help="dataset whose evaluation split is guarded (default: --dataset); give "
+                                          "the real dataset when training on a generated set")
+    t.add_argument("--eval-split", default=d.eval_split, help="the split the leakage guard protects")
+    t.add_argument("--from", dest="base_model", default=d.base_model, metavar="MODEL",
+                   help="sentence-transformers name or path to start from")
+    t.add_argument("--epochs", type=int, default=d.epochs)
+    t.add_argument("--batch-size", type=int, default=d.batch_size, help="pairs per batch (in-batch negatives)")
+    t.add_argument("--lr", type=float, default=d.lr)
+    t.add_argument("--max-seq-length", type=int, default=d.max_seq_length)
+    t.add_argument("--hard-negatives", choices=HARD_NEGATIVES, default=d.hard_negatives,
+                   help="one mined negative per pair from BM25 or the base model")
+    t.add_argument("--mine-depth", type=int, default=d.mine_depth)
+    t.add_argument("--max-pairs", type=int, help="use at most N training pairs (a quick run)")
+    t.add_argument("--val-fraction", type=float, default=d.val_fraction)
+    t.add_argument("--val-max-queries", type=int, default=d.val_max_queries)
+    t.add_argument("--val-pool-random", type=int, default=d.val_pool_random)
+    t.add_argument("--patience", type=int, default=d.patience, help="epochs without validation gain before stopping")
+    t.add_argument("--doc-overlap", choices=DOC_OVERLAP, default=d.doc_overlap,
+                   help="training pairs whose passage is relevant in the evaluation split: refuse, drop or allow")
+    t.add_argument("--force", action="store_true", help="train even when queries overlap the evaluation split")
+    t.add_argument("--out", metavar="models/NAME", help="output folder (default: models/embedder-<data>-<key>)")
+    t.add_argument("--retrain", action="store_true", help="train even when the same training is saved")
+    t.add_argument("--seed", type=int, default=d.seed)
+    t.add_argument("--threads", type=int, default=2, help="torch CPU threads (0: torch's default)")
+    t.add_argument("--cache-dir", default=os.environ.get("LAB_CACHE_DIR", ".cache"))
+    t.add_argument("--mlflow-root", default="mlruns")
+    t.add_argument("--experiment", default="training")
+    t.add_argument("--no-mlflow", action="store_true")
+    t.add_argument("--json", action="store_true")
+    t.add_argument("--no-progress", action="store_true")
+    t.set_defaults(func=cmd_train_embedder)

@@ -302,13 +302,22 @@ sentence-transformers name or local folder. On 2 CPU cores, SciFact takes a few 
 an hour with each of the two larger models. Embeddings are cached (`LAB_CACHE_DIR`, default `.cache`): a rerun
 reads them, so `index_seconds` is the encode time only on a model's first run over these chunks.
 
-- Interactively: every name in `models`, one MLflow run each.
-- As a sweep: `lab sweep params/embedding_comparison.yaml` injects one `params.model` per execution."""),
+Fine-tuned models sit beside the base ones: each entry of `finetuned` runs the `dense_ft` strategy, which fine-tunes
+its `train.base_model` on `train_dataset`'s `train_split` (in-batch negatives; `lab train-embedder` does the same
+from the shell), or reuses the saved model when the same training was done before (models/, by content key). The
+training run is in MLflow (experiment `training`) and the evaluation run names it (`retriever.trained.mlflow_run_id`).
+
+- Interactively: every name in `models` and every entry of `finetuned`, one MLflow run each.
+- As a sweep: `lab sweep params/embedding_comparison.yaml` injects one `strategy` and its `params` per execution."""),
         params_cell('''\
 dataset = "data/scifact"    # BEIR folder; repo-relative
 strategy = "dense"
 params = {}                 # dense params; params["model"] (injected by `lab sweep`) runs that one model
 models = ["all-MiniLM-L6-v2", "all-mpnet-base-v2", "multilingual-e5-small"]   # compared when params has no model
+# label -> dense_ft params ({} for none). doc_overlap "allow": SciFact's train and test claims cite some of the same
+# abstracts (other queries over one corpus: the BEIR setting); "drop" trains without those pairs.
+finetuned = {"all-MiniLM-L6-v2 fine-tuned": {"train_dataset": "data/scifact", "train_split": "train",
+                                             "train": {"base_model": "all-MiniLM-L6-v2", "doc_overlap": "allow"}}}
 chunking = {"chunker": "recursive", "size": 256, "overlap": 32, "size_unit": "tokens"}   # None: whole documents
 relevance = "doc"           # "doc": best chunk per document (comparable to BEIR numbers); "span" needs evidence
 split = "test"
@@ -324,17 +333,34 @@ mlflow_run_id = None        # set by `lab sweep`: log into this run'''),
         new_code_cell(SETUP),
         new_markdown_cell("## Encode and search with each model"),
         new_code_cell('''\
-todo = [params["model"]] if params.get("model") else list(models)
+if strategy != "dense" or params.get("model"):      # one point, as a sweep injects it
+    todo = {params.get("model") or strategy: (strategy, params)}
+else:
+    todo = {m: ("dense", {**params, "model": m}) for m in models}
+    todo.update({label: ("dense_ft", p) for label, p in finetuned.items()})
 if mlflow_run_id and len(todo) > 1:
-    raise ValueError("mlflow_run_id is set (a sweep run): give one model in params['model'], not a list")
+    raise ValueError("mlflow_run_id is set (a sweep run): give one strategy and model in params, not a list")
 results, run_ids = {}, []
-for model in todo:
-    res = run_experiment(ds, strategy, {**params, "model": model}, split=split, k=k, chunking=chunking,
-                         relevance=relevance, max_queries=max_queries, ctx=ctx)
+for label, (strat, p) in todo.items():
+    res = run_experiment(ds, strat, p, split=split, k=k, chunking=chunking, relevance=relevance,
+                         max_queries=max_queries, ctx=ctx)
     run_ids.append(log_result(res, run_id=mlflow_run_id, experiment=experiment, root=tracking_root, seed=seed))
-    results[model] = res
-    print(f"{model:>24}: {metric} {res.evaluation.means[metric]:.4f}  encode {res.index_seconds:.1f} s for "
+    results[label] = res
+    print(f"{label:>28}: {metric} {res.evaluation.means[metric]:.4f}  index {res.index_seconds:.1f} s for "
           f"{res.info['n_units']:,} chunks  P50 {res.latency['latency_p50_ms']:.2f} ms  run {run_ids[-1]}")'''),
+        new_markdown_cell("## Fine-tuned models against their base model (paired test)"),
+        new_code_cell('''\
+import pandas as pd
+from lab.metrics import compare
+
+rows = []
+for label, (strat, p) in todo.items():
+    base = p.get("train", {}).get("base_model", "all-MiniLM-L6-v2") if strat == "dense_ft" else None
+    if base in results:
+        for m in [metric, *report_metrics]:
+            rows.append({"model": label, "base": base, **compare(results[label].evaluation, results[base].evaluation,
+                                                                  m, seed=seed)})
+display(pd.DataFrame(rows) if rows else "no fine-tuned model beside its base in this run")'''),
         new_markdown_cell("## Leaderboard"),
         new_code_cell('''\
 board = plots.leaderboard_table(results, metric, report_metrics, seed=seed)

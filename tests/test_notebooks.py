@@ -287,15 +287,25 @@ def test_03_strategy_comparison_interactive(tmp_path, kernel, store):
 
 
 def test_04_embedding_comparison_on_chunks(tmp_path, kernel, store, scifact_slice):
+    from test_train_embedder import TINY
+    from test_train_reranker import write_tiny_dataset
+
+    train_data = write_tiny_dataset(tmp_path / "train-data")
+    finetuned = {"MiniLM tiny fine-tune": {"train_dataset": str(train_data), "out": str(tmp_path / "models" / "ft"),
+                                           "mlflow_root": str(store), "train": TINY}}
     nb = execute("04_embedding_comparison.ipynb", tmp_path, kernel, store, dataset=str(scifact_slice),
-                 experiment="t04", models=["all-MiniLM-L6-v2"], max_queries=5)
-    (run,) = runs_of(store, "t04")
-    m = run.data.metrics
-    assert run.info.status == "FINISHED" and run.data.params["params.model"] == "all-MiniLM-L6-v2"
-    assert m["index_seconds"] > 0 and m["n_queries"] == 5 and run.data.tags["relevance_mode"] == "doc"
-    assert run.data.params["chunking.size"] == "256"  # the notebook's default chunking
+                 experiment="t04", models=["all-MiniLM-L6-v2"], finetuned=finetuned, max_queries=5)
+    base, ft = sorted(runs_of(store, "t04"), key=lambda r: r.data.tags.get("strategy", ""))
+    m = base.data.metrics
+    assert base.info.status == "FINISHED" and base.data.params["params.model"] == "all-MiniLM-L6-v2"
+    assert m["index_seconds"] > 0 and m["n_queries"] == 5 and base.data.tags["relevance_mode"] == "doc"
+    assert base.data.params["chunking.size"] == "256"  # the notebook's default chunking
     assert {"figures/leaderboard.png", "figures/quality_vs_encode_time.png"} <= \
-        artifacts(store, run.info.run_id, "figures")
+        artifacts(store, base.info.run_id, "figures")
+    assert ft.data.tags["strategy"] == "dense_ft" and ft.data.params["retriever.trained.content_key"]
+    assert (tmp_path / "models" / "ft" / "training.json").is_file()
+    text = "\n".join(outputs(nb, "text/plain")) + "\n".join(outputs(nb, "text/html"))
+    assert "p_value" in text and "MiniLM tiny fine-tune" in text  # the paired test against the base model
     assert len(outputs(nb, "image/png")) == 3
 
 
