@@ -13,7 +13,11 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup demo test test-all bench clean-cache ui
+.PHONY: setup demo test test-all bench clean-cache ui browser
+
+# Headless Chromium (Debian package) for the report's browser test; installed when missing and we are root.
+browser:
+	@command -v chromium >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
 setup: $(STAMP)
 
@@ -29,10 +33,10 @@ $(STAMP): requirements.txt requirements-test.txt requirements-nodeps.txt constra
 demo: setup
 	$(VENV)/bin/lab demo
 
-test: setup
+test: setup browser
 	$(PY) -m pytest -m "not slow" -q
 
-test-all: setup
+test-all: setup browser
 	$(PY) -m pytest -q
 
 bench: setup
