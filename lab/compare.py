@@ -26,7 +26,8 @@ import pandas as pd
 from lab.errors import ConfigError
 
 #: Columns of a leaderboard, after ``label``, ``<metric>``, ``<metric>_ci_low``, ``<metric>_ci_high``.
-EXTRA_COLUMNS = ("latency_p50_ms", "latency_p95_ms", "index_seconds", "n_queries")
+EXTRA_COLUMNS = ("latency_p50_ms", "latency_p95_ms", "index_seconds", "n_queries", "llm_index_calls",
+                 "llm_index_tokens", "llm_index_seconds", "llm_query_calls", "llm_query_tokens")
 
 
 class CompareWarning(UserWarning):
@@ -206,6 +207,13 @@ def format_leaderboard(df: pd.DataFrame, max_label: int = 60) -> str:
         "index s": df["index_seconds"].map(lambda v: "-" if math.isnan(v) else f"{v:.2f}"),
         "run": df["run_id"].str[:8],
     })
+    if "llm_index_calls" in df and df[["llm_index_calls", "llm_query_calls"]].notna().any().any():
+        # index-time and query-time LLM cost: calls / tokens generated (cached answers cost nothing)
+        def cost(calls, tokens):
+            return ["-" if math.isnan(c) else f"{c:.0f} / {0 if math.isnan(t) else t:.0f}" for c, t in zip(calls, tokens)]
+
+        show.insert(len(show.columns) - 1, "LLM index calls/tok", cost(df["llm_index_calls"], df["llm_index_tokens"]))
+        show.insert(len(show.columns) - 1, "LLM query calls/tok", cost(df["llm_query_calls"], df["llm_query_tokens"]))
     if df.attrs.get("metrics_version_warning"):  # flag the runs whose version differs from the best run's
         ref = str(df["metrics_version"].iloc[0] or "")
         show.insert(len(show.columns) - 1, "metrics v",

@@ -267,7 +267,9 @@ def histogram(values: Sequence[float] | pd.Series, xlabel: str, bins: int | Sequ
 # Tables the plots take, built from lab.experiment.Result values (columns as lab.compare.leaderboard names them)
 # ---------------------------------------------------------------------------------------------------------------
 #: Figures copied from each Result next to the metrics (latency in ms, seconds for index and search).
-RESULT_COLUMNS = ("latency_p50_ms", "latency_p95_ms", "latency_p99_ms", "index_seconds", "search_seconds")
+RESULT_COLUMNS = ("latency_p50_ms", "latency_p95_ms", "latency_p99_ms", "index_seconds", "search_seconds",
+                  "llm_index_calls", "llm_index_tokens", "llm_index_seconds", "llm_query_calls", "llm_query_tokens",
+                  "llm_query_seconds")
 
 
 def results_table(
