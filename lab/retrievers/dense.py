@@ -160,6 +160,27 @@ class DenseRetriever(BaseRetriever):
         scores, rows = idx.search(np.ascontiguousarray(q, dtype=np.float32), min(int(k), idx.ntotal))
         return self._hits(scores[0], rows[0])
 
+    def search_vectors(self, vectors: np.ndarray, k: int) -> list[list[tuple[str, float]]]:
+        """Top-k (doc id, inner product) for each row of ``vectors``: queries already encoded by the caller (e.g.
+        HyDE's mean of query and hypothetical-passage vectors), searched in the built index as given.
+
+        Rows must be L2-normalised by the caller for the scores to be cosines; a 1-d vector is one query. One hit
+        list per row, in row order; ``k`` is capped at the number of indexed documents. faiss runs with its
+        current thread count (wrap in :func:`faiss_threads` for single-query timing).
+        """
+        idx = self._require_index()
+        q = np.asarray(vectors, dtype=np.float32)
+        if q.ndim == 1:
+            q = q[None, :]
+        if q.ndim != 2 or q.shape[1] != idx.d:
+            raise ConfigError(f"dense.search_vectors: expected vectors of shape (n, {idx.d}) for this index "
+                              f"({self.params['model']}), got {tuple(np.shape(vectors))}; encode queries with the "
+                              "same embedder the index was built with")
+        if q.shape[0] == 0:
+            return []
+        scores, rows = idx.search(np.ascontiguousarray(q), min(int(k), idx.ntotal))
+        return [self._hits(scores[j], rows[j]) for j in range(q.shape[0])]
+
     def search(self, queries: Queries, k: int = 100) -> Run:
         """Each query alone (timed), faiss on one thread."""
         self._require_index()
