@@ -1,0 +1,272 @@
+"""Quality gates for generated question/answer pairs, and the report that counts them.
+
+Gates, in funnel order (a candidate is dropped at the first gate it fails; every gate that can be checked is
+checked on every candidate, so the report also says how often each one fails on its own):
+
+``valid_json``        the model's text parsed into {"question": str, "answer": str} (strictly, or after the one
+                      lenient repair of :func:`lab.testset.generate.parse_qa`, counted as ``repaired``)
+``is_question``       ends with ``?``/``？`` or starts with an interrogative (what, how, which ...; 什么, 如何 ...);
+                      one sentence, no numbered list, not cut off on a function word ("... output of ?")
+``length``            question length in [min, max] words (Chinese: Han characters), answer non-empty and at most
+                      ``max_answer_words`` words (chars / 2 for Chinese)
+``no_repetition``     share of repeated word trigrams in question and answer at most ``max_repetition`` (a small
+                      model looping on a phrase)
+``low_overlap``       lexical overlap with the passage at most ``max_overlap``: the share of the question's content
+                      terms (lab.text.Tokenizer: stop words removed, Snowball stems; jieba words for Chinese) that
+                      occur in the passage. The seed prompt asks for questions that do not copy the key words.
+``answerable``        the answer is supported by the passage. Method "lexical" (default): at least
+                      ``min_answer_support`` of the answer's content terms occur in the passage. Method "llm": the
+                      generating LLM (or another) is asked whether the passage supports the answer (yes/no).
+``on_topic``          cosine similarity (packaged all-MiniLM-L6-v2) between question and passage at least
+                      ``min_similarity``: the question is about this passage, not a generic one.
+``not_duplicate``     cosine similarity (same model) with every question accepted before it below
+                      ``duplicate_threshold`` (greedy, in candidate order).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Iterable, Sequence
+
+import numpy as np
+
+GATES = ("valid_json", "is_question", "length", "no_repetition", "low_overlap", "answerable", "on_topic",
+         "not_duplicate")
+ANSWERABILITY = ("lexical", "llm")
+
+_EN_WH = frozenset("""what how which why when where who whom whose is are was were can could does do did should
+    would will shall may might has have had""".split())
+_ZH_Q = ("什么", "怎么", "怎样", "如何", "为什么", "为何", "哪", "几", "多少", "是否", "能否", "可否", "吗", "呢", "谁")
+_WORDS = re.compile(r"\w+(?:[-'.]\w+)*", re.UNICODE)
+_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    """Thresholds of the gates (see the module docstring). Defaults were set on ord-qa with SmolLM2-135M."""
+
+    min_question_words: int = 4
+    max_question_words: int = 40
+    min_question_chars_zh: int = 6
+    max_question_chars_zh: int = 80
+    max_answer_words: int = 120
+    max_repetition: float = 0.25
+    max_overlap: float = 0.8
+    answerability: str = "lexical"
+    min_answer_support: float = 0.5
+    min_similarity: float = 0.3
+    duplicate_threshold: float = 0.9
+
+    def __post_init__(self):
+        from lab.errors import ConfigError
+
+        if self.answerability not in ANSWERABILITY:
+            raise ConfigError(f"answerability={self.answerability!r}: use one of {ANSWERABILITY}")
+        for name in ("max_repetition", "max_overlap", "min_answer_support", "min_similarity", "duplicate_threshold"):
+            v = getattr(self, name)
+            if not 0.0 <= float(v) <= 1.0:
+                raise ConfigError(f"gate threshold {name}={v}: must lie in [0, 1]")
+
+    def describe(self) -> dict:
+        return asdict(self)
+
+
+# ------------------------------------------------------------------------------------------------ pure checks
+def words(text: str) -> list[str]:
+    """Word tokens (letters, digits, inner - ' .), lower-cased; Han characters count one each."""
+    return [w.lower() for w in _WORDS.findall(text)]
+
+
+def han_chars(text: str) -> int:
+    return len(_HAN.findall(text))
+
+
+_DANGLING = frozenset("the a an and or that which than its their this these".split())  # "based on?" is fine
+_ENUMERATION = re.compile(r"(?:^|\s)\d+[.)]\s")
+_SENTENCE_BREAK = re.compile(r"[.!?。！？]\s+[A-Z0-9\u4e00-\u9fff]")
+
+
+def is_question(text: str, language: str = "en") -> bool:
+    """True for one well-formed question: it ends with ? or ？ (or starts with an interrogative word in English /
+    holds an interrogative particle in Chinese), is a single sentence (no sentence break, no numbered list inside),
+    and does not end on a dangling function word ("... the output of ?": a question cut off)."""
+    t = text.strip()
+    if not t:
+        return False
+    body = t.rstrip("?？ ").strip()
+    if _SENTENCE_BREAK.search(body) or _ENUMERATION.search(body):
+        return False
+    tail = words(body[-20:])
+    if language != "zh" and tail and tail[-1] in _DANGLING:
+        return False
+    if t.endswith(("?", "？")):
+        return True
+    if language == "zh":
+        return any(w in t for w in _ZH_Q)
+    first = words(t[:40])
+    return bool(first) and first[0] in _EN_WH and len(first) > 2 and t[-1] not in ".:;!"
+
+
+def text_length(text: str, language: str = "en") -> int:
+    """Words of ``text``; for Chinese, Han characters plus the words of the rest (English terms, numbers)."""
+    if language == "zh":
+        return han_chars(text) + len(words(_HAN.sub(" ", text)))
+    return len(words(text))
+
+
+def length_ok(question: str, answer: str, cfg: GateConfig, language: str = "en") -> bool:
+    """Question length within bounds (words; Han characters for Chinese); answer present and not too long
+    (``max_answer_words`` words; twice as many units for Chinese, where a unit is a character)."""
+    if not answer.strip():
+        return False
+    nq, na = text_length(question, language), text_length(answer, language)
+    if language == "zh":
+        return cfg.min_question_chars_zh <= nq <= cfg.max_question_chars_zh and na <= 2 * cfg.max_answer_words
+    return cfg.min_question_words <= nq <= cfg.max_question_words and na <= cfg.max_answer_words
+
+
+def repetition(text: str, n: int = 3) -> float:
+    """Share of word n-grams that repeat an earlier n-gram of the same text (0 for texts under n + 1 words)."""
+    w = words(text) if not _HAN.search(text) else [c for c in re.sub(r"\s+", "", text)]
+    grams = [tuple(w[i:i + n]) for i in range(len(w) - n + 1)]
+    if len(grams) < 2:
+        return 0.0
+    return 1.0 - len(set(grams)) / len(grams)
+
+
+def term_coverage(text: str, reference_terms: set[str], tokenizer) -> float:
+    """Share of the distinct content terms of ``text`` (``tokenizer``: lab.text.Tokenizer) found in
+    ``reference_terms``; 1.0 when ``text`` has no content term (nothing new: treated as fully covered)."""
+    terms = set(tokenizer(text))
+    if not terms:
+        return 1.0
+    return len(terms & reference_terms) / len(terms)
+
+
+def greedy_duplicates(vectors: np.ndarray, threshold: float, kept: np.ndarray | None = None) -> list[bool]:
+    """For each row of ``vectors`` (L2-normalised, in candidate order), True when its cosine with an earlier kept
+    row (or a row of ``kept``) is >= ``threshold``; rows that are not duplicates are kept for the next ones."""
+    pool = [] if kept is None or not len(kept) else [np.asarray(kept, dtype=np.float32)]
+    out = []
+    for v in np.asarray(vectors, dtype=np.float32):
+        mat = np.concatenate(pool) if pool else None
+        dup = bool(mat is not None and float((mat @ v).max()) >= threshold)
+        out.append(dup)
+        if not dup:
+            pool.append(v[None, :])
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ report
+@dataclass
+class GateReport:
+    """Counts of one generation (or filtering) run.
+
+    ``candidates``: LLM outputs checked (one per attempt that was not retried); ``passed[g]`` / ``failed[g]``:
+    how many candidates passed / failed gate g when checked (a gate is not checked after valid_json fails, and
+    not_duplicate only on candidates that passed every other gate); ``dropped_at[g]``: candidates whose first
+    failed gate was g; ``accepted``: candidates kept. ``repaired``: outputs parsed only after the lenient repair;
+    ``retries``: extra generations after unparseable output; ``skipped_units``: units never sent (too short).
+    """
+
+    config: dict
+    answerability_method: str = "lexical"
+    candidates: int = 0
+    accepted: int = 0
+    repaired: int = 0
+    retries: int = 0
+    skipped_units: int = 0
+    units_eligible: int = 0
+    passed: dict = field(default_factory=lambda: dict.fromkeys(GATES, 0))
+    failed: dict = field(default_factory=lambda: dict.fromkeys(GATES, 0))
+    dropped_at: dict = field(default_factory=lambda: dict.fromkeys(GATES, 0))
+    distributions: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)
+
+    def add(self, results: dict[str, bool | None]) -> str | None:
+        """Count one candidate's gate results (True passed, False failed, None not checked); returns the first
+        failed gate or None when it passed all."""
+        self.candidates += 1
+        first = None
+        for g in GATES:
+            r = results.get(g)
+            if r is None:
+                continue
+            if r:
+                self.passed[g] += 1
+            else:
+                self.failed[g] += 1
+                first = first or g
+        if first is None:
+            self.accepted += 1
+        else:
+            self.dropped_at[first] += 1
+        return first
+
+    @property
+    def yield_rate(self) -> float:
+        return self.accepted / self.candidates if self.candidates else 0.0
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["yield"] = self.yield_rate
+        return d
+
+    def metrics(self) -> dict[str, float]:
+        """Flat numbers for MLflow: gate_<g>_passed / _failed / _dropped, candidates, accepted, yield, ..."""
+        out = {"candidates": self.candidates, "accepted": self.accepted, "yield": self.yield_rate,
+               "repaired": self.repaired, "retries": self.retries, "skipped_units": self.skipped_units,
+               "units_eligible": self.units_eligible}
+        for g in GATES:
+            out[f"gate_{g}_passed"] = self.passed[g]
+            out[f"gate_{g}_failed"] = self.failed[g]
+            out[f"gate_{g}_dropped"] = self.dropped_at[g]
+        for k, v in self.extra.items():
+            if isinstance(v, (int, float)):
+                out[k] = v
+        return {k: float(v) for k, v in out.items()}
+
+    def table(self) -> str:
+        """The funnel as a fixed-width table (one line per gate)."""
+        lines = [f"{'gate':<15} {'checked':>8} {'failed':>7} {'dropped here':>13} {'remaining':>10}"]
+        remaining = self.candidates
+        for g in GATES:
+            checked = self.passed[g] + self.failed[g]
+            remaining -= self.dropped_at[g]
+            lines.append(f"{g:<15} {checked:>8} {self.failed[g]:>7} {self.dropped_at[g]:>13} {remaining:>10}")
+        lines.append(f"candidates {self.candidates}, accepted {self.accepted} (yield {self.yield_rate:.1%}); "
+                     f"repaired JSON {self.repaired}, retries {self.retries}, units skipped (too short) "
+                     f"{self.skipped_units}; answerability: {self.answerability_method}")
+        return "\n".join(lines)
+
+
+def summarize(values: Iterable[float]) -> dict:
+    """min / quartiles / max / mean of a list of numbers (for the report's distributions)."""
+    v = np.asarray(list(values), dtype=float)
+    if not v.size:
+        return {"n": 0}
+    q = np.quantile(v, [0, 0.25, 0.5, 0.75, 1])
+    return {"n": int(v.size), "mean": round(float(v.mean()), 4), "min": round(float(q[0]), 4),
+            "q1": round(float(q[1]), 4), "median": round(float(q[2]), 4), "q3": round(float(q[3]), 4),
+            "max": round(float(q[4]), 4)}
+
+
+def check_text_gates(question: str, answer: str, passage_terms: set[str], cfg: GateConfig, tokenizer,
+                     language: str = "en") -> tuple[dict[str, bool], dict[str, float]]:
+    """The gates that need no model: is_question, length, no_repetition, low_overlap and lexical answerable
+    (only when ``cfg.answerability == "lexical"``). Returns (results, measured values)."""
+    overlap = term_coverage(question, passage_terms, tokenizer)
+    support = term_coverage(answer, passage_terms, tokenizer) if answer.strip() else 0.0
+    rep = max(repetition(question), repetition(answer))
+    res = {"is_question": is_question(question, language), "length": length_ok(question, answer, cfg, language),
+           "no_repetition": rep <= cfg.max_repetition, "low_overlap": overlap <= cfg.max_overlap}
+    if cfg.answerability == "lexical":
+        res["answerable"] = support >= cfg.min_answer_support
+    return res, {"overlap": overlap, "answer_support": support, "repetition": rep}
+
+
+def first_failure(results: dict[str, bool | None], order: Sequence[str] = GATES) -> str | None:
+    for g in order:
+        if results.get(g) is False:
+            return g
+    return None

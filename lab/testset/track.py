@@ -1,0 +1,44 @@
+"""MLflow records of the test-set routes: one run per generation, review import, log import or annotation step.
+
+Conventions: experiment "testset" by default, in the store of ``lab.tracking`` (``mlruns/`` at the repo root).
+Params are flattened (dotted keys), metrics are plain numbers (``@`` mapped by lab.tracking), tags carry the
+kind of step, the dataset fingerprints and the environment (git commit, package versions). Artifacts: the
+files named, under ``testset/`` (a folder is logged whole, except files over ``max_artifact_mb``).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable, Mapping
+
+EXPERIMENT = "testset"
+
+
+def log_testset_run(kind: str, name: str, params: Mapping, metrics: Mapping[str, float], tags: Mapping | None = None,
+                    artifacts: Iterable[str | Path] = (), root: str | Path = "mlruns",
+                    experiment: str = EXPERIMENT, max_artifact_mb: float = 50.0) -> str:
+    """Create a FINISHED run named ``name`` holding ``params``, ``metrics``, ``tags`` (+ kind, environment) and
+    ``artifacts`` (files or folders); returns its run id."""
+    from lab.config import flatten
+    from lab.tracking import client, environment_tags, get_or_create_experiment, log_metrics, log_params, set_tags
+
+    cl = client(root)
+    exp = get_or_create_experiment(experiment, root, cl)
+    run_id = cl.create_run(exp, run_name=name, tags={"mlflow.source.type": "LOCAL"}).info.run_id
+    status = "FAILED"
+    try:
+        log_params(run_id, dict(flatten(dict(params))), cl=cl)
+        log_metrics(run_id, {k: float(v) for k, v in metrics.items() if v is not None}, cl=cl)
+        set_tags(run_id, {"testset.kind": kind, **environment_tags(), **dict(tags or {})}, cl=cl)
+        limit = max_artifact_mb * 1024 * 1024
+        for a in artifacts:
+            p = Path(a)
+            files = [p] if p.is_file() else sorted(q for q in p.rglob("*") if q.is_file()) if p.is_dir() else []
+            for f in files:
+                if f.stat().st_size > limit:
+                    continue
+                sub = "testset" if p.is_file() else str(Path("testset") / f.parent.relative_to(p.parent))
+                cl.log_artifact(run_id, str(f), sub)
+        status = "FINISHED"
+    finally:
+        cl.set_terminated(run_id, status)
+    return run_id

@@ -1,0 +1,147 @@
+"""lab.testset.generate: prompt, strict and lenient parsing, stratified seeded sampling, generation params, a tiny
+real run with the packaged SmolLM2 (gates counted, set written and loadable), and the committed ord-qa set."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from lab.data.beir import load_dataset
+from lab.data.types import Corpus, Document
+from lab.errors import ConfigError
+from lab.testset.gates import GATES, GateConfig
+from lab.testset.generate import (PROMPT_VERSION, GenerationConfig, _gen_params, build_prompt, generate_testset,
+                                  parse_qa, parse_yes_no, qa_schema, sample_order, shown_passage, stratum_of)
+
+REPO = Path(__file__).resolve().parents[1]
+GENERATED = REPO / "data" / "ord-qa-generated"
+
+
+def test_prompt_is_seed_000_in_both_languages():
+    en = build_prompt("The gzip command compresses files.", "en")
+    assert "must not directly contain the key words" in en and en.endswith("The gzip command compresses files.")
+    assert '{"question": "...", "answer": "..."}' in en
+    zh = build_prompt("段落", "zh")
+    assert zh.startswith("给定以下文档段落，生成一个用户可能会问的、恰好需要这段信息才能回答的问题") and "问题不能直接包含段落中的关键词" in zh
+
+
+def test_shown_passage_cuts_at_a_boundary():
+    text = "word " * 300
+    cut = shown_passage(text, 100)
+    assert len(cut) <= 100 and not cut.endswith("wor") and shown_passage("short", 100) == "short"
+
+
+@pytest.mark.parametrize("text,expected,repaired", [
+    ('{"question": "Which flag?", "answer": "-clock"}', {"question": "Which flag?", "answer": "-clock"}, False),
+    ('  {"answer": "-clock", "question": "Which flag?"}\n', {"question": "Which flag?", "answer": "-clock"}, False),
+    ('```json\n{"question": "Which flag?", "answer": "-clock",}\n```', {"question": "Which flag?", "answer": "-clock"},
+     True),
+    ('Sure! {\u201cquestion\u201d: \u201cWhich flag?\u201d, \u201canswer\u201d: \u201c-clock\u201d}',
+     {"question": "Which flag?", "answer": "-clock"}, True),
+    ('{"question": "Which flag?", "answer": "the -clock fl', {"question": "Which flag?", "answer": "the -clock fl"},
+     True),
+    ("Question: Which flag sets clock RC?\nAnswer: -clock", {"question": "Which flag sets clock RC?",
+                                                             "answer": "-clock"}, True),
+])
+def test_parse_qa_strict_then_one_lenient_repair(text, expected, repaired):
+    assert parse_qa(text) == (expected, repaired)
+
+
+@pytest.mark.parametrize("text", ["", "Macro Placement", '{"question": "", "answer": "x"}', '{"question": 3}',
+                                  "[1, 2]"])
+def test_parse_qa_gives_up(text):
+    assert parse_qa(text) == (None, False)
+
+
+def test_parse_yes_no():
+    assert parse_yes_no("Yes.") is True and parse_yes_no(" no") is False and parse_yes_no("是") is True
+    assert parse_yes_no("Maybe") is None
+
+
+def _corpus() -> Corpus:
+    docs = {}
+    for sec, n in (("a", 5), ("b", 2), ("c", 1)):
+        for i in range(n):
+            docs[f"{sec}{i}"] = Document(f"{sec}{i}", f"# {sec.upper()} heading\n" + "some words here " * 10,
+                                         metadata={"source": sec})
+    docs["tiny"] = Document("tiny", "too short", metadata={"source": "c"})
+    return Corpus(docs)
+
+
+def test_sample_order_is_stratified_seeded_and_skips_short_units():
+    corpus = _corpus()
+    order, skipped, strata = sample_order(corpus, seed=1, stratify="section", min_passage_words=10)
+    assert skipped == 1 and "tiny" not in order and len(order) == 8 == len(set(order))
+    assert {strata[u] for u in order[:3]} == {"a", "b", "c"}  # round-robin: every section before any repeats
+    assert Counter(strata[u] for u in order[:5]) == Counter({"a": 2, "b": 2, "c": 1})
+    assert sample_order(corpus, 1, "section", 10)[0] == order and sample_order(corpus, 2, "section", 10)[0] != order
+    assert stratum_of(corpus["a0"], "doc") == "a0" and stratum_of(Document("x", "# Head\ntext"), "section") == "Head"
+    assert stratum_of(Document("x@0-5", "t", metadata={"doc_id": "x"}), "doc") == "x"
+
+
+def test_generation_params_per_round_and_retry():
+    cfg = GenerationConfig(n=5, seed=3)
+    assert _gen_params(cfg, 0, 0)["temperature"] == 0.0 and _gen_params(cfg, 0, 0)["seed"] == 3
+    r1, retry = _gen_params(cfg, 1, 0), _gen_params(cfg, 0, 1)
+    assert (r1["temperature"], r1["seed"]) == (0.7, 4) and (retry["temperature"], retry["seed"]) == (0.7, 1003)
+    schema = _gen_params(cfg, 0, 0)["response_format"]["json_schema"]["schema"]
+    assert schema == qa_schema("en") and list(schema["properties"]) == ["answer", "question"]
+    assert "response_format" not in _gen_params(GenerationConfig(json_mode="prompt"), 0, 0)
+    with pytest.raises(ConfigError):
+        GenerationConfig(stratify="topic")
+    with pytest.raises(ConfigError):
+        GenerationConfig(grade=4)
+
+
+def _mini_dataset(tmp_path) -> Path:
+    """Three real ord-qa passages as a BEIR folder."""
+    src = REPO / "data" / "ord-qa" / "corpus.jsonl"
+    keep = {"restructure_0", "partition_manager_0", "antenna_rule_checker_0"}
+    folder = tmp_path / "mini"
+    (folder / "qrels").mkdir(parents=True)
+    lines = [ln for ln in src.read_text(encoding="utf-8").splitlines() if json.loads(ln)["_id"] in keep]
+    (folder / "corpus.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (folder / "queries.jsonl").write_text('{"_id": "q", "text": "zoom"}\n', encoding="utf-8")
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq\trestructure_0\t1\n", encoding="utf-8")
+    return folder
+
+
+def test_tiny_real_generation_counts_every_candidate(tmp_path):
+    """Two real SmolLM2 calls: whatever the model writes, every candidate is counted once and the set loads."""
+    cfg = GenerationConfig(n=2, max_attempts=2, retries=0, min_passage_words=5)
+    res = generate_testset(_mini_dataset(tmp_path), tmp_path / "gen", config=cfg, cache_dir=tmp_path / "cache",
+                           progress=False, tracking_root=None)
+    rep = res.report
+    assert rep.candidates == 2 and rep.accepted + sum(rep.dropped_at.values()) == rep.candidates
+    for g in GATES:
+        assert rep.passed[g] + rep.failed[g] <= rep.candidates
+    lines = (res.folder / "candidates.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 2 and {json.loads(ln)["round"] for ln in lines} == {0}
+    prov = res.provenance
+    assert prov["llm"]["identity"].startswith("gguf:SmolLM2-135M-Instruct") and prov["prompt"]["version"] == PROMPT_VERSION
+    assert prov["seed"] == 0 and prov["llm_usage"]["calls"] == 2 and prov["units"]["n_units"] == 3
+    assert json.loads((res.folder / "gate_report.json").read_text())["candidates"] == 2
+    if rep.accepted:  # SmolLM2 passes the gates on these passages (llama.cpp b-version dependent)
+        ds = load_dataset(res.folder, progress=False)
+        assert len(ds.corpus) == 3 and len(ds.queries) == rep.accepted
+        assert prov["source_units"] == [ds.queries.metadata[q]["source_unit"] for q in ds.queries]
+    else:
+        assert not (res.folder / "queries.jsonl").exists() and prov["source_units"] == []
+
+
+@pytest.mark.skipif(not GENERATED.is_dir(), reason="data/ord-qa-generated not built (lab testset generate)")
+def test_committed_ord_qa_generated_set():
+    """The set notebook 01 and the embedder fine-tuning use: >= 100 gated questions, source units recorded."""
+    ds = load_dataset(GENERATED, progress=False)
+    prov = json.loads((GENERATED / "provenance.json").read_text(encoding="utf-8"))
+    queries, qrels = ds.split("test")
+    assert len(qrels) >= 100 and len(ds.corpus) == 290
+    assert prov["kind"] == "generated" and prov["llm"]["identity"].startswith("gguf:SmolLM2-135M-Instruct")
+    assert [queries.metadata[q]["source_unit"] for q in qrels] == prov["source_units"][:len(qrels)]
+    for q in qrels:
+        assert queries.metadata[q]["source_unit"] in qrels[q]
+    gate = prov["gate_report"]
+    assert gate["candidates"] == sum(gate["dropped_at"].values()) + gate["accepted"]
+    assert (GENERATED / "SOURCE.md").is_file()

@@ -1,0 +1,129 @@
+"""lab.testset.spotcheck on a copy of the real ord-qa set: export a seeded sample, fill verdicts as a reviewer
+would, import them (keep / fix / drop / grade), acceptance rate, a bm25 recall@10 CI, errors naming line and field,
+and the MLflow record."""
+from __future__ import annotations
+
+import csv
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+
+from lab.data.beir import load_dataset
+from lab.errors import DataError
+from lab.testset.io import read_provenance
+from lab.testset.spotcheck import REVIEW_COLUMNS, export_review, import_review, read_review, wilson_interval
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def review_set(tmp_path):
+    folder = tmp_path / "set"
+    shutil.copytree(REPO / "data" / "ord-qa", folder)
+    return folder
+
+
+def _fill(path: Path, verdicts: dict[int, dict], bom: bool = True) -> Path:
+    """Rewrite the sheet with the reviewer's cells for rows 0, 1, ... (as a spreadsheet saves it)."""
+    with open(path, encoding="utf-8-sig", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    for i, cells in verdicts.items():
+        rows[i].update(cells)
+    with open(path, "w", encoding="utf-8-sig" if bom else "utf-8", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(REVIEW_COLUMNS))
+        w.writeheader()
+        w.writerows(rows)
+    return path
+
+
+def _record_start_lines(path: Path) -> list[int]:
+    """Physical line (1-based) where each data record starts (passages span several lines)."""
+    text = path.read_text(encoding="utf-8-sig")
+    reader = csv.reader(text.splitlines(keepends=True))
+    next(reader)
+    starts, line = [], reader.line_num + 1
+    for _ in reader:
+        starts.append(line)
+        line = reader.line_num + 1
+    return starts
+
+
+def test_export_is_a_seeded_sample_excel_can_open(review_set, tmp_path):
+    out = export_review(review_set, tmp_path / "review.csv", sample=10, seed=0)
+    raw = (tmp_path / "review.csv").read_bytes()
+    assert raw.startswith(b"\xef\xbb\xbf") and out["rows"] == 10 and out["of"] == 90
+    with open(tmp_path / "review.csv", encoding="utf-8-sig", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert list(rows[0]) == list(REVIEW_COLUMNS) and [r["qid"] for r in rows] == out["qids"]
+    ds = load_dataset(review_set, progress=False)
+    first = rows[0]
+    assert first["question"] == ds.queries[first["qid"]] and first["answer"] == ds.queries.metadata[first["qid"]]["answer"]
+    assert first["passage"] == ds.corpus[first["unit_id"]].text and first["grade"] == "1" and first["verdict"] == ""
+    assert export_review(review_set, tmp_path / "again.csv", sample=10, seed=0)["qids"] == out["qids"]
+    assert export_review(review_set, tmp_path / "other.csv", sample=10, seed=1)["qids"] != out["qids"]
+
+
+def test_import_applies_verdicts_and_reports_acceptance_and_ci(review_set, tmp_path):
+    out = export_review(review_set, tmp_path / "review.csv", sample=10, seed=0)
+    q = out["qids"]
+    _fill(tmp_path / "review.csv", {0: {"verdict": "keep"},
+                                    1: {"verdict": "FIX", "fixed_question": "Which command sets the routing alpha?"},
+                                    2: {"verdict": "drop", "note": "answer not in the passage"},
+                                    3: {"verdict": "keep", "grade": "2"}}, bom=False)
+    before = load_dataset(review_set, progress=False)
+    rep = import_review(review_set, tmp_path / "review.csv", out=tmp_path / "set2", cache_dir=tmp_path / "cache",
+                        tracking_root=None)
+    assert (rep["reviewed"], rep["keep"], rep["fix"], rep["drop"], rep["unreviewed"]) == (4, 2, 1, 1, 6)
+    assert rep["acceptance_rate"] == 0.75 and rep["grade_changes"] == 1
+    lo, hi = rep["acceptance_ci95"]
+    assert lo < 0.75 < hi and (lo, hi) == wilson_interval(3, 4)
+    after = load_dataset(tmp_path / "set2", progress=False)
+    assert q[2] not in after.queries and q[2] not in after.qrels["test"]
+    assert after.queries[q[1]] == "Which command sets the routing alpha?"
+    assert after.queries.metadata[q[1]]["original_question"] == before.queries[q[1]]
+    assert after.queries.metadata[q[0]]["review"] == "keep" and 2 in after.qrels["test"][q[3]].values()
+    assert len(after.qrels["test"]) == 89 and load_dataset(review_set, progress=False).queries[q[1]] == before.queries[q[1]]
+    ci = rep["ci"]
+    assert ci["strategy"] == "bm25" and ci["metric"] == "recall@10" and ci["n_queries"] == 89
+    assert ci["ci_low"] < ci["mean"] < ci["ci_high"] and 0.02 < ci["half_width"] < 0.2
+    assert ci["half_width_at_2000"] == pytest.approx(ci["half_width"] * math.sqrt(89 / 2000))
+    assert read_provenance(tmp_path / "set2")["reviews"][0]["drop"] == 1
+
+
+@pytest.mark.parametrize("cells,field,message", [
+    ({"verdict": "maybe"}, "verdict", "not one of keep, fix, drop"),
+    ({"verdict": "fix"}, "fixed_question", "without a fixed_question"),
+    ({"verdict": "keep", "grade": "5"}, "grade", "integer from 0 to 3"),
+    ({"verdict": "keep", "grade": "high"}, "grade", "integer from 0 to 3"),
+    ({"qid": "no-such-question"}, "qid", "not a query of the set"),
+])
+def test_bad_rows_name_file_line_field_and_change_nothing(review_set, tmp_path, cells, field, message):
+    export_review(review_set, tmp_path / "review.csv", sample=5, seed=0)
+    _fill(tmp_path / "review.csv", {0: {"verdict": "drop"}, 2: cells})
+    with pytest.raises(DataError) as e:
+        import_review(review_set, tmp_path / "review.csv", out=tmp_path / "set2", tracking_root=None, ci_strategy=None)
+    assert e.value.line == _record_start_lines(tmp_path / "review.csv")[2] and e.value.field == field and message in str(e.value)
+    assert str(tmp_path / "review.csv") in str(e.value) and not (tmp_path / "set2").exists()
+
+
+def test_duplicate_qid_is_an_error(tmp_path):
+    sheet = tmp_path / "r.csv"
+    sheet.write_text("qid,verdict\n1,keep\n1,drop\n", encoding="utf-8")
+    with pytest.raises(DataError, match="appears twice") as e:
+        read_review(sheet, {"1": {"d": 1}})
+    assert e.value.line == 3
+
+
+def test_import_review_logs_to_mlflow(review_set, tmp_path):
+    from lab.tracking import client
+
+    export_review(review_set, tmp_path / "review.csv", sample=4, seed=0)
+    _fill(tmp_path / "review.csv", {0: {"verdict": "keep"}, 1: {"verdict": "drop"}})
+    root = tmp_path / "mlruns"
+    rep = import_review(review_set, tmp_path / "review.csv", cache_dir=tmp_path / "cache", tracking_root=root)
+    run = client(root).get_run(rep["mlflow_run_id"])
+    assert run.info.status == "FINISHED" and run.data.tags["testset.kind"] == "review"
+    assert run.data.metrics["acceptance_rate"] == 0.5 and run.data.metrics["recall_at_10_ci_half_width"] > 0
+    assert read_provenance(review_set)["reviews"][-1]["mlflow_run_id"] == rep["mlflow_run_id"]  # in place
