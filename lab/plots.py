@@ -263,6 +263,27 @@ def histogram(values: Sequence[float] | pd.Series, xlabel: str, bins: int | Sequ
     return fig
 
 
+def gate_funnel(report, title: str = "") -> Figure:
+    """The quality-gate funnel of a generated test set (a :class:`lab.testset.gates.GateReport`): per gate, in
+    the order they are applied, the candidates dropped there (bar) and those still remaining after it (line)."""
+    from lab.testset.gates import GATES
+
+    dropped = [int(report.dropped_at[g]) for g in GATES]
+    remaining = list(np.int64(report.candidates) - np.cumsum(dropped))
+    fig = Figure(figsize=(7.0, 3.6), layout="constrained")
+    ax = fig.subplots()
+    x = np.arange(len(GATES))
+    ax.bar(x, dropped, color=COLORS[3 % len(COLORS)], alpha=0.85, label="dropped at this gate")
+    ax.plot(x, remaining, "o-", color=COLORS[0], label="remaining after it")
+    ax.set_xticks(x, [g.replace("_", " ") for g in GATES], rotation=30, ha="right")
+    ax.set_ylabel("candidates")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(loc="upper right", fontsize=8)
+    ax.set_title(title or f"gates: {report.candidates} candidates -> {report.accepted} accepted "
+                          f"({report.yield_rate:.0%})")
+    return fig
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Tables the plots take, built from lab.experiment.Result values (columns as lab.compare.leaderboard names them)
 # ---------------------------------------------------------------------------------------------------------------

@@ -70,14 +70,30 @@ def testset_generation() -> list:
 The test set every other notebook scores against: queries, their relevance judgements (qrels), grades and, where
 the dataset has them, evidence spans (the passages that hold the answer, for chunk-level relevance).
 
-For now the test set is **imported** from a BEIR-layout folder (`source = "beir"`) and this notebook shows what it
-holds. Generating questions with an LLM comes in a later issue; it will add `source = "llm"` here.
+Three sources (`source`):
+- `"beir"`: **import** a BEIR-layout folder as it is and show what it holds.
+- `"llm"`: **generate** questions from the folder's corpus with an LLM (route B of seed 000: sampled passages,
+  the seed's prompt, quality gates: valid JSON, is a question, length, no repetition, key words not copied,
+  answerable from the passage, on topic, no near-duplicates), written as a new BEIR set with `provenance.json`.
+  The gate funnel is shown and logged. Same as `lab testset generate`.
+- `"logs"`: **import** a FAQ / ticket log (CSV or JSONL: question, optional answer and document reference), each
+  row linked to a passage by its reference or by BM25 + dense match above a threshold (route C); the rows left
+  unlinked are listed. Same as `lab testset import-logs`.
+
+Then a spot check by people: `lab testset export-review SET review.csv` (keep / fix / drop, grade), fill it,
+`lab testset import-review SET review.csv` (acceptance rate, and the CI half-width the set gives Recall@10).
 
 Run it as it is, or as a sweep over the bundled datasets: `lab sweep params/testset.yaml`."""),
         params_cell('''\
 dataset = "data/scifact"    # BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv); repo-relative
 split = "test"
-source = "beir"             # where the test set comes from; "beir" imports the folder as it is
+source = "beir"             # "beir": the folder as it is; "llm": generate questions from its corpus; "logs": link a log
+out = None                  # llm / logs: folder for the new set (default data/<name>-generated, data/<name>-logs)
+n = 100                     # llm: questions wanted (candidates are generated until n pass the gates)
+llm = "local"               # llm: "local" (packaged SmolLM2-135M, offline), a .gguf path, or "openai:MODEL"
+concurrency = 4             # llm: requests in flight (local: llama.cpp slots decoded in one batch)
+logs = None                 # logs: the CSV / JSONL file
+link_threshold = 0.5        # logs: dense cosine a best match needs to be linked
 seed = 0
 progress = True
 tracking_root = "mlruns"    # MLflow store: folder (repo-relative) or URI
@@ -86,8 +102,35 @@ mlflow_run_id = None        # set by `lab sweep`: log into this run instead of s
         new_code_cell(SETUP),
         new_markdown_cell("## Queries and judgements"),
         new_code_cell('''\
-if source != "beir":
-    raise ValueError(f"source={source!r}: only 'beir' (import a BEIR folder) exists so far")
+source_metrics, source_figures = {}, {}
+if source == "llm":
+    from lab.testset.generate import GenerationConfig, generate_testset
+
+    generated = generate_testset(ds, resolve_repo_path(out or f"data/{ds.name}-generated"), llm=llm,
+                                 config=GenerationConfig(n=n, seed=seed), cache_dir=ctx.cache_dir, progress=progress,
+                                 tracking_root=None, llm_options={"concurrency": concurrency})
+    print(generated.report.table())
+    if not generated.report.accepted:
+        raise RuntimeError(f"no candidate passed the gates (see {generated.folder}/candidates.jsonl): raise n's "
+                           "attempts with `lab testset generate --max-attempts`, loosen a gate, or use a stronger llm")
+    source_metrics = {f"gen_{k}": v for k, v in generated.report.metrics().items()}
+    source_figures["gate_funnel"] = plots.gate_funnel(generated.report)
+    ds, split = load(generated.folder, progress=progress), "test"
+elif source == "logs":
+    from lab.testset.logs import format_report, import_logs
+
+    if not logs:
+        raise ValueError("source='logs' needs logs = 'path/to/faq.csv' (or .jsonl)")
+    imported = import_logs(resolve_repo_path(logs), ds, resolve_repo_path(out or f"data/{ds.name}-logs"),
+                           link_threshold=link_threshold, cache_dir=ctx.cache_dir, progress=progress,
+                           tracking_root=None, seed=seed)
+    print(format_report(imported))
+    if not imported["counts"]["linked"]:
+        raise RuntimeError(f"no row of {logs} was linked: lower link_threshold or give references")
+    source_metrics = {f"logs_{k}": v for k, v in imported["counts"].items()}
+    ds, split = load(imported["folder"], progress=progress), "test"
+elif source != "beir":
+    raise ValueError(f"source={source!r}: use 'beir' (import a BEIR folder), 'llm' (generate) or 'logs' (import a log)")
 from lab.text import detect_language
 
 queries, qrels = ds.split(split)
@@ -132,6 +175,7 @@ figures = {
     "query_length": plots.histogram(per_query[length_unit], f"query length ({length_unit})", bins=30,
                                     title=f"{ds.name}/{split}: query length"),
 }
+figures.update(source_figures)
 if evidence:
     figures["evidence_span_length"] = plots.histogram([e.end - e.start for e in evidence], "evidence span (chars)",
                                                       bins=30, title=f"{ds.name}/{split}: evidence spans")'''),
@@ -144,8 +188,10 @@ cl = client(tracking_root)
 run_id = mlflow_run_id or cl.create_run(get_or_create_experiment(experiment, tracking_root, cl),
                                         run_name=f"testset {ds.name}/{split}").info.run_id
 run_ids = [run_id]
-log_params(run_id, {"dataset": ds.name, "split": split, "source": source}, cl=cl)
-log_metrics(run_id, stats, cl=cl)
+log_params(run_id, {"dataset": ds.name, "split": split, "source": source,
+                    **({"n": n, "llm": llm, "concurrency": concurrency} if source == "llm" else {}),
+                    **({"logs": logs, "link_threshold": link_threshold} if source == "logs" else {})}, cl=cl)
+log_metrics(run_id, {**stats, **source_metrics}, cl=cl)
 set_tags(run_id, {"dataset": ds.name, "dataset_fingerprint": fingerprint(ds.path), "seed": seed,
                   **environment_tags()}, cl=cl)
 ''' + LOG_FIGURES + '''

@@ -243,6 +243,45 @@ def test_01_testset_stats_on_ord_qa(tmp_path, kernel, store):
     assert len(outputs(nb, "image/png")) == 3
 
 
+def test_01_logs_source_links_a_faq_log(tmp_path, kernel, store):
+    """source='logs': the FAQ fixture is linked to ORD-QA units (route C), the set is written and described."""
+    nb = execute("01_testset_generation.ipynb", tmp_path, kernel, store, dataset="data/ord-qa", experiment="t01l",
+                 source="logs", logs=str(ROOT / "tests" / "fixtures" / "testset" / "openroad_faq.csv"),
+                 out=str(tmp_path / "faq-set"))
+    (run,) = runs_of(store, "t01l")
+    m = run.data.metrics
+    assert run.info.status == "FINISHED" and run.data.params["source"] == "logs"
+    assert m["logs_rows"] == 20 and m["logs_linked"] + m["logs_unlinked"] + m["logs_duplicates"] == 20
+    assert m["queries"] == m["logs_linked"] > 0 and m["documents"] == 290
+    assert (tmp_path / "faq-set" / "unlinked.jsonl").is_file() and (tmp_path / "faq-set" / "qrels" / "test.tsv").is_file()
+    assert len(outputs(nb, "image/png")) == 3
+
+
+def test_01_llm_source_generates_with_gates(tmp_path, kernel, store):
+    """source='llm': real SmolLM2 generation on a 3-passage slice of ORD-QA; the gate funnel is drawn and logged
+    and every candidate is accounted for (accepted, or dropped at exactly one gate)."""
+    src = ROOT / "data" / "ord-qa" / "corpus.jsonl"
+    keep = {"restructure_0", "partition_manager_0", "antenna_rule_checker_0"}
+    folder = tmp_path / "mini"
+    (folder / "qrels").mkdir(parents=True)
+    lines = [ln for ln in src.read_text(encoding="utf-8").splitlines() if json.loads(ln)["_id"] in keep]
+    (folder / "corpus.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (folder / "queries.jsonl").write_text('{"_id": "q", "text": "zoom"}\n', encoding="utf-8")
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq\trestructure_0\t1\n", encoding="utf-8")
+    nb = execute("01_testset_generation.ipynb", tmp_path, kernel, store, dataset=str(folder), experiment="t01g",
+                 source="llm", n=1, out=str(tmp_path / "gen"), concurrency=1)
+    (run,) = runs_of(store, "t01g")
+    m = run.data.metrics
+    assert run.info.status == "FINISHED" and run.data.params["source"] == "llm" and run.data.params["n"] == "1"
+    assert m["gen_accepted"] == m["queries"] == 1 and m["documents"] == 3
+    dropped = sum(v for k, v in m.items() if k.startswith("gen_gate_") and k.endswith("_dropped"))
+    assert m["gen_candidates"] == m["gen_accepted"] + dropped
+    assert "figures/gate_funnel.png" in artifacts(store, run.info.run_id, "figures")
+    prov = json.loads((tmp_path / "gen" / "provenance.json").read_text(encoding="utf-8"))
+    assert prov["llm"]["identity"].startswith("gguf:SmolLM2-135M-Instruct") and prov["seed"] == 0
+    assert len(outputs(nb, "image/png")) == 4
+
+
 def test_02_chunk_size_grid_span_relevance(tmp_path, kernel, store, scifact_slice):
     nb = execute("02_chunk_size_grid.ipynb", tmp_path, kernel, store, dataset=str(scifact_slice),
                  experiment="t02", chunkers=["recursive"], chunk_sizes=[64, 256], overlaps=[0])
