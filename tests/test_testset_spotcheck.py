@@ -4,6 +4,7 @@ and the MLflow record."""
 from __future__ import annotations
 
 import csv
+import json
 import math
 import shutil
 from pathlib import Path
@@ -127,3 +128,30 @@ def test_import_review_logs_to_mlflow(review_set, tmp_path):
     assert run.info.status == "FINISHED" and run.data.tags["testset.kind"] == "review"
     assert run.data.metrics["acceptance_rate"] == 0.5 and run.data.metrics["recall_at_10_ci_half_width"] > 0
     assert read_provenance(review_set)["reviews"][-1]["mlflow_run_id"] == rep["mlflow_run_id"]  # in place
+
+
+def test_committed_reviewed_ord_qa_set_matches_its_sheet():
+    """data/ord-qa-generated-reviewed is data/ord-qa-generated with its review.csv applied: drops gone, fixes
+    reworded with the original kept, and the review recorded in provenance.json."""
+    import csv
+
+    from lab.data.beir import load_dataset
+
+    src, rev = REPO / "data" / "ord-qa-generated", REPO / "data" / "ord-qa-generated-reviewed"
+    if not rev.is_dir():
+        pytest.skip("data/ord-qa-generated-reviewed not built (lab testset import-review)")
+    with open(src / "review.csv", encoding="utf-8-sig", newline="") as fh:
+        sheet = {r["qid"]: r for r in csv.DictReader(fh)}
+    before, after = load_dataset(src, progress=False), load_dataset(rev, progress=False)
+    q0, _ = before.split("test")
+    q1, r1 = after.split("test")
+    drops = {q for q, r in sheet.items() if r["verdict"] == "drop"}
+    assert set(r1) == set(q0) - drops and len(r1) == len(q0) - len(drops)
+    for q, r in sheet.items():
+        if r["verdict"] == "fix":
+            assert q1[q] == r["fixed_question"] and q1.metadata[q]["original_question"] == q0[q]
+        elif r["verdict"] == "keep":
+            assert q1[q] == q0[q] and q1.metadata[q]["review"] == "keep"
+    review = json.loads((rev / "provenance.json").read_text(encoding="utf-8"))["reviews"][-1]
+    assert (review["keep"], review["fix"], review["drop"]) == tuple(
+        sum(r["verdict"] == v for r in sheet.values()) for v in ("keep", "fix", "drop"))
