@@ -27,7 +27,7 @@ from lab.errors import ConfigError
 
 #: Columns of a leaderboard, after ``label``, ``<metric>``, ``<metric>_ci_low``, ``<metric>_ci_high``.
 EXTRA_COLUMNS = ("latency_p50_ms", "latency_p95_ms", "index_seconds", "n_queries", "llm_index_calls",
-                 "llm_index_tokens", "llm_index_seconds", "llm_query_calls", "llm_query_tokens")
+                 "llm_index_tokens", "llm_index_seconds", "llm_index_cold_seconds", "llm_query_calls", "llm_query_tokens")
 
 
 class CompareWarning(UserWarning):
@@ -214,6 +214,10 @@ def format_leaderboard(df: pd.DataFrame, max_label: int = 60) -> str:
 
         show.insert(len(show.columns) - 1, "LLM index calls/tok", cost(df["llm_index_calls"], df["llm_index_tokens"]))
         show.insert(len(show.columns) - 1, "LLM query calls/tok", cost(df["llm_query_calls"], df["llm_query_tokens"]))
+        if "llm_index_cold_seconds" in df and df["llm_index_cold_seconds"].notna().any():
+            # what index-time generation cost when it was generated (cache hits included): the cold-run cost
+            show.insert(len(show.columns) - 1, "LLM index cold s",
+                        df["llm_index_cold_seconds"].map(lambda v: "-" if math.isnan(v) else f"{v:.0f}"))
     if df.attrs.get("metrics_version_warning"):  # flag the runs whose version differs from the best run's
         ref = str(df["metrics_version"].iloc[0] or "")
         show.insert(len(show.columns) - 1, "metrics v",

@@ -35,7 +35,9 @@ class Result:
         return out
 
 
-COST_KEYS = ("calls", "cache_hits", "generated", "prompt_tokens", "completion_tokens", "seconds")
+#: ``seconds``: generation time paid by this run (0 when every answer came from the cache); ``cold_seconds``: what
+#: the same answers took when they were generated (cache hits included), i.e. the cost of a cold run.
+COST_KEYS = ("calls", "cache_hits", "generated", "prompt_tokens", "completion_tokens", "seconds", "cold_seconds")
 
 
 def cost_summary(before: dict, after: dict, phase: str) -> dict[str, float]:

@@ -289,8 +289,8 @@ def gate_funnel(report, title: str = "") -> Figure:
 # ---------------------------------------------------------------------------------------------------------------
 #: Figures copied from each Result next to the metrics (latency in ms, seconds for index and search).
 RESULT_COLUMNS = ("latency_p50_ms", "latency_p95_ms", "latency_p99_ms", "index_seconds", "search_seconds",
-                  "llm_index_calls", "llm_index_tokens", "llm_index_seconds", "llm_query_calls", "llm_query_tokens",
-                  "llm_query_seconds")
+                  "llm_index_calls", "llm_index_tokens", "llm_index_seconds", "llm_index_cold_seconds",
+                  "llm_query_calls", "llm_query_tokens", "llm_query_seconds")
 
 
 def results_table(

@@ -319,8 +319,9 @@ for name, p in todo.items():
         new_markdown_cell("## Leaderboard"),
         new_code_cell('''\
 board = plots.leaderboard_table(results, metric, report_metrics, seed=seed)
-cost = [c for c in ("llm_index_calls", "llm_index_tokens", "llm_index_seconds", "llm_query_calls", "llm_query_tokens")
-        if c in board]      # LLM strategies: index-time and query-time calls, tokens generated, seconds
+cost = [c for c in ("llm_index_calls", "llm_index_tokens", "llm_index_seconds", "llm_index_cold_seconds",
+                    "llm_query_calls", "llm_query_tokens")
+        if c in board]      # LLM strategies: calls, tokens generated, seconds paid now and on a cold run
 display(board[["label", metric, f"{metric}_ci_low", f"{metric}_ci_high", "diff", "diff_ci_low", "diff_ci_high",
                "p_value", "significant", *report_metrics, "latency_p50_ms", "latency_p95_ms", "index_seconds",
                *cost, "n_queries"]])'''),

@@ -180,7 +180,10 @@ def test_qna_end_to_end_with_smollm2_then_all_from_cache(tmp_path):
     again = run_experiment(ds, "qna", params, ctx=Context(cache_dir=tmp_path, progress=False), max_queries=3)
     assert again.cost["llm_index_calls"] == n_chunks
     assert again.cost["llm_index_cache_hits"] == n_chunks and again.cost["llm_index_generated"] == 0
-    assert again.cost["llm_index_tokens"] == 0
+    assert again.cost["llm_index_tokens"] == 0 and again.cost["llm_index_seconds"] == 0
+    # the cold cost is still reported on the cached rerun: the generation times stored with the answers
+    assert again.cost["llm_index_cold_seconds"] == pytest.approx(first.cost["llm_index_cold_seconds"])
+    assert first.cost["llm_index_cold_seconds"] == pytest.approx(first.cost["llm_index_seconds"])
     assert again.run.scores == first.run.scores
     assert again.info["retriever"]["generation"] == gen
 

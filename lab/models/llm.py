@@ -26,8 +26,9 @@ With ``temperature > 0`` the cached answer is the one sample drawn for that seed
 Accounting per LLM object, thread-safe: ``calls`` (answers returned), ``cache_hits``, ``generated`` (answers that
 cost a request or a local generation), ``prompt_tokens`` / ``completion_tokens`` (of generated answers only:
 what was paid), ``seconds`` (wall time of generated answers, summed over calls, so concurrent calls add up),
-``load_seconds`` (loading a local model), ``retries``, ``errors``. ``Completion.seconds`` is the wall time of
-that one call (near 0 when cached).
+``cold_seconds`` (what every returned answer took when it was generated, cache hits included: the cost of a
+cold run, so a cached rerun still reports it), ``load_seconds`` (loading a local model), ``retries``, ``errors``.
+``Completion.seconds`` is the wall time of that one call (near 0 when cached).
 
 Secrets: an API key is read from a parameter or an environment variable and kept in a private attribute; it never
 enters ``identity``, ``describe()``, ``usage()``, ``repr``, log lines or error messages (server bodies quoted in
@@ -291,7 +292,7 @@ class _BaseLLM:
         self._acct_lock = threading.Lock()
         self._acct = dict.fromkeys(("calls", "cache_hits", "generated", "prompt_tokens", "completion_tokens",
                                     "retries", "errors"), 0)
-        self._acct["seconds"] = self._acct["load_seconds"] = 0.0
+        self._acct["seconds"] = self._acct["load_seconds"] = self._acct["cold_seconds"] = 0.0
 
     # --------------------------------------------------------------------------------------- interface
     def complete(self, prompt: str, system: str | None = None, **gen) -> Completion:
@@ -306,7 +307,7 @@ class _BaseLLM:
         key = request_key(self.identity, msgs, params) if self.cache is not None else None
         hit = self.cache.get_json(key) if key is not None else None
         if hit is not None:
-            self._count(calls=1, cache_hits=1)
+            self._count(calls=1, cache_hits=1, cold_seconds=float(hit.get("seconds", 0.0)))
             return Completion(text=hit["text"], prompt_tokens=int(hit["prompt_tokens"]),
                               completion_tokens=int(hit["completion_tokens"]), seconds=time.perf_counter() - t0,
                               cached=True, model=self.identity, finish_reason=hit.get("finish_reason"),
@@ -323,7 +324,8 @@ class _BaseLLM:
         if key is not None:
             self.cache.put_json(key, {"text": text, "prompt_tokens": p_tok, "completion_tokens": c_tok,
                                       "finish_reason": finish, "seconds": gen_s})
-        self._count(calls=1, generated=1, prompt_tokens=p_tok, completion_tokens=c_tok, seconds=gen_s)
+        self._count(calls=1, generated=1, prompt_tokens=p_tok, completion_tokens=c_tok, seconds=gen_s,
+                    cold_seconds=gen_s)
         return Completion(text=text, prompt_tokens=p_tok, completion_tokens=c_tok,
                           seconds=time.perf_counter() - t0, cached=False, model=self.identity, finish_reason=finish,
                           gen_seconds=gen_s)
