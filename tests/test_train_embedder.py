@@ -86,6 +86,20 @@ def test_refuses_training_on_the_evaluation_split(tmp_path):
         train_embedder(data, tmp_path / "m", EmbedderConfig(**TINY), split="test", log=quiet, mlflow_root=None)
 
 
+def test_relative_dataset_paths_resolve_from_the_repo_root(tmp_path, monkeypatch):
+    """Notebooks and sweeps run in notebooks/ and name data/...: such a path is read from the repo root."""
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "repo" / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    write_tiny_dataset(tmp_path / "repo" / "data" / "tiny")
+    (tmp_path / "repo" / "notebooks").mkdir()
+    (tmp_path / "repo" / "lab").mkdir()
+    monkeypatch.setenv("LAB_REPO_ROOT", str(tmp_path / "repo"))
+    monkeypatch.chdir(tmp_path / "repo" / "notebooks")
+    with pytest.raises(ConfigError, match="evaluation split"):  # raised after both datasets were loaded
+        train_embedder("data/tiny", tmp_path / "m", EmbedderConfig(**TINY), split="test",
+                       eval_dataset="data/tiny", log=quiet, mlflow_root=None)
+
+
 def test_refuses_shared_query_ids_unless_forced(tmp_path):
     data = write_tiny_dataset(tmp_path / "data", leak=True)
     with pytest.raises(ConfigError, match="shares 1 query ids.*--force"):
