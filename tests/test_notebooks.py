@@ -260,14 +260,9 @@ def test_01_logs_source_links_a_faq_log(tmp_path, kernel, store):
 def test_01_llm_source_generates_with_gates(tmp_path, kernel, store):
     """source='llm': real SmolLM2 generation on a 3-passage slice of ORD-QA; the gate funnel is drawn and logged
     and every candidate is accounted for (accepted, or dropped at exactly one gate)."""
-    src = ROOT / "data" / "ord-qa" / "corpus.jsonl"
-    keep = {"restructure_0", "partition_manager_0", "antenna_rule_checker_0"}
-    folder = tmp_path / "mini"
-    (folder / "qrels").mkdir(parents=True)
-    lines = [ln for ln in src.read_text(encoding="utf-8").splitlines() if json.loads(ln)["_id"] in keep]
-    (folder / "corpus.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    (folder / "queries.jsonl").write_text('{"_id": "q", "text": "zoom"}\n', encoding="utf-8")
-    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq\trestructure_0\t1\n", encoding="utf-8")
+    from test_testset_generate import _mini_dataset
+
+    folder = _mini_dataset(tmp_path)
     nb = execute("01_testset_generation.ipynb", tmp_path, kernel, store, dataset=str(folder), experiment="t01g",
                  source="llm", n=1, out=str(tmp_path / "gen"), concurrency=1)
     (run,) = runs_of(store, "t01g")
