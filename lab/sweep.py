@@ -164,6 +164,18 @@ def _die_with_parent() -> None:
 # ----------------------------------------------------------------------------------------------------------
 # one config
 # ----------------------------------------------------------------------------------------------------------
+#: times a config's kernel is started again when it dies before answering (two kernels starting at once on a
+#: loaded machine sometimes lose that race; no cell has run then, so starting again is safe).
+KERNEL_START_RETRIES = 2
+_KERNEL_START_ERRORS = ("Kernel died before replying to kernel_info", "Kernel didn't respond in",
+                        "Address already in use")
+
+
+def is_kernel_start_failure(exc: BaseException) -> bool:
+    """True for the errors jupyter_client raises when a kernel fails to start (before any cell ran)."""
+    return isinstance(exc, RuntimeError) and any(m in str(exc) for m in _KERNEL_START_ERRORS)
+
+
 def _clean_traceback(lines) -> str:
     import re
 
@@ -209,12 +221,21 @@ def execute_config(task: dict) -> dict:
         import papermill as pm
 
         Path(task["output_path"]).parent.mkdir(parents=True, exist_ok=True)
-        pm.execute_notebook(task["notebook"], task["output_path"], parameters=parameters,
-                            kernel_name=task.get("kernel_name") or default_kernel(),
-                            cwd=str(Path(task["notebook"]).parent),
-                            progress_bar=False, log_output=False, start_timeout=180,
-                            execution_timeout=task.get("execution_timeout"),
-                            extra_arguments=["--IPKernelApp.log_level=ERROR"])  # no TCP-transport warning
+        for attempt in range(KERNEL_START_RETRIES + 1):
+            try:
+                pm.execute_notebook(task["notebook"], task["output_path"], parameters=parameters,
+                                    kernel_name=task.get("kernel_name") or default_kernel(),
+                                    cwd=str(Path(task["notebook"]).parent),
+                                    progress_bar=False, log_output=False, start_timeout=180,
+                                    execution_timeout=task.get("execution_timeout"),
+                                    extra_arguments=["--IPKernelApp.log_level=ERROR"])  # no TCP-transport warning
+                break
+            except RuntimeError as exc:
+                # the kernel never started (no cell ran, nothing was logged): start it again
+                if attempt == KERNEL_START_RETRIES or not is_kernel_start_failure(exc):
+                    raise
+                set_tags(run_id, {"sweep.kernel_start_retries": str(attempt + 1)}, cl=cl)
+                time.sleep(1.0 + attempt)
     except KeyboardInterrupt:
         cl.set_terminated(run_id, "KILLED")
         raise

@@ -196,3 +196,14 @@ def test_default_kernel_runs_this_interpreter():
     argv0 = KernelSpecManager().get_kernel_spec(name).argv[0]
     # "raglab" (make setup) points at the venv's python; a bare "python" is replaced by sys.executable
     assert os.path.abspath(argv0) == os.path.abspath(sys.executable) or argv0 in ("python", "python3")
+
+
+def test_kernel_start_failures_are_told_from_notebook_errors():
+    """Only a kernel that never started is started again (no cell ran); any other failure is recorded as it is."""
+    from lab.sweep import KERNEL_START_RETRIES, is_kernel_start_failure
+
+    assert KERNEL_START_RETRIES >= 1
+    assert is_kernel_start_failure(RuntimeError("Kernel died before replying to kernel_info"))
+    assert is_kernel_start_failure(RuntimeError("Kernel didn't respond in 180 seconds"))
+    assert not is_kernel_start_failure(RuntimeError("Kernel died"))  # mid-execution (e.g. out of memory)
+    assert not is_kernel_start_failure(ValueError("Kernel died before replying to kernel_info"))
