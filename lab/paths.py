@@ -44,6 +44,21 @@ def resolve_repo_path(path: str | Path, root: str | Path | None = None) -> Path:
     return (Path(root) if root is not None else repo_root()) / p
 
 
+def existing_or_repo_path(path):
+    """``path`` as given when it exists from the working directory (or is absolute, or not a path at all), else the
+    same relative path under the repo root: notebooks and sweeps run in notebooks/ and name ``data/...``. Outside
+    the repo the path is returned as given, so the reader names the missing folder."""
+    if not isinstance(path, (str, Path)):
+        return path
+    p = Path(path).expanduser()
+    if p.is_absolute() or p.exists():
+        return p
+    try:
+        return resolve_repo_path(p)
+    except ConfigError:
+        return p
+
+
 def results_dir(*parts: str, root: str | Path | None = None, create: bool = True) -> Path:
     """``<repo>/results/<parts...>`` (ignored by git), created unless ``create=False``."""
     out = resolve_repo_path(Path("results", *parts), root)

@@ -81,9 +81,9 @@ def parse_chunking(spec: str | Mapping | None) -> dict | None:
 def load_units(dataset: str | Path | Dataset, chunking: str | Mapping | None = None, progress: bool = True) -> Units:
     """The units of ``dataset`` (see module conventions)."""
     from lab.experiment import load
-    from lab.paths import resolve_repo_path
+    from lab.paths import existing_or_repo_path
 
-    ds = dataset if isinstance(dataset, Dataset) else load(_existing(dataset, resolve_repo_path), progress=progress)
+    ds = dataset if isinstance(dataset, Dataset) else load(existing_or_repo_path(dataset), progress=progress)
     spec = parse_chunking(chunking)
     if spec is None:
         return Units(ds, ds.corpus, {"chunker": "none"})
@@ -97,11 +97,6 @@ def load_units(dataset: str | Path | Dataset, chunking: str | Mapping | None = N
                 "title": c.title}
         docs[c.id] = Document(c.id, c.text, "", meta)
     return Units(ds, Corpus(docs, name=ds.name), describe_chunking(**args))
-
-
-def _existing(path, resolve):
-    p = Path(path).expanduser()
-    return p if p.is_dir() else resolve(p)
 
 
 def unit_text(doc: Document) -> str:

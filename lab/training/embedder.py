@@ -157,19 +157,6 @@ def split_validation(query_ids: list[str], fraction: float, max_queries: int, se
     return _split(query_ids, fraction, max_queries, seed)
 
 
-def _existing_path(dataset):
-    """A relative dataset path that does not exist from the working directory is read from the repo root (as
-    notebooks and sweeps, which run in notebooks/, name data/...); anything else is returned as it is."""
-    if isinstance(dataset, (str, Path)) and not Path(dataset).expanduser().is_absolute() and not Path(dataset).exists():
-        from lab.paths import resolve_repo_path
-
-        try:
-            return resolve_repo_path(dataset)
-        except ConfigError:  # not inside the repo: let load() name the missing folder
-            return dataset
-    return dataset
-
-
 def default_out(dataset_name: str, key: str) -> str:
     return f"models/embedder-{dataset_name}-{key[:10]}"
 
@@ -224,7 +211,7 @@ def train_embedder(dataset: str | Path | Dataset, out: str | Path | None = None,
     from lab.data.fingerprint import fingerprint
     from lab.experiment import load
     from lab.models.embedders import load_embedder
-    from lab.paths import resolve_repo_path
+    from lab.paths import existing_or_repo_path, resolve_repo_path
     from lab.retrievers.base import Context
     from lab.retrievers.dense import passage_text
 
@@ -238,11 +225,11 @@ def train_embedder(dataset: str | Path | Dataset, out: str | Path | None = None,
     ctx = ctx or Context(seed=cfg.seed)
     show = ctx.progress
     t_start = time.time()
-    ds = load(_existing_path(dataset), progress=show)
+    ds = load(existing_or_repo_path(dataset), progress=show)
     if split not in ds.qrels:
         raise ConfigError(f"{ds.path}: no qrels for split {split!r} (have {sorted(ds.qrels)}); pass --split with "
                           "one of those")
-    ev = ds if eval_dataset is None else load(_existing_path(eval_dataset), progress=show)
+    ev = ds if eval_dataset is None else load(existing_or_repo_path(eval_dataset), progress=show)
     if ev is ds and split == cfg.eval_split:
         raise ConfigError(f"train-embedder: --split {split} is the evaluation split of {ds.path}; train on another "
                           "split (e.g. --split train), or on a generated set with --eval-dataset naming the real one")
