@@ -111,7 +111,8 @@ _BOMS = ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe\x00\x00", "utf-32-le"), (b"
 
 
 def decode_text(data: bytes) -> tuple[str, str]:
-    """(text, encoding name): a byte-order mark, else strict UTF-8, else charset-normalizer's best guess.
+    """(text, encoding name): a byte-order mark, else strict UTF-8, else charset-normalizer's best guess
+    (windows-1252 preferred when it fits as well).
     Raises Unreadable for binary data (NUL bytes without a UTF-16/32 mark) and for bytes no encoding fits."""
     for bom, encoding in _BOMS:
         if data.startswith(bom):
@@ -128,7 +129,13 @@ def decode_text(data: bytes) -> tuple[str, str]:
         pass
     from charset_normalizer import from_bytes
 
-    best = from_bytes(data).best()
+    matches = list(from_bytes(data))
+    best = matches[0] if matches else None
+    # short Western texts fit several single-byte code pages equally well; prefer windows-1252, the most common
+    # legacy one (the WHATWG fallback), when it fits about as well as the first guess
+    for m in matches:
+        if m.encoding == "cp1252" and m.chaos <= best.chaos + 0.1 and m.coherence >= best.coherence:
+            best = m
     if best is None:
         raise Unreadable("undecodable", "no text encoding fits its bytes (not UTF-8; charset detection failed)")
     text = str(best)
