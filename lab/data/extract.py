@@ -285,6 +285,7 @@ _BLOCKS = {"p", "div", "section", "article", "main", "body", "li", "ul", "ol", "
            "tbody", "tfoot", "tr", "blockquote", "pre", "figure", "figcaption", "caption", "hr", "address",
            "details", "summary", "center", "fieldset", "legend", "header"}
 _CELLS = {"td", "th"}
+_SPACE = re.compile(r"\s+")  # HTML source line breaks are spaces; only <br> and block ends break lines
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
 
 
@@ -369,7 +370,7 @@ def extract_html(data: bytes) -> Extracted:
             if tag in _CELLS:
                 buf.append(" ")
             if el.text:
-                buf.append(el.text)
+                buf.append(_SPACE.sub(" ", el.text))
             for child in el:
                 walk(child)
             if block:
@@ -377,7 +378,7 @@ def extract_html(data: bytes) -> Extracted:
             elif tag in _CELLS:
                 buf.append(" ")
         if el.tail:
-            buf.append(el.tail)
+            buf.append(_SPACE.sub(" ", el.tail))
 
     body = root.find("body")
     walk(body if body is not None else root)
@@ -466,7 +467,7 @@ def _page_lines(pages: list[str]) -> list[list[str]]:
 def _dehyphenate(pages: list[list[str]]) -> list[list[str]]:
     """Join words hyphenated across a line or page break ("exam-" + "ple"); keep the hyphen when the document
     uses the hyphenated form elsewhere."""
-    all_text = "\n".join("\n".join(p) for p in pages)
+    hyphenated = set(re.findall(r"\w+-\w+", "\n".join("\n".join(p) for p in pages)))
     flat = [(pi, li) for pi, p in enumerate(pages) for li in range(len(p))]
     for (pa, la), (pb, lb) in zip(flat, flat[1:]):
         left, right = pages[pa][la], pages[pb][lb]
@@ -474,7 +475,7 @@ def _dehyphenate(pages: list[list[str]]) -> list[list[str]]:
         if not m or not n or not m.group(1)[-1].isalpha():
             continue
         head, tail = m.group(1), n.group(1)
-        joined = head + ("-" if re.search(rf"\b{re.escape(head)}-{re.escape(tail)}\b", all_text) else "") + tail
+        joined = head + ("-" if f"{head}-{tail}" in hyphenated else "") + tail
         pages[pa][la] = left[: m.start()]
         pages[pb][lb] = joined + n.group(2)
     return [[ln for ln in p if ln.strip()] for p in pages]
