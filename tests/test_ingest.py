@@ -250,6 +250,22 @@ def test_ingest_writes_corpus_and_report_skipping_unreadable_files_with_reasons(
     assert "ingested 7 documents" in text and "unknown extension .png: figure.png" in text and "locked.pdf" in text
 
 
+def test_out_inside_src_is_not_ingested_and_the_fingerprint_ignores_the_report(tmp_path):
+    from lab.data import fingerprint
+
+    src = tmp_path / "docs"
+    write_doc(src / "a.md", "A", ["Alpha."])
+    ingest(src, src / "corpus", progress=False)
+    fp = fingerprint(src / "corpus")
+    write_doc(src / "b.html", "B", ["Beta."])
+    rep = ingest(src, src / "corpus", progress=False)
+    assert rep.documents == 2 and rep.skipped == [] and rep.reused == 1  # corpus.jsonl etc. are not inputs
+    assert fingerprint(src / "corpus") != fp
+    fp2 = fingerprint(src / "corpus")
+    ingest(src, src / "corpus", progress=False)  # same corpus, a new report (timings, rerun counts)
+    assert fingerprint(src / "corpus") == fp2
+
+
 def test_two_files_with_the_same_id_are_an_error_naming_both(tmp_path):
     src = tmp_path / "docs"
     src.mkdir()

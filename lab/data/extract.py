@@ -431,7 +431,7 @@ def _docx_level(paragraph) -> int | None:
     m = re.match(r"^Heading (\d)$", name)
     if m:
         return int(m.group(1))
-    ppr = paragraph._p.pPr
+    ppr = paragraph.paragraph_format.element.pPr  # the w:p element's properties (public ElementProxy.element)
     lvl = None if ppr is None else ppr.find("{http://schemas.openxmlformats.org/wordprocessingml/2006/main}outlineLvl")
     if lvl is not None:
         value = lvl.get("{http://schemas.openxmlformats.org/wordprocessingml/2006/main}val")
@@ -491,11 +491,21 @@ def extract_pdf(data: bytes) -> Extracted:
     import logging
 
     import pypdf
-    from pypdf.errors import DependencyError, FileNotDecryptedError, PdfReadError
 
     if not data.lstrip()[:5].startswith(b"%PDF"):
         raise Unreadable("corrupt", "not a PDF (no %PDF header)")
-    logging.getLogger("pypdf").setLevel(logging.ERROR)  # pypdf logs recoverable damage as warnings
+    logger = logging.getLogger("pypdf")
+    level = logger.level
+    logger.setLevel(logging.ERROR)  # pypdf logs damage it recovers from as warnings: not the user's business here
+    try:
+        return _read_pdf(data, pypdf)
+    finally:
+        logger.setLevel(level)
+
+
+def _read_pdf(data: bytes, pypdf) -> Extracted:
+    from pypdf.errors import DependencyError, FileNotDecryptedError, PdfReadError
+
     try:
         reader = pypdf.PdfReader(io.BytesIO(data))
         if reader.is_encrypted:
@@ -506,7 +516,8 @@ def extract_pdf(data: bytes) -> Extracted:
                 raise Unreadable("encrypted", f"encrypted PDF: cannot be opened ({exc})") from None
         texts = [page.extract_text() or "" for page in reader.pages]
         outline = list(_outline(reader))
-        info_title = ((reader.metadata or {}).get("/Title") or "").strip() or None
+        info = (reader.metadata or {}).get("/Title")
+        info_title = " ".join(normalise(info).split()) or None if isinstance(info, str) else None
     except Unreadable:
         raise
     except FileNotDecryptedError:
