@@ -77,6 +77,11 @@ def test_html_drops_navigation_header_footer_script_style_and_takes_first_headin
     assert "Pens provide a context for drawing." in got.text and "red\n\nblue" in got.text and "a b" in got.text
     assert [(h["level"], h["title"]) for h in got.headings] == [(1, "6.3 Pens"), (2, "Colour")]
     _check_offsets(got)
+    sphinx = extract(b'<body><div class="body"><div class="section" id="navigation"><h2>Navigation</h2>'
+                     b'<p>The navigation API moves between pages.</p></div></div>'
+                     b'<div class="sphinxsidebar"><h3>Quick search</h3></div><div id="footer">Built with</div>'
+                     b'<p><a class="headerlink" href="#x">\xc2\xb6</a></p></body>', "html")
+    assert sphinx.text == "Navigation\n\nThe navigation API moves between pages."  # a section about navigation
     no_heading = extract(b"<html><head><title>Only title</title></head><body><p>x</p></body></html>", "html")
     assert no_heading.title == "Only title"
 

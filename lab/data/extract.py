@@ -289,9 +289,12 @@ _SPACE = re.compile(r"\s+")  # HTML source line breaks are spaces; only <br> and
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
 
 
-def _words(el) -> set[str]:
-    raw = " ".join(filter(None, (el.get("class"), el.get("id"))))
-    return {w for w in re.split(r"[\s_\-]+", raw.lower()) if w}
+def _words(value: str | None) -> set[str]:
+    return {w for w in re.split(r"[\s_\-]+", (value or "").lower()) if w}
+
+
+def _has_heading(el) -> bool:
+    return any(d.tag in _HEADINGS for d in el.iter() if isinstance(d.tag, str))
 
 
 def _is_boilerplate(el) -> bool:
@@ -300,13 +303,16 @@ def _is_boilerplate(el) -> bool:
         return True
     if "display:none" in (el.get("style") or "").replace(" ", "").lower():
         return True
-    words = _words(el)
-    if words & _NAV_WORDS:
+    if tag in ("main", "article", "section", "body"):
+        return False
+    classes, ids = _words(el.get("class")), _words(el.get("id"))
+    if classes & _NAV_WORDS:
         return True
-    # a page or section header is navigation unless it holds the page's heading (texinfo "header" divs are
-    # Next/Previous/Up links; an <article><header><h1> is content)
-    if tag == "header" or "header" in words:
-        return not any(h in _HEADINGS for h in (d.tag for d in el.iter() if isinstance(d.tag, str)))
+    # ids are often slugs of a section's own heading (Sphinx: <div id="navigation"> around "Navigation"), so an
+    # id counts only on an element without headings; a header is navigation unless it holds a heading
+    # (texinfo "header" divs are Next/Previous/Up links; an <article><header><h1> is content)
+    if ids & _NAV_WORDS or tag == "header" or "header" in classes | ids:
+        return not _has_heading(el)
     return False
 
 
@@ -442,6 +448,9 @@ def _docx_level(paragraph) -> int | None:
 
 # -------------------------------------------------------------------------------------------------------- PDF
 
+_PAGE_NUMBER = re.compile(r"[-–—\s]*(\d+|(?=[ivx])x{0,3}(?:ix|iv|v?i{0,3}))[-–—\s]*")
+
+
 def _page_lines(pages: list[str]) -> list[list[str]]:
     """Each page's non-empty lines with running heads/feet removed: the first or last line when the same line
     (digits ignored; at least 5 characters with a letter) is first or last on at least 3 pages ("Chapter 6:
@@ -458,7 +467,7 @@ def _page_lines(pages: list[str]) -> list[list[str]]:
         keep = list(page)
         for idx in (0, -1, 1, -2):
             if len(keep) > abs(idx) and ((idx in (0, -1) and key(keep[idx]) in running)
-                                         or re.fullmatch(r"[-–—\s]*(\d+|[ivxlc]{1,7})[-–—\s]*", keep[idx])):
+                                         or _PAGE_NUMBER.fullmatch(keep[idx])):
                 keep[idx] = ""
         out.append([x for x in keep if x])
     return out
