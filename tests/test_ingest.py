@@ -109,7 +109,8 @@ def test_docx_paragraphs_headings_title_and_tables(tmp_path):
     got = extract(buf.getvalue(), "docx")
     assert got.title == "User guide"
     assert [(h["level"], h["title"]) for h in got.headings] == [(1, "User guide"), (1, "Install"), (2, "From source")]
-    assert got.text == "User guide\n\nFirst paragraph.\n\nInstall\n\nSecond paragraph.\n\nFrom source\n\noption | meaning"
+    assert got.text == ("User guide\n\nFirst paragraph.\n\nInstall\n\nSecond paragraph.\n\nFrom source\n\n"
+                        "option | meaning")
     _check_offsets(got)
 
 
@@ -242,7 +243,8 @@ def test_ingest_writes_corpus_and_report_skipping_unreadable_files_with_reasons(
     assert docs["guides/install"]["title"] == "Install" and docs["plain"]["title"] == "plain"
     assert docs["asy-faq-1"]["title"].startswith("Asymptote FAQ - Section 1")
     meta = docs["manual"]["metadata"]
-    assert meta["format"] == "pdf" and meta["pages"] == 1 and meta["source"] == "manual.pdf" and len(meta["sha256"]) == 64
+    assert meta["format"] == "pdf" and meta["pages"] == 1 and meta["source"] == "manual.pdf"
+    assert len(meta["sha256"]) == 64
     assert meta["size"] == (src / "manual.pdf").stat().st_size
     assert docs["faq"]["metadata"]["headings"][0] == {"level": 1, "title": "FAQ", "start": 0, "end": 3}
     kinds = {s["path"]: s["kind"] for s in rep.skipped}

@@ -22,8 +22,9 @@ Conventions
 - ``headings``: a list of ``{"level", "title", "start", "end"}`` in text order; ``start``/``end`` are Python
   string offsets into the normalised text (end exclusive, as evidence spans). For markdown, reStructuredText,
   text, HTML and DOCX, ``text[start:end]`` is the heading's line as it appears in the text (markdown keeps its
-  ``#`` marks; the underline of an underlined heading is dropped). PDF headings are the outline entries (bookmarks); their span is where the title is found on its
-  page, or the empty span at the page start when it is not found (``"found": false``).
+  ``#`` marks; the underline of an underlined heading is dropped). PDF headings are the outline entries
+  (bookmarks); their span is where the title is found on its page, or the empty span at the page start when it
+  is not found (``"found": false``).
 - Title: the first heading, else the HTML ``<title>`` (PDF: the Title in the document information, markdown:
   ``title:`` in front matter), else ``None`` (the caller uses the file stem).
 - PDF pages are separated by a blank line; ``page_offsets`` gives each page's start offset in the text. Lines
