@@ -9,8 +9,8 @@ Flow of :func:`run_sweep`
 3. Parent run: an unfinished parent of this sweep (same name and same set of configs) is reused, else a new
    one is created (tag ``sweep.role=parent``). Nothing to run: no parent is created.
 4. Each config runs :func:`execute_config` (in this process for ``jobs=1``, in a pool of ``jobs`` spawned
-   processes, or as Ray tasks): it creates the child run (tag ``mlflow.parentRunId``, ``config_hash``, the
-   flattened config as params), executes the notebook with the config, ``mlflow_run_id``, ``tracking_root`` and
+   processes, or as Ray tasks): it creates the child run (named by what varies, lab.labels.short_labels; tag
+   ``mlflow.parentRunId``, ``config_hash``, the flattened config as params), executes the notebook with the config, ``mlflow_run_id``, ``tracking_root`` and
    ``experiment`` injected, logs the executed notebook as an artifact and ends the run FINISHED. A notebook that
    raises ends FAILED with tag ``error`` and artifact ``error.txt``; the sweep goes on.
 5. The parent is ended FINISHED when every config has a finished run, else FAILED (a rerun retries the rest).
@@ -217,7 +217,8 @@ def execute_config(task: dict) -> dict:
             "sweep.index": str(task["index"]), "sweep.host": os.uname().nodename, "sweep.pid": str(os.getpid()),
             "mlflow.source.name": task["notebook_rel"], "mlflow.source.type": "NOTEBOOK",
             RUN_TYPE_TAG: RUN_TYPE_EVALUATION}
-    run_id = cl.create_run(task["experiment_id"], run_name=task["label"][:240], tags=tags).info.run_id
+    run_id = cl.create_run(task["experiment_id"], run_name=task.get("run_name", task["label"])[:240],
+                           tags=tags).info.run_id
     out = {k: task[k] for k in ("index", "config_hash", "label", "config")}
     out.update(run_id=run_id, notebook=task["output_path"], error="")
     log_params(run_id, flatten(task["config"]), cl=cl)
@@ -428,6 +429,9 @@ def _tasks(spec, todo: list[int], configs: list[dict], hashes: list[str], labels
         nb_rel = str(spec.notebook.relative_to(spec.repo_root))
     except ValueError:
         nb_rel = str(spec.notebook)
+    from lab.labels import short_labels
+
+    names = short_labels(labels)  # run names in the MLflow UI: what varies, short ("kg · base bm25")
     tasks = []
     for i in todo:
         config, h, lab_ = configs[i], hashes[i], labels[i]
@@ -435,7 +439,7 @@ def _tasks(spec, todo: list[int], configs: list[dict], hashes: list[str], labels
         if isinstance(config.get("dataset"), str):
             inject["dataset"] = str(resolve_repo_path(config["dataset"], spec.repo_root))
         tasks.append({
-            "index": i, "config": config, "config_hash": h, "label": lab_, "inject": inject,
+            "index": i, "config": config, "config_hash": h, "label": lab_, "run_name": names[i], "inject": inject,
             "notebook": str(spec.notebook), "notebook_rel": nb_rel,
             "output_path": str(output_dir / f"{i:03d}_{h}.ipynb"),
             "tracking_uri": uri, "experiment_id": experiment_id, "parent_run_id": parent_run_id,

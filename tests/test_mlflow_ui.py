@@ -68,6 +68,19 @@ def test_lab_ui_lists_each_experiment_and_refuses_an_unknown_one(blank_mlflow_ro
     assert "--experiment 'nope'" in err and "it has:" in err and "Traceback" not in err
 
 
+def test_make_demo_prints_the_runs_link(blank_mlflow_root):
+    """`make demo` ends with ui_hint: the link is the runs view the browser test below follows."""
+    from lab.demo import ui_hint
+
+    cl = client(blank_mlflow_root)
+    exp = get_or_create_experiment("strategy_comparison", blank_mlflow_root, cl)
+    set_runs_view(cl, exp, ["strategy"])
+    hint = ui_hint(blank_mlflow_root, exp)
+    assert hint.endswith(f"then open http://127.0.0.1:5000/#/experiments/{exp}/runs?workflowType=machine_learning"
+                         f"&viewStateShareKey={VIEW_KEY}")
+    assert "mlflow ui --backend-store-uri sqlite:///" in hint
+
+
 SPEC = """\
 notebook: {notebook}
 dataset: data/ord-qa
