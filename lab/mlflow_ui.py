@@ -11,7 +11,7 @@ Conventions (MLflow 3 UI, checked against the UI bundled with the pinned mlflow)
   the experiment tag ``mlflow.sharedViewState.<key>`` (a JSON object with ``selectedColumns`` and the search
   facets) and applies it when the link carries ``?viewStateShareKey=<key>``. raglab writes the key
   :data:`VIEW_KEY`: param columns (``strategy`` and whatever a sweep varies) and metric columns (``ndcg_at_10``,
-  the sweep's metric, median latency). Column ids are ``params.`name``` and ``metrics.`name``` (MLflow names:
+  the sweep's metric, median latency), metrics first (``columnOrder``). Column ids are ``params.`name``` and ``metrics.`name``` (MLflow names:
   ``ndcg@10`` is ``ndcg_at_10``, see :func:`lab.tracking.mlflow_metric_name`).
 - Child runs: on a browser's first visit to an experiment, the UI expands the parent of every run tagged
   ``mlflow.runType`` = ``evaluation``; sweep child runs carry that tag (each is an evaluation of one config), so
@@ -55,8 +55,8 @@ def view_columns(params=(), metrics=DEFAULT_METRICS) -> list[str]:
 def set_runs_view(cl, experiment_id: str, params=(), metrics=DEFAULT_METRICS) -> list[str]:
     """Write (or widen) the experiment's :data:`VIEW_KEY` view state so its runs table shows these columns.
 
-    Columns already in the view are kept (two sweeps into one experiment show the union), new ones appended.
-    Returns the view's columns."""
+    Columns already in the view are kept (two sweeps into one experiment show the union), new ones appended;
+    metric columns come first. Returns the view's columns."""
     tag = VIEW_TAG_PREFIX + VIEW_KEY
     old = cl.get_experiment(experiment_id).tags.get(tag)
     try:
@@ -65,6 +65,7 @@ def set_runs_view(cl, experiment_id: str, params=(), metrics=DEFAULT_METRICS) ->
         state = {}
     cols = list(dict.fromkeys([*state.get("selectedColumns", []), *view_columns(params, metrics)]))
     state["selectedColumns"] = cols
+    state["columnOrder"] = [c for c in cols if c.startswith("metrics.")] + [c for c in cols if not c.startswith("metrics.")]
     cl.set_experiment_tag(experiment_id, tag, json.dumps(state, separators=(",", ":")))
     return cols
 

@@ -507,7 +507,7 @@ def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry
     try:
         exp_id = get_or_create_experiment(spec.experiment, root, cl)
         report.experiment_id = exp_id
-        shown = [k for k in keys if any(flatten(c).get(k) not in (None, {}) for c in configs)]  # not "params={}"
+        shown = [k for k in keys if any(flatten(c).get(k) not in (None, "{}", "[]", "") for c in configs)]  # no "{}"
         set_runs_view(cl, exp_id, ["strategy", *shown], [*DEFAULT_METRICS, sweep_metric(configs)])
         report.stale_marked = mark_stale(cl, exp_id, spec.name)
         done = finished_runs(cl, exp_id, set(hashes))

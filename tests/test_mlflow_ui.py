@@ -48,7 +48,7 @@ def test_experiments_are_tagged_and_views_widen(blank_mlflow_root):
     cols = set_runs_view(cl, exp, ["strategy", "params.alpha"], ["recall@10"])
     assert cols == ["params.`strategy`", "metrics.`ndcg_at_10`", "params.`params.alpha`", "metrics.`recall_at_10`"]
     state = json.loads(cl.get_experiment(exp).tags[VIEW_TAG_PREFIX + VIEW_KEY])
-    assert state == {"selectedColumns": cols}
+    assert state == {"selectedColumns": cols, "columnOrder": [cols[1], cols[3], cols[0], cols[2]]}  # metrics first
     assert runs_url(exp, "::1", 5001, cl) == (f"http://[::1]:5001/#/experiments/{exp}/runs?workflowType="
                                                f"machine_learning&viewStateShareKey={VIEW_KEY}")
     assert base_url() == "http://127.0.0.1:5000"
@@ -138,7 +138,8 @@ def test_lab_ui_link_lands_on_the_runs_table_with_strategy_and_ndcg(tmp_path, bl
             time.sleep(1)
             shot = screenshot(page, tmp_path, "mlflow_runs.png")
             assert not page.errors, page.errors
-    assert "ndcg_at_10" in headers and "strategy" in headers, headers
+    assert "ndcg_at_10" in headers and "strategy" in headers and "params.base" in headers, headers
+    assert not re.search(r"\bparams\b(?!\.)", headers.replace("Parameters", "")), headers  # no empty "{}" column
     assert report.parent_run_id in rows and "sweep ui-check" in rows[report.parent_run_id]
     for rid, run in runs.items():
         text = rows.get(rid, "")
