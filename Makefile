@@ -13,9 +13,10 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup demo test test-all bench clean-cache ui browser
+.PHONY: setup demo test test-all bench clean-cache ui lab browser
 
-# Headless Chromium (Debian package) for the report's browser test; installed when missing and we are root.
+# Headless Chromium (Debian package) for the browser tests (report, JupyterLab, MLflow UI; Playwright drives it
+# by its path, no browser download); installed when missing and we are root.
 browser:
 	@command -v chromium >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
@@ -46,6 +47,10 @@ bench: setup
 
 ui: setup
 	$(VENV)/bin/lab ui
+
+# JupyterLab on notebooks/ (127.0.0.1, a token, the raglab kernel); prints the URL to open.
+lab: setup
+	$(VENV)/bin/lab notebook
 
 clean-cache:
 	rm -rf .cache

@@ -299,8 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 SUBCOMMAND_MODULES = ("lab.cli_workbench", "lab.demo", "lab.cli_train", "lab.cli_report", "lab.cli_ingest",
-                      "lab.cli_testset",
-                      "lab.cli_answers", "lab.robustness")
+                      "lab.cli_testset", "lab.cli_answers", "lab.robustness", "lab.notebook_server")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,6 +26,11 @@ def cmd_sweep(args) -> int:
                 print(f"  [{o.index}] {o.label}: {o.status} {o.error} (run {o.run_id}, notebook {o.notebook})")
         if rep.publish_error:
             print(f"error: publishing metrics failed: {rep.publish_error}", file=sys.stderr)
+        if rep.experiment_id:
+            from lab.mlflow_ui import runs_url
+            from lab.tracking import client
+
+            print(f"runs in the MLflow UI (`lab ui`): {runs_url(rep.experiment_id, cl=client(args.root))}")
     return 0 if (args.dry_run or rep.ok) else 1
 
 
@@ -94,16 +99,46 @@ def ui_command(root="mlruns", host: str = "127.0.0.1", port: int = 5000) -> list
     return cmd + ["--host", host, "--port", str(port), "--workers", "1"]
 
 
+def ui_links(root="mlruns", host: str = "127.0.0.1", port: int = 5000, experiment: str | None = None) -> list[str]:
+    """Lines naming the runs view of each experiment in the store (``experiment`` only, when given; the one with
+    the latest run first). Experiments without the model-training tag get it (see lab.tracking)."""
+    from lab.mlflow_ui import runs_url
+    from lab.tracking import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, client
+
+    cl = client(root)
+    exps = [e for e in cl.search_experiments() if e.name != "Default" or experiment == "Default"]
+    if experiment is not None:
+        exps = [e for e in exps if e.name == experiment]
+        if not exps:
+            from lab.errors import ConfigError
+
+            names = ", ".join(sorted(e.name for e in cl.search_experiments())) or "none"
+            raise ConfigError(f"--experiment {experiment!r}: no such experiment in the store (it has: {names})")
+    latest = {}
+    for e in exps:
+        if EXPERIMENT_KIND_TAG not in (e.tags or {}):
+            cl.set_experiment_tag(e.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+        runs = cl.search_runs([e.experiment_id], max_results=1, order_by=["attributes.start_time DESC"])
+        latest[e.experiment_id] = runs[0].info.start_time if runs else -1
+    exps.sort(key=lambda e: -latest[e.experiment_id])
+    return [f"  {e.name}: {runs_url(e.experiment_id, host, port, cl)}" for e in exps]
+
+
 def cmd_ui(args) -> int:
     import shlex
     import subprocess
+
+    from lab.mlflow_ui import base_url
 
     cmd = ui_command(args.root, args.host, args.port)
     line = " ".join(f"{k}={v}" for k, v in UI_ENV.items()) + " " + shlex.join(cmd)
     if args.print:
         print(line)
         return 0
-    print(f"{line}\nMLflow UI on http://{args.host}:{args.port} (Ctrl-C to stop)", flush=True)
+    links = ui_links(args.root, args.host, args.port, args.experiment)
+    print(f"{line}\nMLflow UI on {base_url(args.host, args.port)} (Ctrl-C to stop); runs of each experiment:",
+          flush=True)
+    print("\n".join(links) if links else "  (no experiments yet: run `lab sweep params/smoke.yaml`)", flush=True)
     try:
         return subprocess.call(cmd, env={**os.environ, **UI_ENV})
     except KeyboardInterrupt:
@@ -140,5 +175,6 @@ def add_parsers(sub) -> None:
     u.add_argument("--root", default="mlruns")
     u.add_argument("--host", default="127.0.0.1")
     u.add_argument("--port", type=int, default=5000)
+    u.add_argument("--experiment", help="print only this experiment's link (default: every experiment)")
     u.add_argument("--print", action="store_true", help="only print the command")
     u.set_defaults(func=cmd_ui)

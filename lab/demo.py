@@ -84,8 +84,11 @@ def ui_hint(root="mlruns", experiment_id: str | None = None) -> str:
 
     from lab.cli_workbench import UI_ENV, ui_command
 
+    from lab.mlflow_ui import base_url, runs_url
+    from lab.tracking import client
+
     line = " ".join(f"{k}={v}" for k, v in UI_ENV.items()) + " " + shlex.join(ui_command(root))
-    url = "http://127.0.0.1:5000" + (f"/#/experiments/{experiment_id}" if experiment_id else "")
+    url = runs_url(experiment_id, cl=client(root)) if experiment_id else base_url()
     return (f"Browse the runs in the MLflow UI: `make ui` (or `lab ui`), i.e.\n  {line}\nthen open {url}")
 
 

@@ -59,12 +59,100 @@ def _ci_err(df: pd.DataFrame, metric: str, ci: tuple[str, str] | None) -> np.nda
 
 
 def _labels(df: pd.DataFrame, label: str | None, width: int = 34) -> list[str]:
-    """Row labels, wrapped at ``width`` characters (sweep labels such as "strategy=rerank, params.model=..."
-    are long) so they stay inside the figure."""
-    import textwrap
+    """Row labels: sweep labels ("strategy=rerank, params.model=...") shortened to what varies between the rows
+    (:func:`lab.labels.short_labels`), then wrapped at ``width`` characters so they stay inside the figure."""
+    from lab.labels import short_labels
 
     values = [str(i) for i in df.index] if label is None or label not in df else [str(v) for v in df[label]]
-    return ["\n".join(textwrap.wrap(v, width)) or v for v in values]
+    return [_wrap(v, width) for v in short_labels(values)]
+
+
+def _wrap(text: str, width: int) -> str:
+    """Wrap at ``width`` characters, breaking between " · " parts where it can, else between words."""
+    import textwrap
+
+    from lab.labels import SEPARATOR
+
+    lines: list[str] = []
+    for part in text.split(SEPARATOR):
+        if lines and len(lines[-1]) + len(SEPARATOR) + len(part) <= width:
+            lines[-1] += SEPARATOR + part
+        else:
+            lines.extend(textwrap.wrap(part, width) or [part])
+    return "\n".join(lines) or text
+
+
+def place_labels(ax, x: Sequence[float], y: Sequence[float], names: Sequence[str], marker_px: float = 6.0,
+                 fontsize="small") -> list:
+    """Annotate each point (x, y) of ``ax`` with its name so that no two names overlap, no name covers a point
+    or the legend, and every name stays inside the axes (a greedy repel in the spirit of ggrepel / adjustText).
+
+    Points are taken from the best (highest y) down; each name tries positions on rings around its point
+    (offsets 6 to 90 points, eight directions) and takes the first free one; a name moved off its first ring
+    gets a thin leader line to its point. When nothing is free, the position with the least overlap is used.
+    The figure's layout is fixed first (drawn once, then its layout engine is switched off) so display
+    positions do not move afterwards. Returns the Annotation artists.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = ax.figure
+    if fig.canvas is None or not hasattr(fig.canvas, "get_renderer"):
+        FigureCanvasAgg(fig)
+    fig.canvas.draw()
+    fig.set_layout_engine("none")
+    renderer = fig.canvas.get_renderer()
+    axbox = ax.get_window_extent(renderer)
+    pts = ax.transData.transform(np.column_stack([np.asarray(x, float), np.asarray(y, float)]))
+    scale = fig.dpi / 72.0
+    r = marker_px * scale
+    point_boxes = [(px - r, py - r, px + r, py + r) for px, py in pts if np.isfinite(px) and np.isfinite(py)]
+    if ax.get_legend() is not None:  # the legend is an obstacle too
+        lb = ax.get_legend().get_window_extent(renderer)
+        point_boxes.append((lb.x0, lb.y0, lb.x1, lb.y1))
+    dirs = [(1, 1), (1, -1), (-1, 1), (-1, -1), (1, 0), (-1, 0), (0, 1), (0, -1)]
+    rings = (6, 14, 24, 36, 50, 66, 90)
+    placed: list[tuple[float, float, float, float]] = []
+    artists = []
+
+    def overlap(a, b) -> float:
+        w = min(a[2], b[2]) - max(a[0], b[0])
+        h = min(a[3], b[3]) - max(a[1], b[1])
+        return w * h if w > 0 and h > 0 else 0.0
+
+    order = np.argsort(-np.nan_to_num(np.asarray(y, float), nan=-np.inf), kind="stable")
+    for i in order:
+        if not (np.isfinite(pts[i][0]) and np.isfinite(pts[i][1])):
+            continue
+        ann = ax.annotate(names[i], (x[i], y[i]), textcoords="offset points", xytext=(6, 6), fontsize=fontsize,
+                          ha="left", va="bottom", zorder=4)
+        best, best_cost = None, np.inf
+        for ring in rings:
+            for dx, dy in dirs:
+                ann.set_position((dx * ring, dy * ring))
+                ann.set_ha({1: "left", -1: "right", 0: "center"}[dx])
+                ann.set_va({1: "bottom", -1: "top", 0: "center"}[dy])
+                bb = ann.get_window_extent(renderer)
+                box = (bb.x0 - 1, bb.y0 - 1, bb.x1 + 1, bb.y1 + 1)
+                outside = max(0.0, axbox.x0 - box[0]) + max(0.0, box[2] - axbox.x1) + \
+                    max(0.0, axbox.y0 - box[1]) + max(0.0, box[3] - axbox.y1)
+                cost = sum(overlap(box, p) for p in placed) + sum(overlap(box, p) for p in point_boxes) + \
+                    1e3 * outside
+                if cost < best_cost:
+                    best, best_cost = (dx, dy, ring, box), cost
+                if cost == 0:
+                    break
+            if best_cost == 0:
+                break
+        dx, dy, ring, box = best
+        ann.remove()  # the probe; the label is made again with its final position (and a leader line if moved)
+        ann = ax.annotate(names[i], (x[i], y[i]), textcoords="offset points", xytext=(dx * ring, dy * ring),
+                          fontsize=fontsize, ha={1: "left", -1: "right", 0: "center"}[dx],
+                          va={1: "bottom", -1: "top", 0: "center"}[dy], zorder=4,
+                          arrowprops={"arrowstyle": "-", "color": "#888888", "lw": 0.6, "shrinkA": 0,
+                                      "shrinkB": 4} if ring > rings[0] else None)
+        placed.append(box)
+        artists.append(ann)
+    return artists
 
 
 def metric_vs_param(
@@ -181,7 +269,7 @@ def quality_vs_latency(
     q = df[metric].to_numpy(dtype=float)
     c = df[latency].to_numpy(dtype=float)
     front = pareto_front(q, c)
-    fig = Figure(figsize=(6.5, 4.5), layout="constrained")
+    fig = Figure(figsize=(6.5, 4.5) if len(df) <= 6 else (8.5, 6.0), layout="constrained")
     ax = fig.subplots()
     err = _ci_err(df, metric, ci)
     if err is not None:
@@ -192,20 +280,19 @@ def quality_vs_latency(
     idx = idx[np.argsort(c[idx], kind="stable")]
     if len(idx) > 1:
         ax.step(c[idx], q[idx], where="post", color=COLORS[3], alpha=0.6, zorder=2)
-    for name, xi, yi in zip(_labels(df, label), c, q):
-        ax.annotate(name, (xi, yi), textcoords="offset points", xytext=(5, 4), fontsize="small")
     finite = c[np.isfinite(c)]
     if logx is None:
         logx = bool(len(finite)) and bool((finite > 0).all()) and finite.max() / finite.min() >= 50
     if logx:
         ax.set_xscale("log")
-    ax.margins(x=0.12, y=0.08)
+    ax.margins(x=0.2, y=0.12)
     ax.set_xlabel(f"{latency} (lower is better" + (", log scale)" if logx else ")"))
     ax.set_ylabel(f"{metric} (higher is better)")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="small", loc="best")
+    ax.legend(fontsize="small", loc="lower right")
     if title:
         ax.set_title(title)
+    place_labels(ax, c, q, _labels(df, label, width=28))  # last: needs the final axes limits and layout
     return fig
 
 

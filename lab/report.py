@@ -369,13 +369,15 @@ CHART_LABEL_MAX = 24
 
 def chart_label(label: str, rank: int, width: int = CHART_LABEL_MAX) -> str:
     """A run's name in charts: the label when short, else "#rank" and its first characters (rank from 1, as in
-    the leaderboard's # column)."""
+    the leaderboard's # column). Charts pass labels shortened to what varies (lab.labels.short_labels) first."""
     return label if len(label) <= width else f"#{rank} {label[: width - 4 - len(str(rank))]}\u2026"
 
 
 def _chart_frame(board: pd.DataFrame, metric: str) -> pd.DataFrame:
+    from lab.labels import short_labels
+
     d = board[["label", metric, f"{metric}_ci_low", f"{metric}_ci_high", "latency_p50_ms"]].copy()
-    d["label"] = [chart_label(str(lbl), i + 1) for i, lbl in enumerate(d["label"])]
+    d["label"] = [chart_label(lbl, i + 1) for i, lbl in enumerate(short_labels([str(v) for v in d["label"]]))]
     return d[d[metric].notna()].reset_index(drop=True)
 
 
@@ -576,7 +578,10 @@ def build_report(runs: Sequence[RunData], out: str | Path = "report.html", metri
         pareto_html = "<p>No run recorded latency (summary JSON of <code>lab run --json</code> or MLflow runs do).</p>"
 
     tables = {r.label: r.per_query for r in runs if r.per_query is not None}
-    short = {str(lbl): chart_label(str(lbl), i + 1) for i, lbl in enumerate(board["label"])}
+    from lab.labels import short_labels
+
+    labels = [str(v) for v in board["label"]]
+    short = {lbl: chart_label(s, i + 1) for i, (lbl, s) in enumerate(zip(labels, short_labels(labels)))}
     dists = []
     for m in metrics:
         sub = {short[lbl]: t[m] for lbl, t in tables.items() if m in t}

@@ -9,11 +9,16 @@ Flow of :func:`run_sweep`
 3. Parent run: an unfinished parent of this sweep (same name and same set of configs) is reused, else a new
    one is created (tag ``sweep.role=parent``). Nothing to run: no parent is created.
 4. Each config runs :func:`execute_config` (in this process for ``jobs=1``, in a pool of ``jobs`` spawned
-   processes, or as Ray tasks): it creates the child run (tag ``mlflow.parentRunId``, ``config_hash``, the
-   flattened config as params), executes the notebook with the config, ``mlflow_run_id``, ``tracking_root`` and
+   processes, or as Ray tasks): it creates the child run (named by what varies, lab.labels.short_labels; tag
+   ``mlflow.parentRunId``, ``config_hash``, the flattened config as params), executes the notebook with the config, ``mlflow_run_id``, ``tracking_root`` and
    ``experiment`` injected, logs the executed notebook as an artifact and ends the run FINISHED. A notebook that
    raises ends FAILED with tag ``error`` and artifact ``error.txt``; the sweep goes on.
 5. The parent is ended FINISHED when every config has a finished run, else FAILED (a rerun retries the rest).
+   Its artifacts ``summary/``: ``leaderboard.png`` and ``quality_vs_latency.png`` (lab.plots), ``leaderboard.csv``
+   and ``report.html`` (lab.report) of the sweep's finished runs; a summary that fails is reported
+   (``SweepReport.summary_error``) and leaves the runs alone. The experiment's runs view
+   (:mod:`lab.mlflow_ui`) shows ``strategy``, the varying keys, ``ndcg_at_10``, the sweep's ``metric`` and
+   latency as columns; child runs are tagged ``mlflow.runType=evaluation`` so the UI shows them under the parent.
 6. Publish (when the spec's ``publish`` key or the caller asks): the finished runs of this sweep's configs (run
    now or skipped as finished earlier) go to a Prometheus textfile and/or a Pushgateway (:mod:`lab.monitoring`).
    A publishing failure is reported (``SweepReport.publish_error``), never lost, and leaves the runs alone.
@@ -33,6 +38,7 @@ from pathlib import Path
 from typing import Iterator
 
 from lab.errors import ConfigError
+from lab.mlflow_ui import RUN_TYPE_EVALUATION, RUN_TYPE_TAG
 
 #: Tags written by the sweep.
 TAG_PARENT = "mlflow.parentRunId"
@@ -78,6 +84,8 @@ class SweepReport:
     stale_marked: list[str] = field(default_factory=list)
     published: list[str] = field(default_factory=list)  # files written / Pushgateway URLs pushed to
     publish_error: str = ""
+    summary_artifacts: list[str] = field(default_factory=list)  # artifact paths logged into the parent run
+    summary_error: str = ""
 
     def count(self, status: str) -> int:
         return sum(o.status == status for o in self.outcomes)
@@ -207,8 +215,10 @@ def execute_config(task: dict) -> dict:
     tags = {TAG_PARENT: task["parent_run_id"], TAG_HASH: task["config_hash"], TAG_NAME: task["sweep_name"],
             "metrics_version": str(lab.METRICS_VERSION),
             "sweep.index": str(task["index"]), "sweep.host": os.uname().nodename, "sweep.pid": str(os.getpid()),
-            "mlflow.source.name": task["notebook_rel"], "mlflow.source.type": "NOTEBOOK"}
-    run_id = cl.create_run(task["experiment_id"], run_name=task["label"][:240], tags=tags).info.run_id
+            "mlflow.source.name": task["notebook_rel"], "mlflow.source.type": "NOTEBOOK",
+            RUN_TYPE_TAG: RUN_TYPE_EVALUATION}
+    run_id = cl.create_run(task["experiment_id"], run_name=task.get("run_name", task["label"])[:240],
+                           tags=tags).info.run_id
     out = {k: task[k] for k in ("index", "config_hash", "label", "config")}
     out.update(run_id=run_id, notebook=task["output_path"], error="")
     log_params(run_id, flatten(task["config"]), cl=cl)
@@ -419,6 +429,9 @@ def _tasks(spec, todo: list[int], configs: list[dict], hashes: list[str], labels
         nb_rel = str(spec.notebook.relative_to(spec.repo_root))
     except ValueError:
         nb_rel = str(spec.notebook)
+    from lab.labels import short_labels
+
+    names = short_labels(labels)  # run names in the MLflow UI: what varies, short ("kg · base bm25")
     tasks = []
     for i in todo:
         config, h, lab_ = configs[i], hashes[i], labels[i]
@@ -426,7 +439,7 @@ def _tasks(spec, todo: list[int], configs: list[dict], hashes: list[str], labels
         if isinstance(config.get("dataset"), str):
             inject["dataset"] = str(resolve_repo_path(config["dataset"], spec.repo_root))
         tasks.append({
-            "index": i, "config": config, "config_hash": h, "label": lab_, "inject": inject,
+            "index": i, "config": config, "config_hash": h, "label": lab_, "run_name": names[i], "inject": inject,
             "notebook": str(spec.notebook), "notebook_rel": nb_rel,
             "output_path": str(output_dir / f"{i:03d}_{h}.ipynb"),
             "tracking_uri": uri, "experiment_id": experiment_id, "parent_run_id": parent_run_id,
@@ -438,7 +451,7 @@ def _tasks(spec, todo: list[int], configs: list[dict], hashes: list[str], labels
 def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry_run: bool = False,
               ray_address: str | None = None, root: str | Path = "mlruns", output_dir: str | Path | None = None,
               progress: bool = True, kernel_name: str | None = None, execution_timeout: int | None = None,
-              echo=print, publish: dict | None = None) -> SweepReport:
+              echo=print, publish: dict | None = None, summary: bool = True) -> SweepReport:
     """Run every config of the sweep spec at ``spec_path`` (see the module docstring); returns a SweepReport.
 
     jobs: configs run at once (processes; Ray tasks in flight). executor: "local" or "ray". dry_run: print the
@@ -446,11 +459,13 @@ def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry
     output_dir: executed notebooks (default ``results/sweeps/<name>`` under the repo root). kernel_name:
     default :func:`default_kernel`. execution_timeout: seconds per cell (None: no limit). echo: where dry-run
     and status lines go (None: silent). publish: keys of the spec's ``publish`` mapping (prometheus,
-    pushgateway, job, metrics, headers_env) that override or add to the spec's.
+    pushgateway, job, metrics, headers_env) that override or add to the spec's. summary: log the leaderboard
+    charts and the HTML report into the parent run (step 5).
     """
-    from lab.config import config_hash, expand, label, load_spec, varying_keys
+    from lab.config import config_hash, expand, flatten, label, load_spec, varying_keys
     from lab.paths import resolve_repo_path, results_dir
     from lab.progress import progress as bar
+    from lab.mlflow_ui import DEFAULT_METRICS, set_runs_view
     from lab.tracking import (client, environment_tags, get_or_create_experiment, log_metrics, log_params, set_tags,
                               tracking_uri)
 
@@ -492,6 +507,8 @@ def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry
     try:
         exp_id = get_or_create_experiment(spec.experiment, root, cl)
         report.experiment_id = exp_id
+        shown = [k for k in keys if any(flatten(c).get(k) not in (None, "{}", "[]", "") for c in configs)]  # no "{}"
+        set_runs_view(cl, exp_id, ["strategy", *shown], [*DEFAULT_METRICS, sweep_metric(configs)])
         report.stale_marked = mark_stale(cl, exp_id, spec.name)
         done = finished_runs(cl, exp_id, set(hashes))
         todo = [i for i, h in enumerate(hashes) if h not in done]
@@ -543,10 +560,60 @@ def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry
                              "n_failed": report.n_failed, "n_run_now": len(tasks), "seconds": report.seconds}, cl=cl)
         set_tags(parent, {"sweep.ok": str(report.ok).lower()}, cl=cl)
         cl.set_terminated(parent, "FINISHED" if report.ok else "FAILED")
+        if summary:
+            _log_summary(report, sweep_metric(configs), root, echo)
         _publish(report, spec, publish, root, echo)
         return report
     finally:
         lock.release()
+
+
+def sweep_metric(configs: list[dict], default: str = "ndcg@10") -> str:
+    """The metric a sweep ranks by: its configs' ``metric`` param when they set one (notebooks 02-04 take it),
+    else ``default``."""
+    values = {c.get("metric") for c in configs if isinstance(c.get("metric"), str)}
+    return values.pop() if len(values) == 1 else default
+
+
+def _log_summary(report: SweepReport, metric: str, root, echo) -> None:
+    """Leaderboard charts, CSV and HTML report of the sweep's finished runs, logged into its parent run under
+    ``summary/`` (step 5). Failures are reported in ``report.summary_error``, not raised."""
+    import tempfile
+    import warnings
+
+    from lab.compare import CompareWarning, leaderboard, plot_leaderboard
+    from lab.plots import quality_vs_latency
+    from lab.report import build_report, runs_from_mlflow
+    from lab.tracking import client
+
+    run_ids = [o.run_id for o in report.outcomes if o.status in ("FINISHED", "SKIPPED") and o.run_id]
+    if not run_ids or not report.parent_run_id:
+        return
+    cl = client(root)
+    try:
+        with tempfile.TemporaryDirectory(prefix="lab-sweep-summary-") as tmp, warnings.catch_warnings():
+            warnings.simplefilter("ignore", CompareWarning)
+            out = Path(tmp)
+            df = leaderboard(report.experiment, metric=metric, root=root, run_ids=run_ids)
+            if df.empty:
+                return
+            title = f"{report.name}: {metric}"
+            files = [plot_leaderboard(df, out / "leaderboard.png", metric=metric, title=title)]
+            quality_vs_latency(df, metric, label="label", title=f"{report.name}: quality vs latency").savefig(
+                out / "quality_vs_latency.png", dpi=120)
+            df.to_csv(out / "leaderboard.csv", index=False)
+            files += [out / "quality_vs_latency.png", out / "leaderboard.csv"]
+            notes: list[str] = []
+            runs = [r for r in runs_from_mlflow(report.experiment, root, metric, None, notes) if r.run_id in run_ids]
+            if runs:
+                files.append(build_report(runs, out / "report.html", [metric],
+                                          title=f"Retrieval report: sweep {report.name}", notes=notes).path)
+            for f in files:
+                cl.log_artifact(report.parent_run_id, str(f), "summary")
+                report.summary_artifacts.append(f"summary/{Path(f).name}")
+    except Exception as exc:  # noqa: BLE001 - the runs are logged; a summary failure must not lose them
+        report.summary_error = f"{type(exc).__name__}: {exc}"
+        echo(f"sweep summary not logged to the parent run: {report.summary_error}")
 
 
 def _publish(report: SweepReport, spec, overrides: dict | None, root, echo) -> None:

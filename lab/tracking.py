@@ -88,8 +88,16 @@ def client(root: str | Path = "mlruns"):
     return MlflowClient(tracking_uri=tracking_uri(root))
 
 
+#: Experiment tag that tells the MLflow 3 UI what kind of experiment it shows; "custom_model_development"
+#: ("Model training" in the UI) opens on the runs table instead of the GenAI overview, which is empty for
+#: retrieval runs. Every experiment raglab creates or reuses carries it (set only when absent).
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+
+
 def get_or_create_experiment(name: str, root: str | Path = "mlruns", cl=None) -> str:
-    """Id of experiment ``name``, created with artifact_location under ``<root>/artifacts`` when absent.
+    """Id of experiment ``name``, created with artifact_location under ``<root>/artifacts`` when absent, tagged
+    :data:`EXPERIMENT_KIND_TAG` = :data:`EXPERIMENT_KIND` (an existing experiment without that tag gets it).
 
     A deleted experiment of that name is restored. Safe when two processes create it at once.
     """
@@ -97,17 +105,19 @@ def get_or_create_experiment(name: str, root: str | Path = "mlruns", cl=None) ->
 
     cl = cl or client(root)
     exp = cl.get_experiment_by_name(name)
-    if exp is not None:
-        if exp.lifecycle_stage == "deleted":
-            cl.restore_experiment(exp.experiment_id)
-        return exp.experiment_id
-    try:
-        return cl.create_experiment(name, artifact_location=artifact_location(root))
-    except MlflowException:
-        exp = cl.get_experiment_by_name(name)
-        if exp is None:
-            raise
-        return exp.experiment_id
+    if exp is None:
+        try:
+            return cl.create_experiment(name, artifact_location=artifact_location(root),
+                                        tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
+        except MlflowException:
+            exp = cl.get_experiment_by_name(name)
+            if exp is None:
+                raise
+    if exp.lifecycle_stage == "deleted":
+        cl.restore_experiment(exp.experiment_id)
+    if EXPERIMENT_KIND_TAG not in (exp.tags or {}):
+        cl.set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+    return exp.experiment_id
 
 
 # ----------------------------------------------------------------------------------------------------------

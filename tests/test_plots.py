@@ -197,3 +197,86 @@ def test_leaderboard_table_orders_and_tests_against_the_best():
     assert "recall@10_ci_low" in t and t.attrs["metric"] == "ndcg@10"
     _png(plots.leaderboard_bars(t, "ndcg@10", label="label", highlight=t["significant"]))
     _png(plots.quality_vs_latency(t, "ndcg@10", label="label"))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# readable labels, never overlapping, with twelve strategies
+# ---------------------------------------------------------------------------------------------------------------
+TWELVE = {  # label -> (nDCG@10, P50 ms): clusters on purpose (dense / dense_ft / raptor / qna, the two rerankers)
+    "strategy=bm25": (0.680, 0.23), "strategy=dense": (0.645, 66), "strategy=hybrid": (0.715, 69),
+    "strategy=rerank, params.reranker=biencoder, params.model=all-MiniLM-L6-v2, params.alpha=0.5, params.top_n=50":
+        (0.7255, 250),
+    "strategy=hybrid_rerank, params.reranker=biencoder, params.model=all-MiniLM-L6-v2, params.alpha=0.5, "
+    "params.top_n=50": (0.7180, 260),
+    "strategy=hyde": (0.62, 900), "strategy=qna": (0.64, 70), "strategy=kg": (0.66, 12), "strategy=raptor": (0.64, 75),
+    "strategy=multi_query": (0.70, 1800), "strategy=step_back": (0.69, 1700), "strategy=dense_ft": (0.684, 66.5),
+}
+
+
+def _twelve():
+    import pandas as pd
+
+    df = pd.DataFrame([{"label": k, "ndcg@10": q, "latency_p50_ms": c} for k, (q, c) in TWELVE.items()])
+    df["ndcg@10_ci_low"], df["ndcg@10_ci_high"] = df["ndcg@10"] - 0.03, df["ndcg@10"] + 0.03
+    return df
+
+
+def _text_boxes(fig):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig) if not hasattr(fig.canvas, "get_renderer") else fig.canvas
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    ax = fig.axes[0]
+    from matplotlib.text import Text
+
+    # the text's own box (Annotation.get_window_extent would add its leader line)
+    return ax, renderer, [(t.get_text(), Text.get_window_extent(t, renderer)) for t in ax.texts]
+
+
+def test_quality_vs_latency_labels_never_overlap_with_twelve_strategies(tmp_path):
+    from lab.plots import quality_vs_latency
+
+    df = _twelve()
+    for frame in (df, df.iloc[[1, 11, 8, 6]], df.iloc[[3, 4]]):  # all twelve, the dense cluster, the rerankers
+        fig = quality_vs_latency(frame, "ndcg@10", label="label")
+        fig.savefig(tmp_path / "q.png", dpi=120)
+        ax, renderer, boxes = _text_boxes(fig)
+        assert len(boxes) == len(frame)
+        axbox = ax.get_window_extent(renderer)
+        for i, (name, a) in enumerate(boxes):
+            assert a.x0 >= axbox.x0 - 1 and a.x1 <= axbox.x1 + 1 and a.y0 >= axbox.y0 - 1 and a.y1 <= axbox.y1 + 1, name
+            for other, b in boxes[i + 1:]:
+                assert not a.overlaps(b), f"{name!r} overlaps {other!r}"
+        legend = ax.get_legend().get_window_extent(renderer)
+        assert not any(a.overlaps(legend) for _, a in boxes)
+    names = sorted(t for t, _ in boxes)  # the last frame: the two rerankers, short and wrapped
+    assert names == ["hybrid_rerank", "rerank"], names  # only the strategy varies between these two
+    fig = quality_vs_latency(df, "ndcg@10", label="label")
+    assert all("=" not in t.get_text() and max(map(len, t.get_text().split("\n"))) <= 28 for t in fig.axes[0].texts)
+
+
+def test_the_overlap_check_can_fail():
+    """Negative control: the old placement (every label at the same offset) overlaps (qna next to raptor)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.5, 4.5))
+    ax = fig.subplots()
+    df = _twelve()
+    ax.set_xscale("log")
+    ax.scatter(df["latency_p50_ms"], df["ndcg@10"])
+    for name, x, y in zip(df["label"], df["latency_p50_ms"], df["ndcg@10"]):
+        ax.annotate(name, (x, y), textcoords="offset points", xytext=(5, 4), fontsize="small")
+    _, _, boxes = _text_boxes(fig)
+    assert any(a.overlaps(b) for i, (_, a) in enumerate(boxes) for _, b in boxes[i + 1:])
+
+
+def test_leaderboard_bars_use_short_labels_with_twelve_strategies(tmp_path):
+    from lab.plots import leaderboard_bars
+
+    fig = leaderboard_bars(_twelve(), "ndcg@10", label="label")
+    fig.savefig(tmp_path / "b.png", dpi=100)
+    ticks = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert len(ticks) == 12 and not any("=" in t for t in ticks)
+    assert "rerank · biencoder MiniLM · α 0.5\n· top 50" not in ticks  # wrapped between parts, not inside them
+    assert any(t.startswith("rerank · biencoder MiniLM") for t in ticks)
