@@ -135,3 +135,35 @@ def test_a_sweep_that_cannot_finish_fails_loudly_and_leaves_the_previous_results
     assert env["prom"].read_text() == before
     last = parents(env["root"])[-1]
     assert last.data.tags["sweep.ok"] == "false" and last.info.status == "FAILED"
+
+
+def test_the_ci_schedule_and_the_cron_line_run_a_command_we_have():
+    """.github/workflows/scheduled-sweep.yml: a `schedule:` trigger (and workflow_dispatch) that runs
+    `lab sweep params/nightly.yaml --scheduled` with options `lab sweep` takes, keeps the store for the next run even
+    when the job fails, and uploads the report; the README's cron line runs the same command."""
+    import argparse
+    import re
+
+    import yaml
+
+    from lab.cli import build_parser
+    from lab.config import expand, load_spec
+    from lab.retrievers import available
+
+    doc = yaml.safe_load((REPO / ".github/workflows/scheduled-sweep.yml").read_text())
+    on = doc.get("on", doc.get(True))
+    assert on["schedule"][0]["cron"].split()[2:] == ["*", "*", "*"] and "workflow_dispatch" in on
+    steps = doc["jobs"]["sweep"]["steps"]
+    script = " ".join(s["run"].replace("\\\n", " ") for s in steps if "run" in s)
+    m = re.search(r"\.venv/bin/lab sweep (\S+) ([^\n]*)", script)
+    assert m and m.group(1) == "params/nightly.yaml" and "--scheduled" in m.group(2)
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    known = set(sub.choices["sweep"]._option_string_actions)
+    assert set(re.findall(r"(?<!\S)(--[a-z][a-z-]*)", m.group(2))) <= known
+    assert any(s.get("uses", "").startswith("actions/cache/save@") and s.get("if") == "always()" for s in steps)
+    assert any(s.get("uses", "").startswith("actions/cache/restore@") for s in steps)
+    assert any(s.get("uses", "").startswith("actions/upload-artifact@") for s in steps)
+    assert {c["strategy"] for c in expand(load_spec(REPO / "params" / "nightly.yaml"))} <= set(available())
+    readme = (REPO / "README.md").read_text()
+    cron = [ln for ln in readme.splitlines() if re.match(r"^\d+ \d+ \* \* \* ", ln)]
+    assert cron and all("lab sweep params/nightly.yaml --scheduled" in ln for ln in cron)
