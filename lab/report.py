@@ -713,7 +713,7 @@ def report_experiment(experiment: str, root="mlruns", out: str | Path = "report.
                       metrics: Sequence[str] | None = None, parent_run_id: str | None = None, log: bool = True,
                       **kwargs) -> ReportResult:
     """:func:`build_report` of an MLflow experiment's finished runs, logged back into it when ``log``."""
-    from lab.schedule import latest_scheduled_run_ids, schedule_history, trends_html
+    from lab.trends import latest_scheduled_run_ids, schedule_history
 
     metrics = list(metrics or DEFAULT_REPORT_METRICS)
     notes: list[str] = []
@@ -746,3 +746,23 @@ def report_files(paths: Sequence[str | Path], out: str | Path = "report.html", m
                        dataset=dataset, notes=notes, **kwargs)
     res.seconds = time.perf_counter() - t0
     return res
+
+
+def trends_html(history: pd.DataFrame, metric: str) -> str:
+    """The trends section of the HTML report: the chart and a table (escaped)."""
+    from lab.plots import trend_lines
+
+    if history.empty:
+        return "<p>No scheduled sweeps yet.</p>"
+    img = (f'<img src="{figure_data_uri(trend_lines(history, metric))}" alt="{esc(metric)} over the scheduled '
+           'sweeps, per config, with 95% CIs">')
+    head = "".join(f"<th>{esc(h)}</th>" for h in ("#", "config", metric, "95% CI", "run", "changed", "why it ran"))
+    body = []
+    for r in history.to_dict("records"):
+        changed = ", ".join(k for k in ("dataset", "model") if r[f"{k}_changed"]) or ""
+        ci = "-" if math.isnan(r[f"{metric}_ci_low"]) else f"[{r[f'{metric}_ci_low']:.4f}, {r[f'{metric}_ci_high']:.4f}]"
+        body.append("<tr>" + "".join(f"<td>{esc(v)}</td>" for v in (
+            r["sequence"], r["label"], f"{r[metric]:.4f}", ci, r["run_id"][:8] + (" (reused)" if r["reused"] else ""),
+            changed, r["reason"])) + "</tr>")
+    return (img + "<p>Triangles: the dataset changed since that config's previous scheduled sweep; squares: a model "
+            "changed.</p><table><tr>" + head + "</tr>" + "".join(body) + "</table>")

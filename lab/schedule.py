@@ -26,7 +26,7 @@ Flow of :func:`run_scheduled` (``lab sweep SPEC --scheduled``, one command for a
 6. Exit code: 0 every metric holds (or nothing to compare yet), 1 a metric dropped more than allowed or a config
    failed, 2 bad input (spec, options, a dataset folder gone), as ``lab gate``.
 
-Trends: :func:`schedule_history` lists each config's headline metric with its CI over the scheduled sweeps of an
+Trends: :func:`lab.trends.schedule_history` lists each config's headline metric with its CI over the scheduled sweeps of an
 experiment, with ``dataset_changed`` / ``model_changed`` set where that config's run saw other data or weights than
 in the sweep before; :func:`lab.plots.trend_lines` draws it (``lab report`` and notebook 03 show it).
 """
@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import json
 import math
-import tempfile
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -44,13 +43,11 @@ from typing import Sequence
 import pandas as pd
 
 from lab.errors import ConfigError
+from lab.trends import (RECORD_ARTIFACT, TAG_SCHEDULE, TAG_SCHEDULED, TAG_SEQUENCE, read_record,  # noqa: F401
+                        schedule_history, scheduled_parents)
 
-TAG_SCHEDULED = "raglab.scheduled"
-TAG_SCHEDULE = "raglab.schedule"
-TAG_SEQUENCE = "raglab.sequence"
 TAG_PREVIOUS = "raglab.schedule.previous"
 TAG_REGRESSION = "raglab.schedule.regression"
-RECORD_ARTIFACT = "schedule.json"
 COMPARISON_JSON = "comparison.json"
 COMPARISON_TXT = "comparison.txt"
 REPORT_HTML = "report.html"
@@ -59,31 +56,6 @@ REPORT_HTML = "report.html"
 # ---------------------------------------------------------------------------------------------------------------
 # records of scheduled sweeps
 # ---------------------------------------------------------------------------------------------------------------
-def scheduled_parents(cl, experiment_id: str, schedule: str | None = None) -> list:
-    """Parent runs of the scheduled sweeps of an experiment (of one schedule when named), by sequence."""
-    runs, token = [], None
-    while True:
-        page = cl.search_runs([experiment_id], filter_string=f"tags.`{TAG_SCHEDULED}` = 'true'", max_results=1000,
-                              page_token=token)
-        runs.extend(page)
-        token = page.token
-        if not token:
-            break
-    runs = [r for r in runs if schedule is None or r.data.tags.get(TAG_SCHEDULE) == schedule]
-    return sorted(runs, key=lambda r: (int(r.data.tags.get(TAG_SEQUENCE, "0") or 0), r.info.start_time))
-
-
-def read_record(cl, parent_run_id: str) -> dict | None:
-    """The ``schedule.json`` of a scheduled sweep's parent run (None when it has none: the sweep stopped early)."""
-    from lab.tracking import artifact_file
-
-    with tempfile.TemporaryDirectory(prefix="lab-schedule-") as tmp:
-        try:
-            return json.loads(artifact_file(parent_run_id, RECORD_ARTIFACT, tmp, cl=cl).read_text(encoding="utf-8"))
-        except Exception:  # noqa: BLE001 - a parent without the record is skipped by the callers
-            return None
-
-
 def make_record(report, schedule: str, sequence: int, cl) -> dict:
     """The ``schedule.json`` of a finished sweep: per config its run and what that run recorded."""
     from lab.resume import recorded_datasets, recorded_models
@@ -298,75 +270,6 @@ def previous_pair(cl, experiment: str, schedule: str | None = None) -> tuple[dic
 # ---------------------------------------------------------------------------------------------------------------
 # trends
 # ---------------------------------------------------------------------------------------------------------------
-def schedule_history(experiment: str, root="mlruns", metric: str = "ndcg@10", schedule: str | None = None,
-                     cl=None) -> pd.DataFrame:
-    """One row per (scheduled sweep, config) of ``experiment``: sequence, schedule, time, config_hash, label,
-    run_id, reused, ``metric`` and its CI bounds, dataset_changed, model_changed (against that config's row of the
-    sweep before), reason. Empty (with those columns) when the experiment has no scheduled sweep."""
-    from lab.tracking import client, mlflow_metric_name
-
-    cols = ["sequence", "schedule", "time", "config_hash", "label", "run_id", "reused", metric, f"{metric}_ci_low",
-            f"{metric}_ci_high", "dataset_changed", "model_changed", "reason"]
-    cl = cl or client(root)
-    exp = cl.get_experiment_by_name(experiment)
-    if exp is None:
-        return pd.DataFrame(columns=cols)
-    rows, last = [], {}
-    metrics_of: dict[str, dict] = {}
-    for parent in scheduled_parents(cl, exp.experiment_id, schedule):
-        rec = read_record(cl, parent.info.run_id)
-        if not rec:
-            continue
-        for c in rec.get("configs", []):
-            rid = c.get("run_id")
-            if not rid:
-                continue
-            if rid not in metrics_of:
-                metrics_of[rid] = cl.get_run(rid).data.metrics
-            m = metrics_of[rid]
-            key = (rec.get("schedule"), c["config_hash"])
-            before = last.get(key)
-            rows.append({
-                "sequence": int(rec.get("sequence") or 0), "schedule": rec.get("schedule"),
-                "time": pd.to_datetime(parent.info.start_time, unit="ms"), "config_hash": c["config_hash"],
-                "label": c["label"], "run_id": rid, "reused": bool(c.get("reused")),
-                metric: m.get(mlflow_metric_name(metric), math.nan),
-                f"{metric}_ci_low": m.get(mlflow_metric_name(f"{metric}_ci_low"), math.nan),
-                f"{metric}_ci_high": m.get(mlflow_metric_name(f"{metric}_ci_high"), math.nan),
-                "dataset_changed": bool(before is not None and before.get("datasets") != c.get("datasets")),
-                "model_changed": bool(before is not None and before.get("models") != c.get("models")),
-                "reason": c.get("reason") or ""})
-            last[key] = c
-    return pd.DataFrame(rows, columns=cols)
-
-
-def latest_scheduled_run_ids(history: pd.DataFrame) -> tuple[list[str], int]:
-    """The run ids of the latest scheduled sweep in a :func:`schedule_history` table, and its sequence."""
-    seq = int(history["sequence"].max())
-    return list(history.loc[history["sequence"] == seq, "run_id"]), seq
-
-
-def trends_html(history: pd.DataFrame, metric: str) -> str:
-    """The trends section of the HTML report: the chart and a table (escaped)."""
-    from lab.plots import trend_lines
-    from lab.report import esc, figure_data_uri
-
-    if history.empty:
-        return "<p>No scheduled sweeps yet.</p>"
-    img = (f'<img src="{figure_data_uri(trend_lines(history, metric))}" alt="{esc(metric)} over the scheduled '
-           'sweeps, per config, with 95% CIs">')
-    head = "".join(f"<th>{esc(h)}</th>" for h in ("#", "config", metric, "95% CI", "run", "changed", "why it ran"))
-    body = []
-    for r in history.to_dict("records"):
-        changed = ", ".join(k for k in ("dataset", "model") if r[f"{k}_changed"]) or ""
-        ci = "-" if math.isnan(r[f"{metric}_ci_low"]) else f"[{r[f'{metric}_ci_low']:.4f}, {r[f'{metric}_ci_high']:.4f}]"
-        body.append("<tr>" + "".join(f"<td>{esc(v)}</td>" for v in (
-            r["sequence"], r["label"], f"{r[metric]:.4f}", ci, r["run_id"][:8] + (" (reused)" if r["reused"] else ""),
-            changed, r["reason"])) + "</tr>")
-    return (img + "<p>Triangles: the dataset changed since that config's previous scheduled sweep; squares: a model "
-            "changed.</p><table><tr>" + head + "</tr>" + "".join(body) + "</table>")
-
-
 def comparison_html(comp: ScheduleComparison) -> str:
     from lab.report import esc
 
@@ -496,7 +399,7 @@ def run_scheduled(spec_path: str | Path, schedule: str | None = None, metrics: S
 
 def _write_report(rep, record: dict, comp, metric: str, path: Path, root, cl, schedule: str) -> Path | None:
     """report.html of this sweep's runs with the comparison and the trends sections."""
-    from lab.report import build_report, runs_from_mlflow
+    from lab.report import build_report, runs_from_mlflow, trends_html
 
     run_ids = [c["run_id"] for c in record["configs"] if c.get("run_id")]
     notes: list[str] = []
@@ -504,7 +407,7 @@ def _write_report(rep, record: dict, comp, metric: str, path: Path, root, cl, sc
     if not runs:
         return None
     history = schedule_history(rep.experiment, root, metric, schedule, cl)
-    sections = [("trends", "Trends over the scheduled sweeps", trends_html(history, metric))]
+    sections = [("trends", "Trends over the scheduled sweeps", trends_html(history, metric))]  # lab.report
     if comp is not None:
         sections.insert(0, ("scheduled-comparison", "Against the previous scheduled sweep", comparison_html(comp)))
     res = build_report(runs, path, [metric, *[m for m in ("recall@100", "mrr@10") if m != metric]],

@@ -342,7 +342,7 @@ figures = {
 experiment. Each config's metric over them, with its 95% CI; a triangle marks a sweep where the dataset changed
 since that config's previous one, a square one where a model changed."""),
         new_code_cell('''\
-from lab.schedule import schedule_history
+from lab.trends import schedule_history
 
 history = schedule_history(experiment, root=tracking_root, metric=metric)
 if len(history):

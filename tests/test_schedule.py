@@ -14,7 +14,7 @@ import pytest
 from conftest import blank_store
 
 from lab.cli import main
-from lab.schedule import TAG_SCHEDULE, TAG_SEQUENCE, scheduled_parents, schedule_history
+from lab.trends import TAG_SCHEDULE, TAG_SEQUENCE, schedule_history, scheduled_parents
 from lab.tracking import client
 
 REPO = Path(__file__).resolve().parents[1]
