@@ -14,11 +14,21 @@ UI_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "MLFLOW_DISABLE_TELEMET
 
 
 def cmd_sweep(args) -> int:
+    from lab.errors import ConfigError
     from lab.sweep import run_sweep
 
-    rep = run_sweep(args.spec, jobs=args.jobs, executor=args.executor, dry_run=args.dry_run,
-                    ray_address=args.ray_address, root=args.root, output_dir=args.output_dir,
-                    progress=not args.no_progress, execution_timeout=args.timeout, publish=_publish_args(args))
+    gate_opts = [o for o, v in (("--metric", args.metric), ("--max-drop", args.max_drop), ("--relative", args.relative),
+                                ("--significant-only", args.significant_only), ("--alpha", args.alpha),
+                                ("--schedule", args.schedule), ("--report-dir", args.report_dir)) if v]
+    if gate_opts and not args.scheduled:
+        raise ConfigError(f"{', '.join(gate_opts)}: only with --scheduled (they set the comparison with the previous "
+                          "scheduled sweep)")
+    common = dict(jobs=args.jobs, executor=args.executor, ray_address=args.ray_address, root=args.root,
+                  output_dir=args.output_dir, progress=not args.no_progress, execution_timeout=args.timeout,
+                  publish=_publish_args(args), rerun_on_code_change=args.rerun_on_code_change)
+    if args.scheduled and not args.dry_run:
+        return _scheduled(args, common)
+    rep = run_sweep(args.spec, dry_run=args.dry_run, **common)
     if not args.dry_run:
         print(rep.summary())
         for o in rep.outcomes:
@@ -34,18 +44,39 @@ def cmd_sweep(args) -> int:
     return 0 if (args.dry_run or rep.ok) else 1
 
 
+def _scheduled(args, common) -> int:
+    from lab.gate import DEFAULT_MAX_DROP
+    from lab.schedule import run_scheduled
+
+    out = run_scheduled(args.spec, schedule=args.schedule, metrics=_names(args.metric),
+                        max_drop=DEFAULT_MAX_DROP if args.max_drop is None else args.max_drop,
+                        relative=args.relative, significant_only=args.significant_only,
+                        alpha=0.05 if args.alpha is None else args.alpha, report_dir=args.report_dir, **common)
+    print(out.sweep.summary())
+    for f in out.files:
+        print(f"wrote {f}")
+    if out.exit_code:
+        print(f"error: {out.message}", file=sys.stderr)
+    else:
+        print(out.message)
+    return out.exit_code
+
+
 def cmd_compare(args) -> int:
     import warnings
 
     from lab.compare import CompareWarning, format_leaderboard, latest_experiment, leaderboard, plot_leaderboard
 
+    metrics = _names(args.metric) or ["ndcg@10"]
     experiment = args.experiment or latest_experiment(args.root)
+    if args.previous:
+        return _compare_previous(args, experiment, metrics)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CompareWarning)  # printed with the table
-        df = leaderboard(experiment, metric=args.metric, root=args.root, parent_run_id=args.parent)
+        df = leaderboard(experiment, metric=metrics[0], root=args.root, parent_run_id=args.parent)
     for note in df.attrs.get("warnings", []):
         print(f"warning: {note}", file=sys.stderr)
-    print(f"experiment {experiment!r}, {len(df)} finished runs, by {args.metric}")
+    print(f"experiment {experiment!r}, {len(df)} finished runs, by {metrics[0]}")
     print(format_leaderboard(df))
     if args.png and not df.empty:
         print(f"chart written to {plot_leaderboard(df, args.png)}")
@@ -57,12 +88,32 @@ def cmd_compare(args) -> int:
     if opts:
         from lab.monitoring import parse_publish, publish
 
-        opts = parse_publish({**opts, "metrics": opts.get("metrics") or [args.metric]}, "lab compare")
+        opts = parse_publish({**opts, "metrics": opts.get("metrics") or [metrics[0]]}, "lab compare")
         done = publish(experiment, prometheus=opts.get("prometheus"), pushgateway=opts.get("pushgateway"),
                        job=opts.get("job", "raglab"), metrics=opts["metrics"], root=args.root,
                        parent_run_id=args.parent)
         print(f"metrics {', '.join(opts['metrics'])} published to {', '.join(done)}")
     return 0
+
+
+def _compare_previous(args, experiment: str, metrics: list[str]) -> int:
+    """`lab compare --previous`: the latest scheduled sweep against the one before it, by lab gate's rule."""
+    from lab.gate import DEFAULT_MAX_DROP
+    from lab.schedule import compare_records, previous_pair
+    from lab.tracking import client
+
+    cl = client(args.root)
+    prev, cur = previous_pair(cl, experiment, args.schedule)
+    comp = compare_records(prev, cur, metrics, DEFAULT_MAX_DROP if args.max_drop is None else args.max_drop,
+                           args.relative, args.significant_only, 0.05 if args.alpha is None else args.alpha,
+                           root=args.root, cl=cl)
+    if args.json:
+        import json
+
+        print(json.dumps(comp.to_dict(), indent=2))
+    else:
+        print(comp.table())
+    return comp.exit_code
 
 
 def _publish_args(args) -> dict | None:
@@ -85,6 +136,17 @@ def _add_publish_options(p, what: str, default: str) -> None:
     p.add_argument("--pushgateway", metavar="URL", help=f"push {what} to a Prometheus Pushgateway")
     p.add_argument("--push-job", help="Pushgateway job name (default raglab)")
     p.add_argument("--publish-metrics", nargs="+", metavar="METRIC", help=f"metrics to publish (default {default})")
+
+
+def _add_gate_options(p, metric: bool = True) -> None:
+    """The options of `lab gate` that set the rule (same names, same meaning)."""
+    if metric:
+        p.add_argument("--metric", nargs="+", metavar="METRIC", help="metrics gated (default ndcg@10)")
+    p.add_argument("--max-drop", type=float, help="largest drop allowed (default 0.02)")
+    p.add_argument("--relative", action="store_true", help="--max-drop is a fraction of the previous value")
+    p.add_argument("--significant-only", action="store_true",
+                   help="fail only on drops that are also significant (paired test)")
+    p.add_argument("--alpha", type=float, help="significance level (default 0.05)")
 
 
 def ui_command(root="mlruns", host: str = "127.0.0.1", port: int = 5000) -> list[str]:
@@ -157,14 +219,32 @@ def add_parsers(sub) -> None:
     s.add_argument("--output-dir", help="executed notebooks (default results/sweeps/<name>)")
     s.add_argument("--timeout", type=int, help="seconds per notebook cell (default: no limit)")
     s.add_argument("--no-progress", action="store_true")
+    s.add_argument("--rerun-on-code-change", action="store_true",
+                   help="also run a config again when the code (git commit) changed since its finished run "
+                   "(data, models and metrics version always count)")
     _add_publish_options(s, "the sweep's headline metrics (overrides the spec's publish key)",
                          "the spec's, else ndcg@10 recall@10 recall@100 mrr@10")
+    g = s.add_argument_group("scheduled sweeps (cron, CI schedule)")
+    g.add_argument("--scheduled", action="store_true",
+                   help="tag this sweep as scheduled, compare each config with the previous scheduled sweep, write "
+                   "the report, publish, and exit 1 when a metric dropped more than allowed")
+    g.add_argument("--schedule", metavar="NAME", help="name of the schedule (default: the sweep's name)")
+    _add_gate_options(g)
+    g.add_argument("--report-dir", metavar="DIR",
+                   help="where the comparison and report.html go (default results/scheduled/<schedule>)")
     s.set_defaults(func=cmd_sweep)
 
     c = sub.add_parser("compare", help="leaderboard of an experiment's runs with CIs and paired tests")
     c.add_argument("--experiment", help="MLflow experiment (default: the one with the latest run)")
-    c.add_argument("--metric", default="ndcg@10")
+    c.add_argument("--metric", nargs="+", metavar="METRIC",
+                   help="ranks the leaderboard (default ndcg@10); with --previous: the metrics gated")
     c.add_argument("--parent", help="only the child runs of this sweep parent run id")
+    c.add_argument("--previous", action="store_true",
+                   help="compare the latest scheduled sweep with the one before it (paired tests, lab gate's rule; "
+                   "exit 1 when a metric dropped more than allowed)")
+    c.add_argument("--schedule", metavar="NAME", help="with --previous: the schedule (default: the latest one's)")
+    _add_gate_options(c, metric=False)
+    c.add_argument("--json", action="store_true", help="with --previous: print the comparison as JSON")
     c.add_argument("--png", metavar="FILE", help="write a bar chart with CI error bars")
     c.add_argument("--csv", metavar="FILE", help="write the table as CSV")
     c.add_argument("--root", default="mlruns")

@@ -269,12 +269,14 @@ def push(text: str, url: str, job: str = "raglab", grouping: Mapping[str, str] |
 def publish(experiment: str, *, prometheus: str | Path | None = None, pushgateway: str | None = None,
             job: str = "raglab", metrics: Iterable[str] = DEFAULT_METRICS, root="mlruns",
             run_ids: Iterable[str] | None = None, parent_run_id: str | None = None,
-            headers_env: Mapping[str, str] | None = None) -> list[str]:
+            headers_env: Mapping[str, str] | None = None, extra_samples: Iterable[Sample] = ()) -> list[str]:
     """Publish the experiment's runs (see :func:`experiment_samples`) to a textfile and/or a Pushgateway (grouped
-    by ``experiment``); returns what was written (paths and URLs). Nothing asked: ConfigError."""
+    by ``experiment``); returns what was written (paths and URLs). ``extra_samples`` are added (a scheduled
+    sweep's comparison with the previous one, see lab.schedule). Nothing asked: ConfigError."""
     if not prometheus and not pushgateway:
         raise ConfigError("publish: give a file (--prometheus FILE) or a Pushgateway URL (--pushgateway URL)")
-    text = exposition(experiment_samples(experiment, metrics, root, run_ids=run_ids, parent_run_id=parent_run_id))
+    text = exposition([*experiment_samples(experiment, metrics, root, run_ids=run_ids, parent_run_id=parent_run_id),
+                       *extra_samples])
     done = []
     if prometheus:
         done.append(str(write_textfile(text, prometheus)))

@@ -457,3 +457,41 @@ def _require(df: pd.DataFrame, cols: Sequence[str], where: str) -> pd.DataFrame:
     if missing:
         raise KeyError(f"{where}: column(s) {missing} missing; available: {list(df.columns)}")
     return df
+
+
+def trend_lines(history: pd.DataFrame, metric: str, label: str = "label", title: str = "") -> Figure:
+    """A metric over scheduled sweeps: one line per configuration (x = the sweep's sequence number), the CI as
+    error bars, and markers where the dataset (triangle) or a model (square) changed since that configuration's
+    previous sweep. ``history``: one row per (sweep, configuration) with columns ``sequence``, ``label``,
+    ``<metric>``, the CI columns, ``dataset_changed`` and ``model_changed`` (as lab.schedule.schedule_history
+    returns it)."""
+    _require(history, ["sequence", label, metric], "trend_lines")
+    fig = Figure(figsize=(8.5, 4.2), layout="constrained")
+    ax = fig.subplots()
+    lo, hi = ci_columns(metric)
+    marked = {"dataset": False, "model": False}
+    for i, (name, d) in enumerate(history.sort_values("sequence").groupby(label, sort=False)):
+        color = COLORS[i % len(COLORS)]
+        x = d["sequence"].to_numpy(dtype=float)
+        y = d[metric].to_numpy(dtype=float)
+        err = None
+        if lo in d and hi in d:
+            err = np.vstack([np.clip(y - d[lo].to_numpy(dtype=float), 0, None),
+                             np.clip(d[hi].to_numpy(dtype=float) - y, 0, None)])
+            err = np.nan_to_num(err)
+        ax.errorbar(x, y, yerr=err, color=color, marker="o", ms=4, capsize=3, lw=1.4, label=str(name)[:40])
+        for col, mk, key in (("dataset_changed", "^", "dataset"), ("model_changed", "s", "model")):
+            if col in d:
+                flags = d[col].fillna(False).to_numpy(dtype=bool)
+                if flags.any():
+                    ax.scatter(x[flags], y[flags], marker=mk, s=90, facecolors="none", edgecolors="#d62728",
+                               linewidths=1.6, zorder=5, label=None if marked[key] else f"{key} changed")
+                    marked[key] = True
+    ax.set_xlabel("scheduled sweep (sequence)")
+    ax.set_ylabel(metric)
+    seqs = sorted(history["sequence"].unique())
+    ax.set_xticks(seqs)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    ax.set_title(title or f"{metric} over scheduled sweeps (95% CI)")
+    return fig

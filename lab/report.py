@@ -119,8 +119,9 @@ def _logged_dataset_path(run_id: str, root, cl) -> str | None:
 
 
 def runs_from_mlflow(experiment: str, root="mlruns", metric: str = "ndcg@10", parent_run_id: str | None = None,
-                     notes: list[str] | None = None) -> list[RunData]:
-    """The finished runs of ``experiment`` that logged ``metric`` (labels as lab.compare names them)."""
+                     notes: list[str] | None = None, run_ids: Sequence[str] | None = None) -> list[RunData]:
+    """The finished runs of ``experiment`` that logged ``metric`` (labels as lab.compare names them); only
+    ``run_ids`` when given."""
     from lab.compare import CompareWarning, leaderboard
     from lab.tracking import (
         RUN_ARTIFACT,
@@ -132,7 +133,8 @@ def runs_from_mlflow(experiment: str, root="mlruns", metric: str = "ndcg@10", pa
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CompareWarning)
-        board = leaderboard(experiment, metric=metric, root=root, parent_run_id=parent_run_id, n_resamples=200)
+        board = leaderboard(experiment, metric=metric, root=root, parent_run_id=parent_run_id, n_resamples=200,
+                            run_ids=run_ids)
     if notes is not None:
         notes.extend(board.attrs.get("warnings", []))
     cl = client(root)
@@ -527,8 +529,10 @@ def _load_dataset(run: RunData, override: str | None, notes: list[str]):
 def build_report(runs: Sequence[RunData], out: str | Path = "report.html", metrics: Sequence[str] | None = None,
                  title: str = "Retrieval report", reference: str | None = None, dataset: str | None = None,
                  n_worst: int = 10, depth: int = 10, alpha: float = 0.05, n_resamples: int = 10000, seed: int = 0,
-                 notes: list[str] | None = None, subtitle: str = "") -> ReportResult:
-    """Write the HTML report of ``runs`` to ``out`` (see the module docstring) and return a ReportResult."""
+                 notes: list[str] | None = None, subtitle: str = "",
+                 extra_sections: Sequence[tuple[str, str, str]] = ()) -> ReportResult:
+    """Write the HTML report of ``runs`` to ``out`` (see the module docstring) and return a ReportResult.
+    ``extra_sections``: (id, title, HTML body) appended after the standard sections (bodies already escaped)."""
     from lab.diagnosis import diagnosis_table
     from lab.plots import leaderboard_bars, per_query_distribution, quality_vs_latency
 
@@ -662,7 +666,8 @@ def build_report(runs: Sequence[RunData], out: str | Path = "report.html", metri
               "id.</li><li>CIs: 95% percentile bootstrap over queries (1000 resamples, seeded). Paired tests: "
               f"{n_resamples} sign flips of the per-query differences, add-one p-value.</li>"
               "<li>Latency: per query searched alone, in milliseconds.</li></ul>")
-    nav = "<nav>" + "".join(f'<a href="#{s}">{esc(s)}</a>' for s in SECTION_IDS) + "</nav>"
+    nav = "<nav>" + "".join(f'<a href="#{s}">{esc(s)}</a>' for s in [*SECTION_IDS, *(e[0] for e in extra_sections)]) \
+        + "</nav>"
     body = "\n".join([
         _section("overview", "Overview", overview),
         _section("leaderboard", "Leaderboard", render_leaderboard(board)),
@@ -672,6 +677,7 @@ def build_report(runs: Sequence[RunData], out: str | Path = "report.html", metri
         _section("worst-queries", f"Worst queries ({primary})", worst_html),
         _section("diagnosis", "Diagnosis", render_diagnosis(diag, short)),
         _section("method", "Method", method),
+        *(_section(sid, title, html_body) for sid, title, html_body in extra_sections),
     ])
     page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
@@ -712,14 +718,23 @@ def report_experiment(experiment: str, root="mlruns", out: str | Path = "report.
                       metrics: Sequence[str] | None = None, parent_run_id: str | None = None, log: bool = True,
                       **kwargs) -> ReportResult:
     """:func:`build_report` of an MLflow experiment's finished runs, logged back into it when ``log``."""
+    from lab.trends import latest_scheduled_run_ids, schedule_history
+
     metrics = list(metrics or DEFAULT_REPORT_METRICS)
     notes: list[str] = []
     t0 = time.perf_counter()
-    runs = runs_from_mlflow(experiment, root, metrics[0], parent_run_id, notes)
+    history = schedule_history(experiment, root, metrics[0])
+    run_ids = None
+    if len(history) and parent_run_id is None:  # scheduled sweeps: the latest one's runs, and the trends
+        run_ids, seq = latest_scheduled_run_ids(history)
+        notes.append(f"the experiment has scheduled sweeps: the leaderboard shows the runs of the latest (#{seq}); "
+                     "the trends section shows them all")
+    runs = runs_from_mlflow(experiment, root, metrics[0], parent_run_id, notes, run_ids=run_ids)
     if not runs:
         raise ConfigError(f"experiment {experiment!r} has no finished run with {metrics[0]}")
+    extra = [("trends", "Trends over the scheduled sweeps", trends_html(history, metrics[0]))] if len(history) else []
     res = build_report(runs, out, metrics, title=kwargs.pop("title", None) or f"Retrieval report: {experiment}",
-                       notes=notes, **kwargs)
+                       notes=notes, extra_sections=extra, **kwargs)
     res.seconds = time.perf_counter() - t0
     if log:
         res.report_run_id = log_report(res.path, experiment, root, [r.run_id for r in runs if r.run_id], metrics)
@@ -736,3 +751,23 @@ def report_files(paths: Sequence[str | Path], out: str | Path = "report.html", m
                        dataset=dataset, notes=notes, **kwargs)
     res.seconds = time.perf_counter() - t0
     return res
+
+
+def trends_html(history: pd.DataFrame, metric: str) -> str:
+    """The trends section of the HTML report: the chart and a table (escaped)."""
+    from lab.plots import trend_lines
+
+    if history.empty:
+        return "<p>No scheduled sweeps yet.</p>"
+    img = (f'<img src="{figure_data_uri(trend_lines(history, metric))}" alt="{esc(metric)} over the scheduled '
+           'sweeps, per config, with 95% CIs">')
+    head = "".join(f"<th>{esc(h)}</th>" for h in ("#", "config", metric, "95% CI", "run", "changed", "why it ran"))
+    body = []
+    for r in history.to_dict("records"):
+        changed = ", ".join(k for k in ("dataset", "model") if r[f"{k}_changed"]) or ""
+        ci = "-" if math.isnan(r[f"{metric}_ci_low"]) else f"[{r[f'{metric}_ci_low']:.4f}, {r[f'{metric}_ci_high']:.4f}]"
+        body.append("<tr>" + "".join(f"<td>{esc(v)}</td>" for v in (
+            r["sequence"], r["label"], f"{r[metric]:.4f}", ci, r["run_id"][:8] + (" (reused)" if r["reused"] else ""),
+            changed, r["reason"])) + "</tr>")
+    return (img + "<p>Triangles: the dataset changed since that config's previous scheduled sweep; squares: a model "
+            "changed.</p><table><tr>" + head + "</tr>" + "".join(body) + "</table>")

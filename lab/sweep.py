@@ -2,12 +2,17 @@
 
 Flow of :func:`run_sweep`
 1. Load and expand the spec (:mod:`lab.config`); each config has a :func:`lab.config.config_hash`.
-2. Resume: configs whose run FINISHED with the same ``config_hash`` tag in the same experiment are skipped
-   (whatever sweep made them). Runs of this sweep left RUNNING by a process that died (kill -9, power loss)
-   are marked KILLED with an ``error`` tag and their configs are run again. A lock file (under the tracking
-   root) makes sure no live sweep of the same name and experiment is running, so RUNNING means dead.
+2. Resume: a config is skipped when a FINISHED run of the same experiment (whatever sweep made it) can stand for
+   it: same config hash, same dataset content, same model weights, same metrics version (and, with
+   ``rerun_on_code_change``, the same git commit); see :mod:`lab.resume`. Every config that runs again says why
+   ("dataset changed since run 1f44446e (corpus.jsonl)"), in the dry run too, and its run keeps the reason in
+   tag ``sweep.rerun_reason``. A dataset folder that is gone stops the sweep before anything runs. Runs of this
+   sweep left RUNNING by a process that died (kill -9, power loss) are marked KILLED with an ``error`` tag and
+   their configs are run again. A lock file (under the tracking root) makes sure no live sweep of the same name
+   and experiment is running, so RUNNING means dead.
 3. Parent run: an unfinished parent of this sweep (same name and same set of configs) is reused, else a new
-   one is created (tag ``sweep.role=parent``). Nothing to run: no parent is created.
+   one is created (tag ``sweep.role=parent``). Nothing to run: no parent is created, unless ``new_parent``
+   (scheduled sweeps, :mod:`lab.schedule`: every scheduled sweep is one parent run, even when all is reused).
 4. Each config runs :func:`execute_config` (in this process for ``jobs=1``, in a pool of ``jobs`` spawned
    processes, or as Ray tasks): it creates the child run (named by what varies, lab.labels.short_labels; tag
    ``mlflow.parentRunId``, ``config_hash``, the flattened config as params), executes the notebook with the config, ``mlflow_run_id``, ``tracking_root`` and
@@ -67,6 +72,8 @@ class ConfigOutcome:
     seconds: float = 0.0
     error: str = ""
     notebook: str = ""
+    reason: str = ""  # why it runs again ("" when skipped); see lab.resume
+    previous_run_id: str | None = None  # the finished run the reason compares with
 
 
 @dataclass
@@ -108,12 +115,12 @@ class SweepReport:
         return all(o.status in ("FINISHED", "SKIPPED") for o in self.outcomes) and not self.publish_error
 
     def table(self):
-        """DataFrame: index, config_hash, status, label, run_id, seconds, error."""
+        """DataFrame: index, config_hash, status, label, run_id, seconds, error, reason."""
         import pandas as pd
 
         return pd.DataFrame([{"index": o.index, "config_hash": o.config_hash, "status": o.status, "label": o.label,
-                              "run_id": o.run_id, "seconds": round(o.seconds, 2), "error": o.error}
-                             for o in self.outcomes])
+                              "run_id": o.run_id, "seconds": round(o.seconds, 2), "error": o.error,
+                              "reason": o.reason} for o in self.outcomes])
 
     def summary(self) -> str:
         head = "dry run: " if self.dry_run else ""
@@ -216,7 +223,7 @@ def execute_config(task: dict) -> dict:
             "metrics_version": str(lab.METRICS_VERSION),
             "sweep.index": str(task["index"]), "sweep.host": os.uname().nodename, "sweep.pid": str(os.getpid()),
             "mlflow.source.name": task["notebook_rel"], "mlflow.source.type": "NOTEBOOK",
-            RUN_TYPE_TAG: RUN_TYPE_EVALUATION}
+            RUN_TYPE_TAG: RUN_TYPE_EVALUATION, **task.get("tags", {})}
     run_id = cl.create_run(task["experiment_id"], run_name=task.get("run_name", task["label"])[:240],
                            tags=tags).info.run_id
     out = {k: task[k] for k in ("index", "config_hash", "label", "config")}
@@ -355,17 +362,6 @@ def _search_all(cl, experiment_id: str, filter_string: str) -> list:
             return runs
 
 
-def finished_runs(cl, experiment_id: str, hashes: set[str]) -> dict[str, str]:
-    """``{config_hash: run_id}`` of FINISHED runs in the experiment whose hash is in ``hashes`` (the earliest)."""
-    out: dict[str, tuple[int, str]] = {}
-    for r in _search_all(cl, experiment_id, "attributes.status = 'FINISHED'"):
-        h = r.data.tags.get(TAG_HASH)
-        if h in hashes and r.data.tags.get(TAG_ROLE) != "parent":
-            if h not in out or r.info.start_time < out[h][0]:
-                out[h] = (r.info.start_time, r.info.run_id)
-    return {h: rid for h, (_, rid) in out.items()}
-
-
 def mark_stale(cl, experiment_id: str, sweep_name: str) -> list[str]:
     """End as KILLED the runs of sweep ``sweep_name`` left RUNNING (their process died): child runs get an
     ``error`` tag and their configs run again; parents stay reusable. Returns the child run ids.
@@ -419,7 +415,7 @@ def _lock(root, output_dir: Path, name: str, experiment: str):
 # ----------------------------------------------------------------------------------------------------------
 def _tasks(spec, todo: list[int], configs: list[dict], hashes: list[str], labels: list[str], output_dir: Path,
            uri: str, experiment_id: str, parent_run_id: str, root, kernel_name: str | None,
-           execution_timeout) -> list[dict]:
+           execution_timeout, tags: dict[int, dict] | None = None) -> list[dict]:
     """Plain-dict tasks for :func:`execute_config`, one per index in ``todo`` (indices into the full expansion)."""
     from lab.paths import resolve_repo_path
     from lab.tracking import _is_uri, root_path
@@ -444,6 +440,7 @@ def _tasks(spec, todo: list[int], configs: list[dict], hashes: list[str], labels
             "output_path": str(output_dir / f"{i:03d}_{h}.ipynb"),
             "tracking_uri": uri, "experiment_id": experiment_id, "parent_run_id": parent_run_id,
             "sweep_name": spec.name, "kernel_name": kernel_name, "execution_timeout": execution_timeout,
+            "tags": (tags or {}).get(i, {}),
         })
     return tasks
 
@@ -451,21 +448,26 @@ def _tasks(spec, todo: list[int], configs: list[dict], hashes: list[str], labels
 def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry_run: bool = False,
               ray_address: str | None = None, root: str | Path = "mlruns", output_dir: str | Path | None = None,
               progress: bool = True, kernel_name: str | None = None, execution_timeout: int | None = None,
-              echo=print, publish: dict | None = None, summary: bool = True) -> SweepReport:
+              echo=print, publish: dict | None = None, summary: bool = True, rerun_on_code_change: bool = False,
+              parent_tags: dict | None = None, new_parent: bool = False, defer_publish: bool = False) -> SweepReport:
     """Run every config of the sweep spec at ``spec_path`` (see the module docstring); returns a SweepReport.
 
     jobs: configs run at once (processes; Ray tasks in flight). executor: "local" or "ray". dry_run: print the
-    configs and which would be skipped, run nothing. root: tracking root (see :mod:`lab.tracking`).
-    output_dir: executed notebooks (default ``results/sweeps/<name>`` under the repo root). kernel_name:
-    default :func:`default_kernel`. execution_timeout: seconds per cell (None: no limit). echo: where dry-run
-    and status lines go (None: silent). publish: keys of the spec's ``publish`` mapping (prometheus,
+    configs and which would be skipped (and why the others run), run nothing. root: tracking root (see
+    :mod:`lab.tracking`). output_dir: executed notebooks (default ``results/sweeps/<name>`` under the repo root).
+    kernel_name: default :func:`default_kernel`. execution_timeout: seconds per cell (None: no limit). echo: where
+    dry-run and status lines go (None: silent). publish: keys of the spec's ``publish`` mapping (prometheus,
     pushgateway, job, metrics, headers_env) that override or add to the spec's. summary: log the leaderboard
-    charts and the HTML report into the parent run (step 5).
+    charts and the HTML report into the parent run (step 5). rerun_on_code_change: the git commit is part of a
+    run's identity (see :mod:`lab.resume`). parent_tags: extra tags of the parent run. new_parent: always create
+    a new parent run, even when every config is reused. defer_publish: do not publish here (the caller publishes
+    with :func:`publish_report` once it has checked the outcome).
     """
     from lab.config import config_hash, expand, flatten, label, load_spec, varying_keys
     from lab.paths import resolve_repo_path, results_dir
     from lab.progress import progress as bar
     from lab.mlflow_ui import DEFAULT_METRICS, set_runs_view
+    from lab.resume import TAG_REASON, decide, run_identity
     from lab.tracking import (client, environment_tags, get_or_create_experiment, log_metrics, log_params, set_tags,
                               tracking_uri)
 
@@ -483,22 +485,30 @@ def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry
     if len(set(hashes)) != len(hashes):
         dup = next(h for h in hashes if hashes.count(h) > 1)
         raise ConfigError(f"{spec.path}: two configs are identical (hash {dup}); remove the repeated grid/zip value")
+    memo: dict = {}
+    identities = [run_identity(c, spec.repo_root, rerun_on_code_change, memo, where=f"{spec.path}, config {i} ({lab_})")
+                  for i, (c, lab_) in enumerate(zip(configs, labels))]
     out_dir = (resolve_repo_path(output_dir, spec.repo_root) if output_dir is not None
                else results_dir("sweeps", spec.name, root=spec.repo_root, create=False))
     uri = tracking_uri(root)
     cl = client(root)
     report = SweepReport(spec.name, spec.experiment, None, None, out_dir, dry_run=dry_run)
 
+    def outcome(i, decision, status):
+        return ConfigOutcome(i, hashes[i], labels[i], configs[i], status, decision.run_id,
+                             reason=decision.reason, previous_run_id=decision.previous_run_id)
+
     if dry_run:
         exp = cl.get_experiment_by_name(spec.experiment)
         report.experiment_id = exp.experiment_id if exp else None
-        done = finished_runs(cl, exp.experiment_id, set(hashes)) if exp else {}
-        for i, (c, h, lab_) in enumerate(zip(configs, hashes, labels)):
-            report.outcomes.append(ConfigOutcome(i, h, lab_, c, "SKIPPED" if h in done else "PENDING", done.get(h)))
+        decisions = decide(cl, report.experiment_id, identities)
+        for i, d in enumerate(decisions):
+            report.outcomes.append(outcome(i, d, "SKIPPED" if d.run_id else "PENDING"))
         echo(f"sweep {spec.name!r}: notebook {spec.notebook}, experiment {spec.experiment!r}, store {uri}")
         for o in report.outcomes:
             what = f"skip (finished run {o.run_id})" if o.status == "SKIPPED" else "run"
-            echo(f"  [{o.index:3d}] {o.config_hash}  {what:<44} {o.label}")
+            echo(f"  [{o.index:3d}] {o.config_hash}  {what:<44} {o.label}"
+                 + (f"\n        why: {o.reason}" if o.reason else ""))
         echo(report.summary())
         return report
 
@@ -510,41 +520,51 @@ def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry
         shown = [k for k in keys if any(flatten(c).get(k) not in (None, "{}", "[]", "") for c in configs)]  # no "{}"
         set_runs_view(cl, exp_id, ["strategy", *shown], [*DEFAULT_METRICS, sweep_metric(configs)])
         report.stale_marked = mark_stale(cl, exp_id, spec.name)
-        done = finished_runs(cl, exp_id, set(hashes))
-        todo = [i for i, h in enumerate(hashes) if h not in done]
-        outcomes: dict[int, ConfigOutcome] = {
-            i: ConfigOutcome(i, hashes[i], labels[i], configs[i], "SKIPPED", done[hashes[i]])
-            for i in range(len(configs)) if hashes[i] in done}
+        decisions = decide(cl, exp_id, identities)
+        todo = [i for i, d in enumerate(decisions) if d.run_id is None]
+        outcomes: dict[int, ConfigOutcome] = {i: outcome(i, d, "SKIPPED") for i, d in enumerate(decisions)
+                                              if d.run_id is not None}
         if report.stale_marked:
             echo(f"marked {len(report.stale_marked)} run(s) left RUNNING by an interrupted sweep as KILLED; "
                  "redoing them")
-        if not todo:
+        for i in todo:
+            if decisions[i].previous_run_id:  # a config seen before: say why it runs again
+                echo(f"config {i} ({labels[i]}) runs again: {decisions[i].reason}")
+        if not todo and not new_parent:
             report.outcomes = [outcomes[i] for i in range(len(configs))]
             report.seconds = time.perf_counter() - t0
-            echo(f"nothing to run: all {len(configs)} configs have finished runs in {spec.experiment!r}")
-            _publish(report, spec, publish, root, echo)
+            echo(f"nothing to run: all {len(configs)} configs have finished runs in {spec.experiment!r} "
+                 "(same config, data, models and metrics version)")
+            if not defer_publish:
+                publish_report(report, spec, publish, root, echo)
             return report
 
         spec_hash = config_hash({"configs": sorted(hashes), "notebook": str(spec.notebook.name)})
-        parent = _reusable_parent(cl, exp_id, spec.name, spec_hash)
+        parent = None if new_parent else _reusable_parent(cl, exp_id, spec.name, spec_hash)
         if parent is None:
             parent = cl.create_run(exp_id, run_name=f"sweep {spec.name}", tags={
                 TAG_ROLE: "parent", TAG_NAME: spec.name, TAG_SPEC_HASH: spec_hash,
-                "mlflow.source.name": str(spec.path), **environment_tags()}).info.run_id
+                "mlflow.source.name": str(spec.path), **environment_tags(), **(parent_tags or {})}).info.run_id
             cl.log_artifact(parent, str(spec.path), "spec")
             log_params(parent, {"sweep.notebook": str(spec.notebook.name), "sweep.n_configs": len(configs),
-                                "sweep.varying": ",".join(keys), "sweep.executor": executor, "sweep.jobs": jobs}, cl=cl)
+                                "sweep.varying": ",".join(keys), "sweep.executor": executor, "sweep.jobs": jobs,
+                                "sweep.rerun_on_code_change": rerun_on_code_change}, cl=cl)
         else:
             cl.update_run(parent, status="RUNNING")
         report.parent_run_id = parent
 
+        tags = {i: {**identities[i].tags(), TAG_REASON: decisions[i].reason,
+                    "sweep.previous_run_id": decisions[i].previous_run_id} for i in todo}
         tasks = _tasks(spec, todo, configs, hashes, labels, out_dir, uri, exp_id, parent, root, kernel_name,
-                       execution_timeout)
-        stream = _run_ray(tasks, jobs, ray_address) if executor == "ray" else _run_local(tasks, jobs)
+                       execution_timeout, {i: {k: v for k, v in t.items() if v} for i, t in tags.items()})
+        stream = (_run_ray(tasks, jobs, ray_address) if executor == "ray" else _run_local(tasks, jobs)) if tasks \
+            else iter(())
         failed = 0
-        pbar = bar(stream, desc=f"sweep {spec.name}", total=len(tasks), enabled=progress, unit="config")
+        pbar = bar(stream, desc=f"sweep {spec.name}", total=len(tasks), enabled=progress and bool(tasks),
+                   unit="config")
         for res in pbar:
             o = ConfigOutcome(**{k: res[k] for k in ConfigOutcome.__dataclass_fields__ if k in res})
+            o.reason, o.previous_run_id = decisions[o.index].reason, decisions[o.index].previous_run_id
             outcomes[o.index] = o
             if o.status != "FINISHED":
                 failed += 1
@@ -562,7 +582,8 @@ def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry
         cl.set_terminated(parent, "FINISHED" if report.ok else "FAILED")
         if summary:
             _log_summary(report, sweep_metric(configs), root, echo)
-        _publish(report, spec, publish, root, echo)
+        if not defer_publish:
+            publish_report(report, spec, publish, root, echo)
         return report
     finally:
         lock.release()
@@ -616,7 +637,13 @@ def _log_summary(report: SweepReport, metric: str, root, echo) -> None:
         echo(f"sweep summary not logged to the parent run: {report.summary_error}")
 
 
-def _publish(report: SweepReport, spec, overrides: dict | None, root, echo) -> None:
+def publish_report(report: SweepReport, spec, overrides: dict | None, root, echo=print, extra_samples=()) -> None:
+    """Publish the finished runs of the sweep's configs when the spec or ``overrides`` ask (see step 6);
+    ``extra_samples`` (lab.monitoring.Sample) go into the same exposition."""
+    _publish(report, spec, overrides, root, echo or (lambda *a, **k: None), extra_samples)
+
+
+def _publish(report: SweepReport, spec, overrides: dict | None, root, echo, extra_samples=()) -> None:
     """Publish the finished runs of the sweep's configs when the spec or ``overrides`` ask (see step 6)."""
     from lab.errors import LabError
     from lab.monitoring import parse_publish, publish
@@ -636,7 +663,7 @@ def _publish(report: SweepReport, spec, overrides: dict | None, root, echo) -> N
         report.published = publish(
             spec.experiment, prometheus=resolve_repo_path(target, spec.repo_root) if target else None,
             pushgateway=opts.get("pushgateway"), job=opts.get("job", "raglab"), metrics=opts["metrics"], root=root,
-            run_ids=run_ids, headers_env=opts.get("headers_env"))
+            run_ids=run_ids, headers_env=opts.get("headers_env"), extra_samples=extra_samples)
         echo(f"published {len(run_ids)} run(s) of {spec.experiment!r} to {', '.join(report.published)}")
     except LabError as exc:
         report.publish_error = str(exc)

@@ -12,6 +12,8 @@ Conventions
   its config before the notebook runs); when the experiment resolved a key to a different value (e.g.
   relevance "auto" -> "doc", a dataset path -> its name), that value goes to ``resolved.<key>``. Strategy
   descriptions (model identities, defaults) go to ``retriever.<key>``.
+- Tag ``identity.models`` (:data:`TAG_MODELS`): the models the strategy used (name, identity, weights path, sha256
+  of the weights on disk), so a later sweep can tell whether they changed (lab.resume).
 - Tag ``config_hash``: :func:`lab.config.config_hash` of the config that made the run: the sweep config for
   sweep runs (set by the sweep before execution), ``result.config`` for runs logged directly.
 - Lifecycle: :func:`log_result` with ``run_id=None`` creates a run and ends it FINISHED; with a ``run_id`` it
@@ -36,6 +38,9 @@ TRACKED_PACKAGES = ("raglab", "torch", "sentence-transformers", "bm25s", "faiss-
 PER_QUERY_ARTIFACT = "per_query.parquet"
 RUN_ARTIFACT = "run.trec"
 RESULT_ARTIFACT = "result.json"
+#: Tag holding the models a result used, as :func:`lab.models.weights.weights_record` gives them (sorted-key JSON):
+#: what a later sweep checks to tell whether the weights changed (see lab.resume).
+TAG_MODELS = "identity.models"
 _MAX_PARAM = 6000
 _MAX_TAG = 8000
 _BAD_KEY = re.compile(r"[^/\w.\- :]")
@@ -280,6 +285,10 @@ def _result_tags(result, seed: int) -> dict[str, str]:
         **environment_tags(),
     }
     tags.update({f"model.{k}": v for k, v in model_identities(describe).items()})
+    from lab.models.weights import default_memo, weights_record
+
+    tags[TAG_MODELS] = json.dumps(weights_record(describe, default_memo()), sort_keys=True, separators=(",", ":"),
+                                  ensure_ascii=False)
     return tags
 
 

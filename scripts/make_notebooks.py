@@ -335,6 +335,22 @@ figures = {
     "per_query": plots.per_query_distribution({n: r.evaluation.per_query for n, r in results.items()}, metric),
 }
 ''' + LOG_FIGURES),
+        new_markdown_cell("""\
+## Trends over scheduled sweeps
+
+`lab sweep SPEC --scheduled` (a cron line or the CI schedule, see the README) records every scheduled sweep of the
+experiment. Each config's metric over them, with its 95% CI; a triangle marks a sweep where the dataset changed
+since that config's previous one, a square one where a model changed."""),
+        new_code_cell('''\
+from lab.trends import schedule_history
+
+history = schedule_history(experiment, root=tracking_root, metric=metric)
+if len(history):
+    display(plots.trend_lines(history, metric, title=f"{experiment}: {metric} over the scheduled sweeps"))
+    display(history[["sequence", "label", metric, f"{metric}_ci_low", f"{metric}_ci_high", "reused",
+                     "dataset_changed", "model_changed", "reason"]])
+else:
+    print(f"no scheduled sweep in experiment {experiment!r} yet (lab sweep params/<spec>.yaml --scheduled)")'''),
     ]
 
 

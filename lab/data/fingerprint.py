@@ -10,6 +10,8 @@ Conventions
   with ``core.autocrlf`` gives the same value); the readers treat them the same.
 - Each file contributes ``path \\0 length \\0 bytes``, so no two different file sets share a byte stream.
 - A fingerprint is the sha256 hex digest, shortened to its first 16 characters unless ``full=True``.
+- :func:`file_fingerprints` gives each data file's own sha256 (16 hex of its canonical content), keyed by the same
+  canonical name, so a change can be traced to the corpus, the queries or the qrels.
 """
 from __future__ import annotations
 
@@ -66,6 +68,12 @@ def fingerprint(path_or_dataset: Path | str | Dataset, full: bool = False) -> st
         h.update(_canonical_name(p, folder).encode("utf-8") + b"\0" + str(len(data)).encode() + b"\0")
         h.update(data)
     return _finish(h, full)
+
+
+def file_fingerprints(path_or_dataset: Path | str | Dataset) -> dict[str, str]:
+    """``{canonical name: first 16 hex of sha256(content)}`` of the files :func:`fingerprint` hashes."""
+    folder = Path(path_or_dataset.path if isinstance(path_or_dataset, Dataset) else path_or_dataset)
+    return {_canonical_name(p, folder): hashlib.sha256(_content(p)).hexdigest()[:SHORT] for p in dataset_files(folder)}
 
 
 def fingerprint_texts(texts: Iterable[str], full: bool = False) -> str:

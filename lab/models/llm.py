@@ -631,7 +631,7 @@ class LocalLLM(_BaseLLM):
     def __init__(self, path: str | Path | None = None, *, n_ctx: int = 2048, threads: int = 1,
                  cache_dir: str | Path | None = ".cache", concurrency: int = 1, seed: int = 0,
                  defaults: Mapping | None = None, progress: bool = True):
-        from lab.models.embedders import _file_sha256
+        from lab.models.weights import file_sha256
 
         self.path = Path(path).expanduser().resolve() if path is not None else smollm2_path()
         if not self.path.is_file():
@@ -641,7 +641,7 @@ class LocalLLM(_BaseLLM):
         if self.n_ctx < 256 or self.threads < 1:  # llama.cpp silently raises a smaller context to 256
             raise ConfigError(f"{self.path.name}: n_ctx must be >= 256 and threads >= 1, got {n_ctx}, {threads}")
         super().__init__(cache_dir=cache_dir, concurrency=concurrency, seed=seed, defaults=defaults, progress=progress)
-        sha = _file_sha256(self.path, self.cache)  # memoised by (path, size, mtime) in the store when it exists
+        sha = file_sha256(self.path, self.cache)  # memoised by (path, size, mtime) in the store when it exists
         self.sha256 = sha
         self.identity = f"gguf:{self.path.name}@sha256:{sha[:16]}"
         self.endpoint = str(self.path)

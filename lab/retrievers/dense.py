@@ -201,7 +201,8 @@ class DenseRetriever(BaseRetriever):
 
         out = super().describe()
         emb = self.embedder
-        out.update({"model": getattr(emb, "name", out.get("model")), "model_identity": emb.identity, "dim": emb.dim,
+        out.update({"model": getattr(emb, "name", out.get("model")), "model_identity": emb.identity,
+                    "model_path": getattr(emb, "path", None), "dim": emb.dim,
                     "query_prefix": getattr(emb, "query_prefix", None),
                     "passage_prefix": getattr(emb, "passage_prefix", None),
                     "max_seq_length": getattr(emb, "max_seq_length", None),

@@ -222,7 +222,8 @@ class BiEncoderScorer:
 
     def describe(self) -> dict:
         ident = getattr(self.embedder, "identity", self.name)
-        return {"kind": "biencoder", "model": self.name, "identity": ident}
+        return {"kind": "biencoder", "model": self.name, "identity": ident,
+                "model_path": getattr(self.embedder, "path", None)}
 
     def score(self, pairs) -> np.ndarray:
         """Cosine similarity per pair (vectors L2-normalised here, whatever the embedder returns)."""
