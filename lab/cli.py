@@ -7,6 +7,8 @@ import os
 import sys
 from pathlib import Path
 
+from lab.cli_options import Parser, add_tracking_root, non_negative_int, positive_int
+
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -231,12 +233,12 @@ def _log_run(res, args) -> str:
     """Log a `lab run` result into MLflow (log_result), plus the strategy's http_* counters as metrics."""
     from lab.tracking import log_metrics, log_result
 
-    run_id = log_result(res, experiment=args.experiment or "raglab", root=args.root, seed=args.seed)
+    run_id = log_result(res, experiment=args.experiment or "raglab", root=args.tracking_root, seed=args.seed)
     describe = res.info.get("retriever") or {}
     counters = {k: float(v) for k, v in describe.items()
                 if k.startswith("http_") and isinstance(v, (int, float)) and not isinstance(v, bool)}
     if counters:
-        log_metrics(run_id, counters, root=args.root)
+        log_metrics(run_id, counters, root=args.tracking_root)
     return run_id
 
 
@@ -248,7 +250,7 @@ def cmd_strategies(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="lab", description="raglab: measure and improve RAG retrieval.")
+    p = Parser(prog="lab", description="raglab: measure and improve RAG retrieval.")
     sub = p.add_subparsers(dest="command", required=True)
 
     e = sub.add_parser("evaluate", help="evaluate a TREC run against qrels (BEIR tsv or TREC format)")
@@ -258,9 +260,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--json", action="store_true", help="print one JSON object: metric name -> mean")
     e.add_argument("--per-query", metavar="FILE", help="write the per-query table (.csv, .tsv, .parquet or .json)")
     e.add_argument("--ci", action="store_true", help="add percentile bootstrap confidence intervals")
-    e.add_argument("--resamples", type=int, default=1000)
+    e.add_argument("--resamples", type=positive_int, default=1000)
     e.add_argument("--seed", type=int, default=0)
-    e.add_argument("--rel-threshold", type=int, default=1, help="grade from which a document counts as relevant")
+    e.add_argument("--rel-threshold", type=non_negative_int, default=1, help="grade from which a document counts as relevant")
     e.set_defaults(func=cmd_evaluate)
 
     r = sub.add_parser("run", help="run one strategy on a dataset split and evaluate it")
@@ -274,17 +276,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="strategy param (repeatable); chunking.* keys set chunking, e.g. --set chunking.size=256")
     r.add_argument("--out", metavar="RUN.trec", help="write the run in TREC format")
     r.add_argument("--json", action="store_true", help="print one JSON object with metrics and latency")
-    r.add_argument("--k", type=int, default=100, help="hits retrieved per query")
+    r.add_argument("--k", type=positive_int, default=100, help="hits retrieved per query")
     r.add_argument("--metrics", nargs="+")
     r.add_argument("--relevance", default="auto", choices=["auto", "doc", "span"])
     r.add_argument("--per-query", metavar="FILE")
-    r.add_argument("--max-queries", type=int, help="evaluate only the first N queries (by id), for a quick look")
+    r.add_argument("--max-queries", type=positive_int, help="evaluate only the first N queries (by id), for a quick look")
     r.add_argument("--cache-dir", default=os.environ.get("LAB_CACHE_DIR", ".cache"))
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--no-progress", action="store_true")
     r.add_argument("--mlflow", action="store_true", help="log the result into MLflow (experiment raglab)")
     r.add_argument("--experiment", help="log into this MLflow experiment (implies --mlflow)")
-    r.add_argument("--root", default="mlruns", help="tracking root (default mlruns/ at the repo root)")
+    add_tracking_root(r)
     r.set_defaults(func=cmd_run)
 
     s = sub.add_parser("strategies", help="list registered strategies")

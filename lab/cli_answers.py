@@ -7,6 +7,8 @@ import math
 import os
 from pathlib import Path
 
+from lab.cli_options import add_tracking_root, non_negative_int, positive_int
+
 DEFAULT_FIXTURE = "tests/fixtures/answers"
 
 
@@ -49,7 +51,7 @@ def cmd_answers(args) -> int:
                                 context_tokens=args.context_tokens, n_questions=args.n_questions,
                                 max_claims=args.max_claims or None, embedder=args.embedder, grammar=args.grammar,
                                 fallback=args.fallback)
-    run_id = None if args.no_log else log_answer_metrics(report, experiment=args.experiment, root=args.root)
+    run_id = None if args.no_log else log_answer_metrics(report, experiment=args.experiment, root=args.tracking_root)
     if args.per_query:
         _write_table(report.evaluation.per_query, args.per_query)
     summary = report.summary()
@@ -126,21 +128,21 @@ def add_parsers(sub) -> None:
     a.add_argument("--set", action="append", metavar="KEY=VALUE", help="strategy param (repeatable); chunking.* "
                                                                         "keys set chunking")
     a.add_argument("--split", default="test")
-    a.add_argument("--k", type=int, default=5, help="contexts per answer (top-k hits)")
+    a.add_argument("--k", type=positive_int, default=5, help="contexts per answer (top-k hits)")
     a.add_argument("--llm", default="local", help="answer LLM spec: local (SmolLM2-135M), a .gguf path, "
                                                   "openai:MODEL, or an inline mapping")
     a.add_argument("--judge", help="judge LLM spec (default: the answer LLM, sharing one model)")
     a.add_argument("--embedder", default="all-MiniLM-L6-v2", help="embedder of answer relevancy")
-    a.add_argument("--max-queries", type=int, help="only the first N queries (by id)")
-    a.add_argument("--answer-tokens", type=int, default=128, help="max tokens of an answer")
-    a.add_argument("--context-tokens", type=int, help="context budget in tokens (default 1024, capped by n_ctx)")
-    a.add_argument("--n-questions", type=int, default=3, help="questions generated per answer (answer relevancy)")
-    a.add_argument("--max-claims", type=int, default=8, help="claims judged per answer / reference (0: all)")
+    a.add_argument("--max-queries", type=positive_int, help="only the first N queries (by id)")
+    a.add_argument("--answer-tokens", type=positive_int, default=128, help="max tokens of an answer")
+    a.add_argument("--context-tokens", type=positive_int, help="context budget in tokens (default 1024, capped by n_ctx)")
+    a.add_argument("--n-questions", type=positive_int, default=3, help="questions generated per answer (answer relevancy)")
+    a.add_argument("--max-claims", type=non_negative_int, default=8, help="claims judged per answer / reference (0: all)")
     a.add_argument("--grammar", action="store_true", help="constrain verdicts to Yes/No (llama.cpp backends only)")
     a.add_argument("--fallback", default="auto", choices=["auto", "grammar", "none"],
                    help="ask an unreadable verdict again under the Yes/No grammar (auto: llama.cpp judges only)")
     a.add_argument("--experiment", default="answer_metrics", help="MLflow experiment")
-    a.add_argument("--root", default="mlruns", help="tracking root (default mlruns/ at the repo root)")
+    add_tracking_root(a)
     a.add_argument("--no-log", action="store_true", help="do not log to MLflow")
     a.add_argument("--per-query", metavar="FILE", help="write the per-query table (.csv, .tsv, .parquet, .json)")
     a.add_argument("--json", action="store_true", help="print one JSON object")

@@ -8,6 +8,8 @@ import os
 import sys
 from pathlib import Path
 
+from lab.cli_options import add_tracking_root, positive_int
+
 #: Environment of the MLflow UI server: no job runner (huey consumer) and no telemetry, so `mlflow ui` is one
 #: server process that only serves the store.
 UI_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "MLFLOW_DISABLE_TELEMETRY": "true"}
@@ -17,7 +19,7 @@ def cmd_sweep(args) -> int:
     from lab.sweep import run_sweep
 
     rep = run_sweep(args.spec, jobs=args.jobs, executor=args.executor, dry_run=args.dry_run,
-                    ray_address=args.ray_address, root=args.root, output_dir=args.output_dir,
+                    ray_address=args.ray_address, root=args.tracking_root, output_dir=args.output_dir,
                     progress=not args.no_progress, execution_timeout=args.timeout, publish=_publish_args(args))
     if not args.dry_run:
         print(rep.summary())
@@ -34,10 +36,10 @@ def cmd_compare(args) -> int:
 
     from lab.compare import CompareWarning, format_leaderboard, latest_experiment, leaderboard, plot_leaderboard
 
-    experiment = args.experiment or latest_experiment(args.root)
+    experiment = args.experiment or latest_experiment(args.tracking_root)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CompareWarning)  # printed with the table
-        df = leaderboard(experiment, metric=args.metric, root=args.root, parent_run_id=args.parent)
+        df = leaderboard(experiment, metric=args.metric, root=args.tracking_root, parent_run_id=args.parent)
     for note in df.attrs.get("warnings", []):
         print(f"warning: {note}", file=sys.stderr)
     print(f"experiment {experiment!r}, {len(df)} finished runs, by {args.metric}")
@@ -54,7 +56,7 @@ def cmd_compare(args) -> int:
 
         opts = parse_publish({**opts, "metrics": opts.get("metrics") or [args.metric]}, "lab compare")
         done = publish(experiment, prometheus=opts.get("prometheus"), pushgateway=opts.get("pushgateway"),
-                       job=opts.get("job", "raglab"), metrics=opts["metrics"], root=args.root,
+                       job=opts.get("job", "raglab"), metrics=opts["metrics"], root=args.tracking_root,
                        parent_run_id=args.parent)
         print(f"metrics {', '.join(opts['metrics'])} published to {', '.join(done)}")
     return 0
@@ -98,7 +100,7 @@ def cmd_ui(args) -> int:
     import shlex
     import subprocess
 
-    cmd = ui_command(args.root, args.host, args.port)
+    cmd = ui_command(args.tracking_root, args.host, args.port)
     line = " ".join(f"{k}={v}" for k, v in UI_ENV.items()) + " " + shlex.join(cmd)
     if args.print:
         print(line)
@@ -114,13 +116,13 @@ def add_parsers(sub) -> None:
     """Add the `sweep`, `compare` and `ui` subcommands to an argparse subparsers object."""
     s = sub.add_parser("sweep", help="run a params/*.yaml sweep: one notebook execution and MLflow run per config")
     s.add_argument("spec", help="a sweep spec, e.g. params/chunk_size_grid.yaml")
-    s.add_argument("--jobs", type=int, default=1, help="configs run at once (processes or Ray tasks)")
+    s.add_argument("--jobs", type=positive_int, default=1, help="configs run at once (processes or Ray tasks)")
     s.add_argument("--executor", default="local", choices=["local", "ray"])
     s.add_argument("--ray-address", help="an existing Ray cluster (default: a local one, 2 CPUs)")
     s.add_argument("--dry-run", action="store_true", help="print the configs and which would be skipped")
-    s.add_argument("--root", default="mlruns", help="tracking root (default mlruns/ at the repo root)")
+    add_tracking_root(s)
     s.add_argument("--output-dir", help="executed notebooks (default results/sweeps/<name>)")
-    s.add_argument("--timeout", type=int, help="seconds per notebook cell (default: no limit)")
+    s.add_argument("--timeout", type=positive_int, help="seconds per notebook cell (default: no limit)")
     s.add_argument("--no-progress", action="store_true")
     _add_publish_options(s, "the sweep's headline metrics (overrides the spec's publish key)",
                          "the spec's, else ndcg@10 recall@10 recall@100 mrr@10")
@@ -132,13 +134,13 @@ def add_parsers(sub) -> None:
     c.add_argument("--parent", help="only the child runs of this sweep parent run id")
     c.add_argument("--png", metavar="FILE", help="write a bar chart with CI error bars")
     c.add_argument("--csv", metavar="FILE", help="write the table as CSV")
-    c.add_argument("--root", default="mlruns")
+    add_tracking_root(c)
     _add_publish_options(c, "the experiment's runs", "--metric")
     c.set_defaults(func=cmd_compare)
 
     u = sub.add_parser("ui", help="run the MLflow UI on the store (127.0.0.1:5000, one worker, no job runner)")
-    u.add_argument("--root", default="mlruns")
+    add_tracking_root(u)
     u.add_argument("--host", default="127.0.0.1")
-    u.add_argument("--port", type=int, default=5000)
+    u.add_argument("--port", type=positive_int, default=5000)
     u.add_argument("--print", action="store_true", help="only print the command")
     u.set_defaults(func=cmd_ui)
