@@ -27,7 +27,12 @@ def _parse_set(items: list[str] | None) -> dict:
         if "=" not in item:
             raise ConfigError(f"--set {item!r}: expected key=value, e.g. --set k1=1.2")
         key, raw = item.split("=", 1)
-        value = yaml.safe_load(raw) if raw else ""
+        try:
+            value = yaml.safe_load(raw) if raw else ""
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"--set {item!r}: the value is not a valid YAML scalar or list "
+                              f"({getattr(exc, 'problem', exc)}); quote it or write e.g. --set retrievers=[bm25,dense]"
+                              ) from None
         node = out
         *parents, leaf = key.strip().split(".")
         for p in parents:
@@ -37,9 +42,18 @@ def _parse_set(items: list[str] | None) -> dict:
 
 
 def _metrics_arg(value: list[str] | None):
+    """``--metrics`` names (space or comma separated), each checked (ConfigError naming a bad one)."""
+    from lab.errors import ConfigError
+    from lab.metrics.ranking import parse_metric
+
     if not value:
         return None
     names = [m for v in value for m in v.replace(",", " ").split()]
+    for name in names:
+        try:
+            parse_metric(name)
+        except ValueError as exc:
+            raise ConfigError(f"--metrics {exc}") from None
     return names
 
 
@@ -112,8 +126,12 @@ def cmd_run(args) -> int:
         res = trec_result(args.dataset, args.from_trec, split=args.split, k=args.k, name=args.name,
                           metrics=_metrics_arg(args.metrics), max_queries=args.max_queries, progress=progress)
     else:
+        from lab.experiment import check_run_args
+
         params = _parse_set(args.set)
         chunking = params.pop("chunking", None)
+        check_run_args(args.strategy, params, k=args.k, max_queries=args.max_queries,
+                       metrics=_metrics_arg(args.metrics), relevance=args.relevance, chunking=chunking)
         ctx = Context(cache_dir=Path(args.cache_dir), progress=progress, seed=args.seed)
         res = run_experiment(args.dataset, args.strategy, params, split=args.split, k=args.k, chunking=chunking,
                              relevance=args.relevance, metrics=_metrics_arg(args.metrics), ctx=ctx,

@@ -52,6 +52,33 @@ def cost_summary(before: dict, after: dict, phase: str) -> dict[str, float]:
     return out
 
 
+def check_run_args(strategy: str, params: dict | None = None, *, k=100, max_queries=None, metrics=None,
+                   relevance: str = "auto", chunking: dict | None = None) -> None:
+    """Check the arguments of :func:`run_experiment` before any work (no dataset read, nothing indexed); raises
+    ConfigError with one line naming the argument and what it accepts. Strategy params are checked against the
+    strategy's declared params (:func:`lab.retrievers.base.param_problems`); counts must be integers >= 1."""
+    from lab.errors import ConfigError
+    from lab.metrics.ranking import parse_metric
+    from lab.retrievers.base import check_params
+
+    for name, value, optional in (("k", k, False), ("max_queries", max_queries, True)):
+        if optional and value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{name}={value!r}: expected an integer >= 1" + (" (or none: all queries)" if optional
+                                                                                else ""))
+    if relevance not in ("auto", "doc", "span"):
+        raise ConfigError(f"relevance={relevance!r}: expected one of 'auto', 'doc', 'span'")
+    if chunking is not None and not isinstance(chunking, dict):
+        raise ConfigError(f"chunking={chunking!r}: expected a mapping, e.g. {{chunker: recursive, size: 256}}")
+    for m in metrics or []:
+        try:
+            parse_metric(m)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+    check_params(strategy, params)
+
+
 def load(dataset: str | Path | Dataset, progress: bool = True) -> Dataset:
     if isinstance(dataset, Dataset):
         return dataset
@@ -83,9 +110,16 @@ def run_experiment(
     from lab.data.fingerprint import fingerprint
     from lab.metrics import DEFAULT_METRICS, evaluate, latency_summary
 
+    from lab.errors import ConfigError
+
+    check_run_args(strategy, params, k=k, max_queries=max_queries, metrics=metrics, relevance=relevance,
+                   chunking=chunking)
     ctx = ctx or Context()
     ds = load(dataset, progress=ctx.progress)
-    queries, qrels = ds.split(split)
+    try:
+        queries, qrels = ds.split(split)
+    except KeyError as exc:
+        raise ConfigError(str(exc.args[0])) from None
     if max_queries:
         keep = sorted(queries)[:max_queries]
         queries = queries.subset(keep)
@@ -114,8 +148,6 @@ def run_experiment(
             search_k = k * int(chunking.get("depth_factor", 3))
         relevance_info = {**rel.describe(), "queries_evaluated": len(queries)}
     elif relevance == "span":
-        from lab.errors import ConfigError
-
         raise ConfigError("relevance='span' needs chunking (e.g. --set chunking.chunker=recursive)")
 
     retriever = build(strategy, dict(params or {}), ctx)
