@@ -141,9 +141,14 @@ def cmd_run(args) -> int:
         write_trec_run(res.run, args.out, tag=strategy.replace(":", "_"))
     if args.per_query:
         _write_table(res.evaluation.per_query, args.per_query)
-    run_id = None
+    from lab.errors import TrackingError
+
+    run_id, log_error = None, None
     if args.mlflow or args.experiment:
-        run_id = _log_run(res, args)
+        try:
+            run_id = _log_run(res, args)
+        except TrackingError as exc:  # the result was saved locally: print it, then say where and why
+            log_error = exc
     if args.json:
         out = {k: (None if isinstance(v, float) and math.isnan(v) else v)  # NaN: not measured (an imported run)
                for k, v in res.summary().items()}
@@ -166,6 +171,9 @@ def cmd_run(args) -> int:
             print(f"  run written to {args.out}")
         if run_id:
             print(f"  logged to MLflow experiment {args.experiment or 'raglab'!r}, run {run_id}")
+    if log_error is not None:
+        print(f"error: {log_error}", file=sys.stderr)
+        return log_error.exit_code
     return 0
 
 
@@ -329,8 +337,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except LabError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        for line in str(exc).splitlines() or [""]:  # one line per problem (a sweep lists each bad config)
+            print(f"error: {line}", file=sys.stderr)
+        return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
