@@ -468,6 +468,7 @@ def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry
     if len(set(hashes)) != len(hashes):
         dup = next(h for h in hashes if hashes.count(h) > 1)
         raise ConfigError(f"{spec.path}: two configs are identical (hash {dup}); remove the repeated grid/zip value")
+    _check_configs(spec, configs, labels)
     out_dir = (resolve_repo_path(output_dir, spec.repo_root) if output_dir is not None
                else results_dir("sweeps", spec.name, root=spec.repo_root, create=False))
     uri = tracking_uri(root)
@@ -547,6 +548,17 @@ def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry
         return report
     finally:
         lock.release()
+
+
+def _check_configs(spec, configs: list[dict], labels: list[str]) -> None:
+    """Refuse to start (dry run included) when a config has a problem: one ConfigError line per problem
+    (:func:`lab.sweep_check.validate_sweep`)."""
+    from lab.sweep_check import validate_sweep
+
+    problems = validate_sweep(spec, configs, labels)
+    if problems:
+        raise ConfigError("\n".join(problems + [f"sweep {spec.name!r} not started: {len(problems)} problem(s) in "
+                                                 f"{spec.path}; fix them and run again"]))
 
 
 def _publish(report: SweepReport, spec, overrides: dict | None, root, echo) -> None:
