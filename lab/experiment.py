@@ -36,8 +36,11 @@ class Result:
 
 
 #: ``seconds``: generation time paid by this run (0 when every answer came from the cache); ``cold_seconds``: what
-#: the same answers took when they were generated (cache hits included), i.e. the cost of a cold run.
-COST_KEYS = ("calls", "cache_hits", "generated", "prompt_tokens", "completion_tokens", "seconds", "cold_seconds")
+#: the same answers took when they were generated (cache hits included), i.e. the cost of a cold run. Faults:
+#: ``retries`` (attempts made again), ``errors`` (calls that failed for good) and ``retry_wait_seconds`` (backoff
+#: sleeps before retries); ``seconds`` and the latencies exclude those sleeps (see lab.models.llm).
+COST_KEYS = ("calls", "cache_hits", "generated", "prompt_tokens", "completion_tokens", "seconds", "cold_seconds",
+             "retries", "errors", "retry_wait_seconds")
 
 
 def cost_summary(before: dict, after: dict, phase: str) -> dict[str, float]:

@@ -59,7 +59,8 @@ STEP_BACK_PROMPT = (
 STEP_BACK_PROMPT_VERSION = "step_back-1"
 
 LATENCY_NOTE = ("latency includes LLM generation: per query, the generation seconds of its LLM answers "
-                "(Completion.gen_seconds, also on cache hits) + the base retrieval of each text + fusion")
+                "(Completion.gen_seconds, also on cache hits) + the base retrieval of each text + fusion; backoff sleeps before LLM retries "
+                "are excluded and reported apart (llm_query_retry_wait_seconds)")
 
 ECHO_JACCARD = 0.9  # word-set Jaccard at or above which two texts count as the same query
 MIN_LETTERS = 3  # an item needs at least this many letters to be a query
