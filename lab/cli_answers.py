@@ -7,7 +7,7 @@ import math
 import os
 from pathlib import Path
 
-from lab.cli_options import add_tracking_root, non_negative_int, positive_int
+from lab.cli_options import add_max_consecutive_failures, add_tracking_root, non_negative_int, positive_int
 
 DEFAULT_FIXTURE = "tests/fixtures/answers"
 
@@ -50,10 +50,12 @@ def cmd_answers(args) -> int:
                                 max_queries=args.max_queries, answer_tokens=args.answer_tokens,
                                 context_tokens=args.context_tokens, n_questions=args.n_questions,
                                 max_claims=args.max_claims or None, embedder=args.embedder, grammar=args.grammar,
-                                fallback=args.fallback)
+                                fallback=args.fallback, max_consecutive_failures=args.max_consecutive_failures)
     run_id = None if args.no_log else log_answer_metrics(report, experiment=args.experiment, root=args.tracking_root)
     if args.per_query:
         _write_table(report.evaluation.per_query, args.per_query)
+    if report.evaluation.stopped:  # the endpoint went down: say so, and where the finished queries are
+        return _stopped(report, run_id, args)
     summary = report.summary()
     if args.json:
         out = {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in summary.items()}  # NaN: null
@@ -81,6 +83,22 @@ def cmd_answers(args) -> int:
     return 0
 
 
+def _stopped(report, run_id, args) -> int:
+    """Write what was finished before answering / judging stopped, print one error line naming it; exit 1."""
+    import sys
+    import time
+
+    from lab.answer_metrics import write_artifacts
+    from lab.paths import results_dir
+
+    folder = results_dir("answers", f"stopped-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
+    write_artifacts(report, folder)
+    where = f"{folder}" + (f" and MLflow run {run_id}" if run_id else "") + (
+        f" and {args.per_query}" if args.per_query else "")
+    print(f"error: {report.evaluation.stopped}; they are written to {where}", file=sys.stderr)
+    return 1
+
+
 def cmd_judge_check(args) -> int:
     from lab.answer_metrics import Judge, judge_agreement, load_fixture
     from lab.models.embedders import load_embedder
@@ -98,7 +116,11 @@ def cmd_judge_check(args) -> int:
     verdicts, relevancy = load_fixture(fixture)
     llm = load_llm(llm_spec(args.judge), cache_dir=args.cache_dir, progress=False, seed=args.seed)
     emb = load_embedder(args.embedder, cache_dir=args.cache_dir, progress=False)
-    res = judge_agreement(Judge(llm, emb, grammar=args.grammar, seed=args.seed), verdicts, relevancy,
+    from lab.models.breaker import FailureBreaker
+
+    judge = Judge(llm, emb, grammar=args.grammar, seed=args.seed,
+                  breaker=FailureBreaker(args.max_consecutive_failures, "judge check"))
+    res = judge_agreement(judge, verdicts, relevancy,
                           progress=not args.json)
     rows = res.pop("rows")
     if args.json:
@@ -148,6 +170,7 @@ def add_parsers(sub) -> None:
     a.add_argument("--json", action="store_true", help="print one JSON object")
     a.add_argument("--cache-dir", default=cache)
     a.add_argument("--seed", type=int, default=0)
+    add_max_consecutive_failures(a)
     a.add_argument("--no-progress", action="store_true")
     a.set_defaults(func=cmd_answers)
 
@@ -159,4 +182,5 @@ def add_parsers(sub) -> None:
     j.add_argument("--json", action="store_true")
     j.add_argument("--cache-dir", default=cache)
     j.add_argument("--seed", type=int, default=0)
+    add_max_consecutive_failures(j)
     j.set_defaults(func=cmd_judge_check)

@@ -5,6 +5,8 @@
   Options where 0 has a meaning of its own (``--threads 0``: the library's default) use :func:`non_negative_int`.
 - The MLflow store is ``--tracking-root`` on every command (:func:`add_tracking_root`; ``args.tracking_root``).
   ``--root`` and ``--mlflow-root``, the older spellings, are kept as hidden aliases.
+- ``--max-consecutive-failures`` (:func:`add_max_consecutive_failures`) on every command that generates or judges
+  with an LLM.
 - :class:`Parser` prints a bad option as one line, ``error: lab run: argument --k: ... (see lab run --help)``,
   and exits 2, like every other user error of raglab (no usage block, no traceback).
 """
@@ -51,3 +53,13 @@ def add_tracking_root(parser, help: str = "MLflow tracking root: a folder (relat
     parser.add_argument("--tracking-root", dest="tracking_root", default=default, metavar="ROOT", help=help)
     parser.add_argument(*TRACKING_ROOT_ALIASES, dest="tracking_root", default=argparse.SUPPRESS,
                         help=argparse.SUPPRESS)
+
+
+def add_max_consecutive_failures(parser) -> None:
+    """``--max-consecutive-failures N``: LLM calls failed in a row (each after its retries) that stop a generation
+    or judging run (see lab.models.breaker)."""
+    from lab.models.breaker import DEFAULT_MAX_CONSECUTIVE_FAILURES
+
+    parser.add_argument("--max-consecutive-failures", type=positive_int, default=DEFAULT_MAX_CONSECUTIVE_FAILURES,
+                        metavar="N", help="stop after N LLM calls in a row failed (each after its retries); what was "
+                        f"finished is kept (default {DEFAULT_MAX_CONSECUTIVE_FAILURES})")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 
-from lab.cli_options import add_tracking_root, non_negative_int, positive_int
+from lab.cli_options import add_max_consecutive_failures, add_tracking_root, non_negative_int, positive_int
 
 
 def _common(p, mlflow: bool = True) -> None:
@@ -37,7 +37,8 @@ def cmd_generate(args) -> int:
                            max_attempts=args.max_attempts, rounds=args.rounds, retries=args.retries,
                            json_mode=args.json_mode, max_tokens=args.max_tokens,
                            max_passage_chars=args.max_passage_chars, min_passage_words=args.min_passage_words,
-                           extra_relevant=args.extra_relevant, extra_candidates=args.extra_candidates, gates=gates)
+                           extra_relevant=args.extra_relevant, extra_candidates=args.extra_candidates, gates=gates,
+                           max_consecutive_failures=args.max_consecutive_failures)
     res = generate_testset(args.dataset, args.out, llm=args.llm, config=cfg, chunking=args.chunking,
                            llm_options={"concurrency": args.concurrency} if args.concurrency else None,
                            cache_dir=args.cache_dir, progress=_progress(args), tracking_root=_root(args),
@@ -146,6 +147,7 @@ def add_parsers(sub) -> None:
     g.add_argument("--extra-relevant", action="store_true",
                    help="second pass: the LLM judges BM25's top candidates as extra relevant units")
     g.add_argument("--extra-candidates", type=non_negative_int, default=5)
+    add_max_consecutive_failures(g)
     _common(g)
     g.set_defaults(func=cmd_generate)
 
