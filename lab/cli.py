@@ -270,8 +270,20 @@ def _log_run(res, args) -> str:
 
 def cmd_strategies(args) -> int:
     from lab.retrievers import available
+    from lab.retrievers.base import declared_params
 
-    print("\n".join(available()))
+    if not args.params:
+        print("\n".join(available()))
+        return 0
+    for name in available():  # each strategy's declared params: what --set and sweep params accept
+        decl = declared_params(name)
+        print(name)
+        for p in decl.params.values():
+            print(f"  {p.name}: {p.expected()} (default {p.default!r})")
+        if isinstance(decl.extra, str):
+            print(f"  ... and the params of {decl.extra}")
+        elif decl.extra is not None:
+            print("  ... and a mapping of params per part, under the part's name")
     return 0
 
 
@@ -316,6 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.set_defaults(func=cmd_run)
 
     s = sub.add_parser("strategies", help="list registered strategies")
+    s.add_argument("--params", action="store_true", help="also list the params each accepts, with types and ranges")
     s.set_defaults(func=cmd_strategies)
     import importlib
 

@@ -92,7 +92,7 @@ ORDQA = str(ROOT / "data" / "ord-qa")
     # 2. wrong types
     (["--strategy", "bm25", "--set", "k1=abc"], "param k1='abc' is not valid; k1 takes a number >= 0"),
     (["--strategy", "dense", "--set", "batch_size=abc"], "batch_size='abc' is not valid; batch_size takes an integer"),
-    (["--strategy", "rerank", "--set", "alpha=abc"], "alpha='abc' is not valid; alpha takes a number or null"),
+    (["--strategy", "rerank", "--set", "alpha=abc"], "alpha='abc' is not valid; alpha takes a number between 0 and 1, or null"),
     (["--strategy", "hybrid", "--set", "rrf_k=abc"], "rrf_k='abc' is not valid; rrf_k takes an integer >= 0"),
     # 3. split and metrics
     (["--strategy", "bm25", "--split", "nosuch"], "no qrels for split 'nosuch'; available: ['test']"),

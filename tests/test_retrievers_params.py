@@ -61,7 +61,7 @@ def test_wrong_type_is_one_line_naming_the_param(name):
     ("hybrid", {"foo": 1}, "unknown param 'foo'; hybrid accepts retrievers"),
     ("bm25", {"k1": "abc"}, "k1='abc' is not valid; k1 takes a number >= 0 (default 0.9)"),
     ("dense", {"batch_size": "abc"}, "batch_size='abc' is not valid; batch_size takes an integer >= 1"),
-    ("rerank", {"alpha": "abc"}, "alpha='abc' is not valid; alpha takes a number or null between 0 and 1"),
+    ("rerank", {"alpha": "abc"}, "alpha='abc' is not valid; alpha takes a number between 0 and 1, or null"),
     ("hybrid", {"rrf_k": "abc"}, "rrf_k='abc' is not valid; rrf_k takes an integer >= 0"),
     ("rerank", {"top_n": 0}, "top_n=0 is not valid; top_n takes an integer >= 1"),
     ("hybrid", {"depth": -1}, "depth=-1 is not valid"),
@@ -101,3 +101,13 @@ def test_type_and_rule_helpers():
     assert check_value(p, -1) == "a number >= 0" and check_value(p, 0) is None
     assert check_value(Param("b", float, 0.4, between(0, 1)), 1.5) == "a number between 0 and 1"
     assert check_value(Param("m", str, "a", one_of("a", "b")), "c") == "one of 'a', 'b'"
+
+
+def test_lab_strategies_lists_declared_params(capsys):
+    from lab.cli import main
+
+    assert main(["strategies", "--params"]) == 0
+    out = capsys.readouterr().out
+    assert "bm25\n  backend: one of 'bm25s', 'rank_bm25' (default 'bm25s')\n  k1: a number >= 0 (default 0.9)" in out
+    assert "  alpha: a number between 0 and 1, or null (default None)" in out
+    assert "hyde\n" in out and "... and the params of dense" in out

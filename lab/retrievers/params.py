@@ -95,10 +95,15 @@ class Param:
 
     def expected(self) -> str:
         """What the param accepts, in words: "a number >= 0", "one of 'rrf', 'weighted'", "a string or null"."""
+        parts = _union_args(self.annotation)
+        nullable = parts is not None and type(None) in parts
         if self.rule is not None and self.rule.choices:
-            return self.rule.text()
-        kind = type_text(self.annotation)
-        return kind + (f" {self.rule.text()}" if self.rule is not None else "")
+            return self.rule.text() + (", or null" if nullable else "")
+        if self.rule is None:
+            return type_text(self.annotation)
+        inner = [a for a in parts if a is not type(None)] if parts is not None else [self.annotation]
+        kind = " or ".join(dict.fromkeys(type_text(a) for a in inner))
+        return f"{kind} {self.rule.text()}" + (", or null" if nullable else "")
 
 
 def signature_params(factory: Callable, rules: dict[str, Rule] | None = None, exclude=()) -> dict[str, Param]:
