@@ -72,14 +72,42 @@ def check_run_args(strategy: str, params: dict | None = None, *, k=100, max_quer
                                                                                 else ""))
     if relevance not in ("auto", "doc", "span"):
         raise ConfigError(f"relevance={relevance!r}: expected one of 'auto', 'doc', 'span'")
-    if chunking is not None and not isinstance(chunking, dict):
-        raise ConfigError(f"chunking={chunking!r}: expected a mapping, e.g. {{chunker: recursive, size: 256}}")
+    problems = chunking_problems(chunking)
+    if problems:
+        raise ConfigError(problems[0])
     for m in metrics or []:
         try:
             parse_metric(m)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
     check_params(strategy, params)
+
+
+def chunking_problems(chunking) -> list[str]:
+    """One line per problem of a ``chunking`` mapping: keys must be params of :func:`lab.chunking.chunk_corpus`
+    (chunker, size, overlap, size_unit, title_prefix) or ``depth_factor``, values of their types; sizes >= 1,
+    overlap >= 0. None (no chunking) has none."""
+    from lab.chunking import CHUNKERS, SIZE_UNITS, chunk_corpus
+    from lab.retrievers.params import COUNT, Param, at_least, check_value, one_of, signature_params
+
+    if chunking is None:
+        return []
+    if not isinstance(chunking, dict):
+        return [f"chunking={chunking!r}: expected a mapping, e.g. {{chunker: recursive, size: 256}}"]
+    declared = signature_params(chunk_corpus, {"chunker": one_of(*CHUNKERS), "size": COUNT, "overlap": at_least(0),
+                                                "size_unit": one_of(*SIZE_UNITS)},
+                                exclude=("corpus", "tokenizer", "progress"))
+    declared["depth_factor"] = Param("depth_factor", int, 3, COUNT)
+    out = []
+    for key, value in chunking.items():
+        if key not in declared:
+            out.append(f"chunking: unknown key {key!r}; chunking accepts: {', '.join(sorted(declared))}")
+            continue
+        expected = check_value(declared[key], value)
+        if expected is not None:
+            out.append(f"chunking: {key}={value!r} is not valid; {key} takes {expected} "
+                       f"(default {declared[key].default!r})")
+    return out
 
 
 def load(dataset: str | Path | Dataset, progress: bool = True) -> Dataset:

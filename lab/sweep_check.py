@@ -9,7 +9,8 @@ of the key, when the key is written in the file), the config (its index and labe
 - values: where the notebook's default is an int, float, bool or str, the value must be one too (an int is a
   number); counts (``k``, ``max_queries``, ``n``, ``depth``, ``top_n``) must be >= 1.
 - strategies: ``strategy`` with ``params``, each name of ``strategies`` with its ``strategy_params`` entry, are
-  checked against the registry's declared params (:func:`lab.retrievers.base.param_problems`).
+  checked against the registry's declared params (:func:`lab.retrievers.base.param_problems`); a ``chunking``
+  mapping against :func:`lab.experiment.chunking_problems`.
 - datasets: ``dataset`` must be a BEIR folder (corpus, queries, qrels/) holding the config's ``split``.
 """
 from __future__ import annotations
@@ -135,6 +136,10 @@ def config_problems(config: Mapping, nb_params: Mapping[str, Any], repo_root=Non
         for name in merged["strategies"]:
             p_params = per.get(name) if isinstance(per, dict) else None
             out += [("strategies", p) for p in param_problems(name, p_params)]
+    if "chunking" in nb_params and isinstance(merged.get("chunking"), dict):
+        from lab.experiment import chunking_problems
+
+        out += [("chunking", p) for p in chunking_problems(merged["chunking"])]
     if "dataset" in nb_params:
         problem = _dataset_problem(merged.get("dataset"), merged.get("split"), repo_root)
         if problem:

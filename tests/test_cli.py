@@ -105,6 +105,9 @@ ORDQA = str(ROOT / "data" / "ord-qa")
     (["--strategy", "bm25", "--max-queries", "0"], "argument --max-queries: expected an integer >= 1, got 0"),
     (["--strategy", "bm25", "--max-queries", "-5"], "argument --max-queries: expected an integer >= 1, got -5"),
     (["--strategy", "bm25", "--set", "k1=["], "--set 'k1=[': the value is not a valid YAML scalar or list"),
+    # chunking keys (--set chunking.*) are checked the same way
+    (["--strategy", "bm25", "--set", "chunking.foo=1"], "chunking: unknown key 'foo'; chunking accepts: chunker,"),
+    (["--strategy", "bm25", "--set", "chunking.size=0"], "chunking: size=0 is not valid; size takes an integer >= 1"),
 ])
 def test_bad_run_parameters_are_one_line_exit_2(argv, expect, capsys):
     try:
