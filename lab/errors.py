@@ -19,6 +19,13 @@ class ConfigError(LabError):
     pass
 
 
+class UnknownSplitError(ConfigError, KeyError):
+    """A dataset has no qrels for the split asked for: a ConfigError (one line, exit 2) that is also a KeyError,
+    so code that looks splits up like a mapping keeps working."""
+
+    __str__ = Exception.__str__  # the message as it is (KeyError would quote it)
+
+
 class TrackingError(LabError):
     """Logging to MLflow failed after the result was computed; the message says where the result was saved.
     Not a user error: the CLI exits 1."""

@@ -157,3 +157,14 @@ def test_one_store_option_on_every_command_with_hidden_aliases(capsys):
             main([*argv[:1], "--help"] if argv[0] != "testset" else ["testset", "generate", "--help"])
         out = capsys.readouterr().out
         assert "--tracking-root" in out and "--mlflow-root" not in out and "--root " not in out, argv
+
+
+def test_unknown_split_is_one_line_on_every_command(tmp_path, capsys):
+    """Dataset.split raises UnknownSplitError (a ConfigError and a KeyError): no KeyError traceback anywhere."""
+    for argv in (["run", "--dataset", ORDQA, "--strategy", "bm25", "--split", "nosuch"],
+                 ["testset", "export-annotation", "--dataset", ORDQA, "--out", str(tmp_path / "p.csv"), "--split",
+                  "nosuch"]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("error: ") and "Traceback" not in err, err
+        assert "no qrels for split 'nosuch'; available: ['test'] (--split)" in err, err
