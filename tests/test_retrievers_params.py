@@ -111,3 +111,26 @@ def test_lab_strategies_lists_declared_params(capsys):
     assert "bm25\n  backend: one of 'bm25s', 'rank_bm25' (default 'bm25s')\n  k1: a number >= 0 (default 0.9)" in out
     assert "  alpha: a number between 0 and 1, or null (default None)" in out
     assert "hyde\n" in out and "... and the params of dense" in out
+
+
+def test_registration_declares_from_the_signature_and_refuses_rules_for_unknown_params():
+    from lab.retrievers.base import register, unregister
+
+    try:
+        @register("tmp_declared", rules={"depth": at_least(1)})
+        def _factory(ctx, *, depth: int = 10, name: str | None = None):
+            raise AssertionError("never built here")
+
+        @register("tmp_plugin")
+        def _plugin(ctx, **params):  # an outside plugin declaring nothing: its params pass unchecked
+            raise AssertionError("never built here")
+
+        assert sorted(declared_params("tmp_declared").params) == ["depth", "name"]
+        assert param_problems("tmp_declared", {"depth": 0}) == [
+            "strategy tmp_declared: param depth=0 is not valid; depth takes an integer >= 1 (default 10)"]
+        assert param_problems("tmp_plugin", {"anything": 1}) == []
+        with pytest.raises(TypeError, match="rules for undeclared params"):
+            register("tmp_bad", rules={"nope": at_least(0)})(_factory)
+    finally:
+        for name in ("tmp_declared", "tmp_plugin", "tmp_bad"):
+            unregister(name)

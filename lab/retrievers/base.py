@@ -110,7 +110,8 @@ class Declaration:
     """What a registered strategy accepts (see :mod:`lab.retrievers.params`).
 
     ``params``: name -> :class:`lab.retrievers.params.Param`. ``extra``: what happens to keys outside ``params``:
-    None (refused), a strategy name (they are that strategy's params, e.g. hyde passes them to dense) or a callable
+    None (refused), True (a factory taking undeclared ``**kwargs``: not checked), a strategy name (they are that
+    strategy's params, e.g. hyde passes them to dense) or a callable
     ``(extra: dict, params: dict, where: str) -> list[str]`` returning the problems, called for every check (hybrid:
     its parts and the params per part).
     ``nested``: param -> strategy whose params its dict value holds: a strategy name, or the name of the param
@@ -132,10 +133,11 @@ def register(name: str, *, rules: dict | None = None, params_from=None, also=(),
     signature's defaults where the factory passes its own (hybrid_rerank's first_stage). See
     :mod:`lab.retrievers.params`. ``extra`` and ``nested``: see :class:`Declaration`.
     """
-    from lab.retrievers.params import signature_params
+    from lab.retrievers.params import signature_params, takes_extra
 
     def deco(factory):
         sources = [params_from or factory, *also]
+        undeclared_extra = extra is None and not also and takes_extra(sources[0])
         declared: dict = {}
         for src in reversed(sources):
             declared.update(signature_params(src, rules, exclude))
@@ -145,10 +147,17 @@ def register(name: str, *, rules: dict | None = None, params_from=None, also=(),
         if unknown:
             raise TypeError(f"register({name!r}): rules for undeclared params {sorted(unknown)}")
         _REGISTRY[name] = factory
-        _DECLARED[name] = Declaration(declared, extra, dict(nested or {}))
+        # a factory taking **kwargs that declares nothing about them (an outside plugin): they pass unchecked
+        _DECLARED[name] = Declaration(declared, True if undeclared_extra else extra, dict(nested or {}))
         return factory
 
     return deco
+
+
+def unregister(name: str) -> None:
+    """Remove a registered strategy (a plugin unloading, a test cleaning up); unknown names are ignored."""
+    _REGISTRY.pop(name, None)
+    _DECLARED.pop(name, None)
 
 
 def available() -> list[str]:
@@ -204,7 +213,9 @@ def param_problems(name, params: dict | None, where: str | None = None) -> list[
             inner = params.get(target, decl.params[target].default) if target in decl.params else target
             if isinstance(inner, str):
                 problems += param_problems(inner, value, f"{where}: {key}")
-    if callable(decl.extra):  # called even without extra keys: it may check params it shares (hybrid's parts)
+    if decl.extra is True:  # undeclared **kwargs: nothing to check them against
+        pass
+    elif callable(decl.extra):  # called even without extra keys: it may check params it shares (hybrid's parts)
         problems += decl.extra(extra, params, where)
     elif extra:
         names = accepted_names(name)
