@@ -255,6 +255,7 @@ class Judge:
     grammar: bool = False
     fallback: str = "auto"
     seed: int = 0
+    breaker: Any = None  # a lab.models.breaker.FailureBreaker: judging stops when the endpoint keeps failing
 
     def describe(self) -> dict[str, Any]:
         return {"judge": self.llm.identity, "judge_backend": getattr(self.llm, "backend", "?"),
@@ -270,19 +271,33 @@ class Judge:
         connection fails the run)."""
         from lab.models.llm import LLMError
 
+        breaker = self.breaker
+
         def one(prompt):
+            if breaker is not None and breaker.tripped:
+                breaker.skip()
+                return None, "skipped: the endpoint failed too many calls in a row"
             try:
-                return self.llm.complete(prompt, **gen), None
+                c = self.llm.complete(prompt, **gen)
             except LLMError as e:
                 if e.status == "connection refused":
                     raise
+                if breaker is not None:
+                    breaker.failure(str(e))
                 return None, str(e)
+            if breaker is not None:
+                breaker.success()
+            return c, None
 
         workers = max(1, min(int(getattr(self.llm, "concurrency", 1) or 1), len(prompts)))
         if workers == 1:
-            return [one(p) for p in prompts]
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="judge") as pool:
-            return list(pool.map(one, prompts))
+            out = [one(p) for p in prompts]
+        else:
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="judge") as pool:
+                out = list(pool.map(one, prompts))
+        if breaker is not None:
+            breaker.check()  # EndpointDown: the caller keeps the queries finished before this one
+        return out
 
     def verdicts(self, prompts: Sequence[str]) -> Verdicts:
         """Yes/no verdicts of the prompts (None: failed). A free-text answer the parser cannot read is asked again
@@ -458,6 +473,7 @@ class AnswerEvaluation:
     details: list[dict]
     cost: dict[str, float] = field(default_factory=dict)
     wall_seconds: float = 0.0
+    stopped: str = ""  # why answering / judging stopped early (an EndpointDown), "" when every query was scored
 
     @property
     def means(self) -> dict[str, float]:
@@ -487,25 +503,33 @@ class AnswerEvaluation:
 def evaluate_samples(samples: Sequence[AnswerSample], judge: Judge, llm=None, answer_tokens: int = 128,
                      progress: bool = True) -> AnswerEvaluation:
     """Answer every sample (when ``llm`` is given and the sample has no answer yet) and score it, query by query
-    (so a llama.cpp backend reuses each query's evaluated context across its calls)."""
+    (so a llama.cpp backend reuses each query's evaluated context across its calls). When the judge's breaker
+    trips (the endpoint failed too many calls in a row), the queries scored so far are kept and ``stopped`` says
+    why; the query in progress is dropped."""
     import pandas as pd
 
+    from lab.models.breaker import EndpointDown
     from lab.progress import progress as bar
 
     t0 = time.perf_counter()
-    rows, details = [], []
+    rows, details, stopped = [], [], ""
     for sample in bar(list(samples), desc="answer metrics", total=len(samples), enabled=progress):
-        if llm is not None and sample.answer is None and sample.answer_error is None:
-            generate_answer(llm, sample, max_tokens=answer_tokens)
-        row, detail = score_sample(judge, sample)
+        try:
+            if llm is not None and sample.answer is None and sample.answer_error is None:
+                generate_answer(llm, sample, max_tokens=answer_tokens, breaker=judge.breaker)
+            row, detail = score_sample(judge, sample)
+        except EndpointDown as exc:
+            stopped = f"{exc}; {len(rows)} of {len(samples)} queries were scored before"
+            break
         rows.append({"query_id": sample.query_id, **row})
         details.append(detail)
+    samples = [s for s in samples if s.query_id in {r["query_id"] for r in rows}] if stopped else samples
     per_query = pd.DataFrame(rows).set_index("query_id") if rows else pd.DataFrame(
         columns=[*METRICS, *(f"status_{m}" for m in METRICS)])
     answer_cost = sum_costs([s.answer_cost for s in samples])
     judge_cost = sum_costs([d["judge_cost"] for d in details])
     cost = {**{f"answer_{k}": v for k, v in answer_cost.items()}, **{f"judge_{k}": v for k, v in judge_cost.items()}}
-    return AnswerEvaluation(per_query, details, cost, time.perf_counter() - t0)
+    return AnswerEvaluation(per_query, details, cost, time.perf_counter() - t0, stopped)
 
 
 @dataclass
@@ -531,18 +555,22 @@ def run_answer_metrics(dataset, strategy: str, params: dict | None = None, *, sp
                        chunking: dict | None = None, llm=None, judge=None, ctx=None, max_queries: int | None = None,
                        answer_tokens: int = 128, context_tokens: int | None = None, n_questions: int = 3,
                        max_claims: int | None = 8, embedder: str | Any = DEFAULT_EMBEDDER, grammar: bool = False,
-                       fallback: str = "auto", reference_field: str = "answer") -> AnswerReport:
+                       fallback: str = "auto", reference_field: str = "answer",
+                       max_consecutive_failures: int = 3) -> AnswerReport:
     """Retrieve with ``strategy`` (:func:`lab.experiment.run_experiment`, ``max(k, 10)`` hits so the retrieval
     metrics at 10 are defined), answer each query from its top-``k`` contexts with ``llm`` and judge the answers
     with ``judge`` (specs for :func:`lab.models.llm.load_llm`; None = the packaged SmolLM2; the same spec shares
     one model). Reference answers come from query metadata ``reference_field``. ``fallback``: see
-    :meth:`Judge.uses_fallback`."""
+    :meth:`Judge.uses_fallback`. ``max_consecutive_failures``: LLM calls failed in a row (answering and judging
+    together) that stop the run; the queries finished before are kept (``evaluation.stopped`` says why)."""
     from lab.experiment import load, run_experiment
+    from lab.models.breaker import FailureBreaker
     from lab.models.embedders import load_embedder
     from lab.models.llm import load_llm
     from lab.retrievers.base import Context
 
     t0 = time.perf_counter()
+    breaker = FailureBreaker(max_consecutive_failures, "answering and judging")
     ctx = ctx or Context()
     ds = load(dataset, progress=ctx.progress)
     result = run_experiment(ds, strategy, params, split=split, k=max(k, 10), chunking=chunking, ctx=ctx,
@@ -561,9 +589,11 @@ def run_answer_metrics(dataset, strategy: str, params: dict | None = None, *, sp
     context_chars = context_char_budget(answer_llm, answer_tokens, context_tokens)
     samples = build_samples(queries, result.run, units, k, context_chars, references=refs)
     j = Judge(judge_llm, emb, n_questions=n_questions, max_claims=max_claims, grammar=grammar, fallback=fallback,
-              seed=ctx.seed)
+              seed=ctx.seed, breaker=breaker)
     u0 = {id(x): x.usage() for x in {id(answer_llm): answer_llm, id(judge_llm): judge_llm}.values()}
     evaluation = evaluate_samples(samples, j, answer_llm, answer_tokens=answer_tokens, progress=ctx.progress)
+    if evaluation.stopped:  # keep the queries scored before the endpoint went down
+        samples = [s for s in samples if s.query_id in set(evaluation.per_query.index)]
     load_s = sum(x.usage().get("load_seconds", 0.0) - u0[id(x)].get("load_seconds", 0.0)
                  for x in {id(answer_llm): answer_llm, id(judge_llm): judge_llm}.values())
     config = {"dataset": ds.name, "strategy": strategy, "split": split, "k": k, "params": dict(params or {}),
@@ -579,7 +609,7 @@ def run_answer_metrics(dataset, strategy: str, params: dict | None = None, *, sp
             "llm": answer_llm.describe(), "judge": j.describe(),
             "cost": {"llm_load_seconds": load_s, "retrieval_index_seconds": result.index_seconds,
                      "retrieval_search_seconds": result.search_seconds},
-            "wall_seconds": time.perf_counter() - t0}
+            "wall_seconds": time.perf_counter() - t0, "stopped": evaluation.stopped}
     return AnswerReport(config, result, samples, evaluation, info)
 
 

@@ -225,21 +225,29 @@ def completion_cost(completions) -> dict[str, float]:
     return out
 
 
-def generate_answer(llm, sample: AnswerSample, max_tokens: int = 128, **gen) -> AnswerSample:
+def generate_answer(llm, sample: AnswerSample, max_tokens: int = 128, breaker=None, **gen) -> AnswerSample:
     """Fill ``sample.answer`` (or ``answer_error``) and ``answer_cost`` with one generation from its contexts.
-    A query with no context is answered :data:`NONCOMMITTAL` without a call."""
+    A query with no context is answered :data:`NONCOMMITTAL` without a call. ``breaker``: a
+    :class:`lab.models.breaker.FailureBreaker` counting failed calls (raises EndpointDown once it trips)."""
     from lab.models.llm import LLMError
 
     if not sample.contexts:
         sample.answer, sample.answer_cost = NONCOMMITTAL, completion_cost([])
         return sample
+    if breaker is not None:
+        breaker.check()
     try:
         c = llm.complete(answer_prompt(sample.question, sample.contexts), max_tokens=max_tokens, **gen)
     except LLMError as e:
         if e.status == "connection refused":
             raise
         sample.answer, sample.answer_error, sample.answer_cost = None, str(e), completion_cost([])
+        if breaker is not None:
+            breaker.failure(str(e))
+            breaker.check()
         return sample
+    if breaker is not None:
+        breaker.success()
     sample.answer = clean_answer(c.text)
     if c.finish_reason == "length":
         sample.answer = drop_unfinished_sentence(sample.answer)

@@ -7,6 +7,8 @@ import os
 import sys
 from pathlib import Path
 
+from lab.cli_options import Parser, add_tracking_root, non_negative_int, positive_int
+
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -25,7 +27,12 @@ def _parse_set(items: list[str] | None) -> dict:
         if "=" not in item:
             raise ConfigError(f"--set {item!r}: expected key=value, e.g. --set k1=1.2")
         key, raw = item.split("=", 1)
-        value = yaml.safe_load(raw) if raw else ""
+        try:
+            value = yaml.safe_load(raw) if raw else ""
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"--set {item!r}: the value is not a valid YAML scalar or list "
+                              f"({getattr(exc, 'problem', exc)}); quote it or write e.g. --set retrievers=[bm25,dense]"
+                              ) from None
         node = out
         *parents, leaf = key.strip().split(".")
         for p in parents:
@@ -35,9 +42,18 @@ def _parse_set(items: list[str] | None) -> dict:
 
 
 def _metrics_arg(value: list[str] | None):
+    """``--metrics`` names (space or comma separated), each checked (ConfigError naming a bad one)."""
+    from lab.errors import ConfigError
+    from lab.metrics.ranking import parse_metric
+
     if not value:
         return None
     names = [m for v in value for m in v.replace(",", " ").split()]
+    for name in names:
+        try:
+            parse_metric(name)
+        except ValueError as exc:
+            raise ConfigError(f"--metrics {exc}") from None
     return names
 
 
@@ -110,8 +126,12 @@ def cmd_run(args) -> int:
         res = trec_result(args.dataset, args.from_trec, split=args.split, k=args.k, name=args.name,
                           metrics=_metrics_arg(args.metrics), max_queries=args.max_queries, progress=progress)
     else:
+        from lab.experiment import check_run_args
+
         params = _parse_set(args.set)
         chunking = params.pop("chunking", None)
+        check_run_args(args.strategy, params, k=args.k, max_queries=args.max_queries,
+                       metrics=_metrics_arg(args.metrics), relevance=args.relevance, chunking=chunking)
         ctx = Context(cache_dir=Path(args.cache_dir), progress=progress, seed=args.seed)
         res = run_experiment(args.dataset, args.strategy, params, split=args.split, k=args.k, chunking=chunking,
                              relevance=args.relevance, metrics=_metrics_arg(args.metrics), ctx=ctx,
@@ -121,9 +141,14 @@ def cmd_run(args) -> int:
         write_trec_run(res.run, args.out, tag=strategy.replace(":", "_"))
     if args.per_query:
         _write_table(res.evaluation.per_query, args.per_query)
-    run_id = None
+    from lab.errors import TrackingError
+
+    run_id, log_error = None, None
     if args.mlflow or args.experiment:
-        run_id = _log_run(res, args)
+        try:
+            run_id = _log_run(res, args)
+        except TrackingError as exc:  # the result was saved locally: print it, then say where and why
+            log_error = exc
     if args.json:
         out = {k: (None if isinstance(v, float) and math.isnan(v) else v)  # NaN: not measured (an imported run)
                for k, v in res.summary().items()}
@@ -146,6 +171,9 @@ def cmd_run(args) -> int:
             print(f"  run written to {args.out}")
         if run_id:
             print(f"  logged to MLflow experiment {args.experiment or 'raglab'!r}, run {run_id}")
+    if log_error is not None:
+        print(f"error: {log_error}", file=sys.stderr)
+        return log_error.exit_code
     return 0
 
 
@@ -231,24 +259,36 @@ def _log_run(res, args) -> str:
     """Log a `lab run` result into MLflow (log_result), plus the strategy's http_* counters as metrics."""
     from lab.tracking import log_metrics, log_result
 
-    run_id = log_result(res, experiment=args.experiment or "raglab", root=args.root, seed=args.seed)
+    run_id = log_result(res, experiment=args.experiment or "raglab", root=args.tracking_root, seed=args.seed)
     describe = res.info.get("retriever") or {}
     counters = {k: float(v) for k, v in describe.items()
                 if k.startswith("http_") and isinstance(v, (int, float)) and not isinstance(v, bool)}
     if counters:
-        log_metrics(run_id, counters, root=args.root)
+        log_metrics(run_id, counters, root=args.tracking_root)
     return run_id
 
 
 def cmd_strategies(args) -> int:
     from lab.retrievers import available
+    from lab.retrievers.base import declared_params
 
-    print("\n".join(available()))
+    if not args.params:
+        print("\n".join(available()))
+        return 0
+    for name in available():  # each strategy's declared params: what --set and sweep params accept
+        decl = declared_params(name)
+        print(name)
+        for p in decl.params.values():
+            print(f"  {p.name}: {p.expected()} (default {p.default!r})")
+        if isinstance(decl.extra, str):
+            print(f"  ... and the params of {decl.extra}")
+        elif decl.extra is not None:
+            print("  ... and a mapping of params per part, under the part's name")
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="lab", description="raglab: measure and improve RAG retrieval.")
+    p = Parser(prog="lab", description="raglab: measure and improve RAG retrieval.")
     sub = p.add_subparsers(dest="command", required=True)
 
     e = sub.add_parser("evaluate", help="evaluate a TREC run against qrels (BEIR tsv or TREC format)")
@@ -258,9 +298,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--json", action="store_true", help="print one JSON object: metric name -> mean")
     e.add_argument("--per-query", metavar="FILE", help="write the per-query table (.csv, .tsv, .parquet or .json)")
     e.add_argument("--ci", action="store_true", help="add percentile bootstrap confidence intervals")
-    e.add_argument("--resamples", type=int, default=1000)
+    e.add_argument("--resamples", type=positive_int, default=1000)
     e.add_argument("--seed", type=int, default=0)
-    e.add_argument("--rel-threshold", type=int, default=1, help="grade from which a document counts as relevant")
+    e.add_argument("--rel-threshold", type=non_negative_int, default=1, help="grade from which a document counts as relevant")
     e.set_defaults(func=cmd_evaluate)
 
     r = sub.add_parser("run", help="run one strategy on a dataset split and evaluate it")
@@ -274,20 +314,21 @@ def build_parser() -> argparse.ArgumentParser:
                    help="strategy param (repeatable); chunking.* keys set chunking, e.g. --set chunking.size=256")
     r.add_argument("--out", metavar="RUN.trec", help="write the run in TREC format")
     r.add_argument("--json", action="store_true", help="print one JSON object with metrics and latency")
-    r.add_argument("--k", type=int, default=100, help="hits retrieved per query")
+    r.add_argument("--k", type=positive_int, default=100, help="hits retrieved per query")
     r.add_argument("--metrics", nargs="+")
     r.add_argument("--relevance", default="auto", choices=["auto", "doc", "span"])
     r.add_argument("--per-query", metavar="FILE")
-    r.add_argument("--max-queries", type=int, help="evaluate only the first N queries (by id), for a quick look")
+    r.add_argument("--max-queries", type=positive_int, help="evaluate only the first N queries (by id), for a quick look")
     r.add_argument("--cache-dir", default=os.environ.get("LAB_CACHE_DIR", ".cache"))
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--no-progress", action="store_true")
     r.add_argument("--mlflow", action="store_true", help="log the result into MLflow (experiment raglab)")
     r.add_argument("--experiment", help="log into this MLflow experiment (implies --mlflow)")
-    r.add_argument("--root", default="mlruns", help="tracking root (default mlruns/ at the repo root)")
+    add_tracking_root(r)
     r.set_defaults(func=cmd_run)
 
     s = sub.add_parser("strategies", help="list registered strategies")
+    s.add_argument("--params", action="store_true", help="also list the params each accepts, with types and ranges")
     s.set_defaults(func=cmd_strategies)
     import importlib
 
@@ -309,8 +350,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except LabError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        for line in str(exc).splitlines() or [""]:  # one line per problem (a sweep lists each bad config)
+            print(f"error: {line}", file=sys.stderr)
+        return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

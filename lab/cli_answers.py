@@ -7,6 +7,8 @@ import math
 import os
 from pathlib import Path
 
+from lab.cli_options import add_max_consecutive_failures, add_tracking_root, non_negative_int, positive_int
+
 DEFAULT_FIXTURE = "tests/fixtures/answers"
 
 
@@ -48,10 +50,12 @@ def cmd_answers(args) -> int:
                                 max_queries=args.max_queries, answer_tokens=args.answer_tokens,
                                 context_tokens=args.context_tokens, n_questions=args.n_questions,
                                 max_claims=args.max_claims or None, embedder=args.embedder, grammar=args.grammar,
-                                fallback=args.fallback)
-    run_id = None if args.no_log else log_answer_metrics(report, experiment=args.experiment, root=args.root)
+                                fallback=args.fallback, max_consecutive_failures=args.max_consecutive_failures)
+    run_id = None if args.no_log else log_answer_metrics(report, experiment=args.experiment, root=args.tracking_root)
     if args.per_query:
         _write_table(report.evaluation.per_query, args.per_query)
+    if report.evaluation.stopped:  # the endpoint went down: say so, and where the finished queries are
+        return _stopped(report, run_id, args)
     summary = report.summary()
     if args.json:
         out = {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in summary.items()}  # NaN: null
@@ -79,6 +83,22 @@ def cmd_answers(args) -> int:
     return 0
 
 
+def _stopped(report, run_id, args) -> int:
+    """Write what was finished before answering / judging stopped, print one error line naming it; exit 1."""
+    import sys
+    import time
+
+    from lab.answer_metrics import write_artifacts
+    from lab.paths import results_dir
+
+    folder = results_dir("answers", f"stopped-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
+    write_artifacts(report, folder)
+    where = f"{folder}" + (f" and MLflow run {run_id}" if run_id else "") + (
+        f" and {args.per_query}" if args.per_query else "")
+    print(f"error: {report.evaluation.stopped}; they are written to {where}", file=sys.stderr)
+    return 1
+
+
 def cmd_judge_check(args) -> int:
     from lab.answer_metrics import Judge, judge_agreement, load_fixture
     from lab.models.embedders import load_embedder
@@ -96,7 +116,11 @@ def cmd_judge_check(args) -> int:
     verdicts, relevancy = load_fixture(fixture)
     llm = load_llm(llm_spec(args.judge), cache_dir=args.cache_dir, progress=False, seed=args.seed)
     emb = load_embedder(args.embedder, cache_dir=args.cache_dir, progress=False)
-    res = judge_agreement(Judge(llm, emb, grammar=args.grammar, seed=args.seed), verdicts, relevancy,
+    from lab.models.breaker import FailureBreaker
+
+    judge = Judge(llm, emb, grammar=args.grammar, seed=args.seed,
+                  breaker=FailureBreaker(args.max_consecutive_failures, "judge check"))
+    res = judge_agreement(judge, verdicts, relevancy,
                           progress=not args.json)
     rows = res.pop("rows")
     if args.json:
@@ -126,26 +150,27 @@ def add_parsers(sub) -> None:
     a.add_argument("--set", action="append", metavar="KEY=VALUE", help="strategy param (repeatable); chunking.* "
                                                                         "keys set chunking")
     a.add_argument("--split", default="test")
-    a.add_argument("--k", type=int, default=5, help="contexts per answer (top-k hits)")
+    a.add_argument("--k", type=positive_int, default=5, help="contexts per answer (top-k hits)")
     a.add_argument("--llm", default="local", help="answer LLM spec: local (SmolLM2-135M), a .gguf path, "
                                                   "openai:MODEL, or an inline mapping")
     a.add_argument("--judge", help="judge LLM spec (default: the answer LLM, sharing one model)")
     a.add_argument("--embedder", default="all-MiniLM-L6-v2", help="embedder of answer relevancy")
-    a.add_argument("--max-queries", type=int, help="only the first N queries (by id)")
-    a.add_argument("--answer-tokens", type=int, default=128, help="max tokens of an answer")
-    a.add_argument("--context-tokens", type=int, help="context budget in tokens (default 1024, capped by n_ctx)")
-    a.add_argument("--n-questions", type=int, default=3, help="questions generated per answer (answer relevancy)")
-    a.add_argument("--max-claims", type=int, default=8, help="claims judged per answer / reference (0: all)")
+    a.add_argument("--max-queries", type=positive_int, help="only the first N queries (by id)")
+    a.add_argument("--answer-tokens", type=positive_int, default=128, help="max tokens of an answer")
+    a.add_argument("--context-tokens", type=positive_int, help="context budget in tokens (default 1024, capped by n_ctx)")
+    a.add_argument("--n-questions", type=positive_int, default=3, help="questions generated per answer (answer relevancy)")
+    a.add_argument("--max-claims", type=non_negative_int, default=8, help="claims judged per answer / reference (0: all)")
     a.add_argument("--grammar", action="store_true", help="constrain verdicts to Yes/No (llama.cpp backends only)")
     a.add_argument("--fallback", default="auto", choices=["auto", "grammar", "none"],
                    help="ask an unreadable verdict again under the Yes/No grammar (auto: llama.cpp judges only)")
     a.add_argument("--experiment", default="answer_metrics", help="MLflow experiment")
-    a.add_argument("--root", default="mlruns", help="tracking root (default mlruns/ at the repo root)")
+    add_tracking_root(a)
     a.add_argument("--no-log", action="store_true", help="do not log to MLflow")
     a.add_argument("--per-query", metavar="FILE", help="write the per-query table (.csv, .tsv, .parquet, .json)")
     a.add_argument("--json", action="store_true", help="print one JSON object")
     a.add_argument("--cache-dir", default=cache)
     a.add_argument("--seed", type=int, default=0)
+    add_max_consecutive_failures(a)
     a.add_argument("--no-progress", action="store_true")
     a.set_defaults(func=cmd_answers)
 
@@ -157,4 +182,5 @@ def add_parsers(sub) -> None:
     j.add_argument("--json", action="store_true")
     j.add_argument("--cache-dir", default=cache)
     j.add_argument("--seed", type=int, default=0)
+    add_max_consecutive_failures(j)
     j.set_defaults(func=cmd_judge_check)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import sys
 import warnings
 
+from lab.cli_options import add_tracking_root, non_negative_int, positive_int
+
 
 def _metrics(values):
     return [m for v in values or [] for m in v.replace(",", " ").split()] or None
@@ -26,8 +28,8 @@ def cmd_report(args) -> int:
                            **common)
         where = "not logged to MLflow (file inputs)"
     else:
-        experiment = args.experiment or latest_experiment(args.mlflow_root)
-        res = report_experiment(experiment, root=args.mlflow_root, out=args.out, parent_run_id=args.parent,
+        experiment = args.experiment or latest_experiment(args.tracking_root)
+        res = report_experiment(experiment, root=args.tracking_root, out=args.out, parent_run_id=args.parent,
                                 log=not args.no_log, dataset=args.dataset, **common)
         where = (f"logged as report.html of MLflow run {res.report_run_id} in "
                  f"experiment {experiment!r}") if res.report_run_id else "not logged (--no-log)"
@@ -65,7 +67,7 @@ def add_parsers(sub) -> None:
     r.add_argument("files", nargs="*", help="result files: `lab run --json` output, per-query tables, TREC runs "
                    "(files sharing a name before their suffixes are one run)")
     r.add_argument("--experiment", help="MLflow experiment (default: the one with the latest run, when no files)")
-    r.add_argument("--mlflow-root", default="mlruns", help="tracking root (default mlruns)")
+    add_tracking_root(r)
     r.add_argument("--parent", metavar="RUN_ID", help="only the children of this sweep parent run")
     r.add_argument("--out", default="report.html", help="HTML file to write (default report.html)")
     r.add_argument("--metric", nargs="+", help="metrics to report, first one ranks (default ndcg@10 recall@100 mrr@10)")
@@ -73,7 +75,7 @@ def add_parsers(sub) -> None:
     r.add_argument("--split", default="test", help="split of the dataset (file inputs; MLflow runs say their own)")
     r.add_argument("--qrels", help="qrels to evaluate TREC run files with")
     r.add_argument("--baseline", help="reference run (label or run id) for the paired tests (default: the best)")
-    r.add_argument("--worst", type=int, default=10, help="worst queries shown (default 10)")
+    r.add_argument("--worst", type=positive_int, default=10, help="worst queries shown (default 10)")
     r.add_argument("--alpha", type=float, default=0.05)
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--title")
@@ -90,11 +92,11 @@ def add_parsers(sub) -> None:
     g.add_argument("--max-drop", type=float, default=0.02, help="largest drop allowed (default 0.02)")
     g.add_argument("--relative", action="store_true", help="--max-drop is a fraction of the baseline value")
     g.add_argument("--qrels", help="qrels for TREC run inputs")
-    g.add_argument("--rel-threshold", type=int, default=1)
+    g.add_argument("--rel-threshold", type=non_negative_int, default=1)
     g.add_argument("--significant-only", action="store_true",
                    help="fail only on drops that are also significant (paired test; needs per-query data)")
     g.add_argument("--alpha", type=float, default=0.05)
-    g.add_argument("--resamples", type=int, default=10000)
+    g.add_argument("--resamples", type=positive_int, default=10000)
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--json", action="store_true", help="print the outcome as JSON")
     g.set_defaults(func=cmd_gate)

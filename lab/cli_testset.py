@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import os
 
+from lab.cli_options import add_max_consecutive_failures, add_tracking_root, non_negative_int, positive_int
+
 
 def _common(p, mlflow: bool = True) -> None:
     p.add_argument("--cache-dir", default=os.environ.get("LAB_CACHE_DIR", ".cache"))
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     if mlflow:
-        p.add_argument("--tracking-root", default="mlruns", help="MLflow store (folder, repo-relative, or URI)")
+        add_tracking_root(p)
         p.add_argument("--experiment", default="testset")
         p.add_argument("--no-mlflow", action="store_true", help="log nothing to MLflow")
 
@@ -35,7 +37,8 @@ def cmd_generate(args) -> int:
                            max_attempts=args.max_attempts, rounds=args.rounds, retries=args.retries,
                            json_mode=args.json_mode, max_tokens=args.max_tokens,
                            max_passage_chars=args.max_passage_chars, min_passage_words=args.min_passage_words,
-                           extra_relevant=args.extra_relevant, extra_candidates=args.extra_candidates, gates=gates)
+                           extra_relevant=args.extra_relevant, extra_candidates=args.extra_candidates, gates=gates,
+                           max_consecutive_failures=args.max_consecutive_failures)
     res = generate_testset(args.dataset, args.out, llm=args.llm, config=cfg, chunking=args.chunking,
                            llm_options={"concurrency": args.concurrency} if args.concurrency else None,
                            cache_dir=args.cache_dir, progress=_progress(args), tracking_root=_root(args),
@@ -119,23 +122,23 @@ def add_parsers(sub) -> None:
     g = tsub.add_parser("generate", help="route B: LLM-generated questions with quality gates -> BEIR set")
     g.add_argument("--dataset", required=True, help="BEIR folder whose units are sampled, e.g. data/ord-qa")
     g.add_argument("--out", required=True, help="folder for the generated set")
-    g.add_argument("--n", type=int, default=100, help="questions wanted (default 100)")
+    g.add_argument("--n", type=positive_int, default=100, help="questions wanted (default 100)")
     g.add_argument("--llm", default="local", help="LLM spec: local (packaged SmolLM2-135M), a .gguf path, openai:MODEL")
-    g.add_argument("--concurrency", type=int,
+    g.add_argument("--concurrency", type=positive_int,
                    help="LLM requests in flight (local GGUF: parallel llama.cpp slots decoded in one batch)")
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--stratify", default="section", choices=["doc", "section", "none"])
-    g.add_argument("--grade", type=int, default=1, help="grade of the source unit in the qrels (0-3)")
+    g.add_argument("--grade", type=non_negative_int, default=1, help="grade of the source unit in the qrels (0-3)")
     g.add_argument("--chunking", default="none",
                    help="units: none (the documents) or e.g. recursive,size=256,overlap=32")
-    g.add_argument("--max-attempts", type=int, help="candidates checked at most (default 10 x n)")
-    g.add_argument("--rounds", type=int, default=3, help="passes over the units (round > 0 samples at T=0.7)")
-    g.add_argument("--retries", type=int, default=1, help="new generations after unparseable output")
+    g.add_argument("--max-attempts", type=positive_int, help="candidates checked at most (default 10 x n)")
+    g.add_argument("--rounds", type=positive_int, default=3, help="passes over the units (round > 0 samples at T=0.7)")
+    g.add_argument("--retries", type=non_negative_int, default=1, help="new generations after unparseable output")
     g.add_argument("--json-mode", default="schema", choices=["schema", "prompt"],
                    help="schema: send a JSON schema (constrained decoding); prompt: the prompt alone")
-    g.add_argument("--max-tokens", type=int, default=200)
-    g.add_argument("--max-passage-chars", type=int, default=1000)
-    g.add_argument("--min-passage-words", type=int, default=25)
+    g.add_argument("--max-tokens", type=positive_int, default=200)
+    g.add_argument("--max-passage-chars", type=positive_int, default=1000)
+    g.add_argument("--min-passage-words", type=non_negative_int, default=25)
     g.add_argument("--max-overlap", type=float, default=0.8, help="gate: share of question terms in the passage")
     g.add_argument("--min-answer-support", type=float, default=0.5, help="gate: share of answer terms in the passage")
     g.add_argument("--min-similarity", type=float, default=0.3, help="gate: MiniLM cosine question-passage")
@@ -143,13 +146,14 @@ def add_parsers(sub) -> None:
     g.add_argument("--answerability", default="lexical", choices=["lexical", "llm"])
     g.add_argument("--extra-relevant", action="store_true",
                    help="second pass: the LLM judges BM25's top candidates as extra relevant units")
-    g.add_argument("--extra-candidates", type=int, default=5)
+    g.add_argument("--extra-candidates", type=non_negative_int, default=5)
+    add_max_consecutive_failures(g)
     _common(g)
     g.set_defaults(func=cmd_generate)
 
     e = tsub.add_parser("export-review", help="spot check: a seeded sample as a CSV sheet for people")
     e.add_argument("set", help="a test set folder (BEIR layout)")
-    e.add_argument("--sample", type=int, default=50)
+    e.add_argument("--sample", type=positive_int, default=50)
     e.add_argument("--out", required=True, help="review.csv to write (UTF-8 with BOM, opens in Excel)")
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("--split", default="test")
@@ -173,19 +177,19 @@ def add_parsers(sub) -> None:
     lg.add_argument("--link-threshold", type=float, default=0.5,
                     help="MiniLM cosine the best fused match needs to be linked (default 0.5)")
     lg.add_argument("--chunking", default="none")
-    lg.add_argument("--grade", type=int, default=1)
+    lg.add_argument("--grade", type=non_negative_int, default=1)
     _common(lg)
     lg.set_defaults(func=cmd_import_logs)
 
     ea = tsub.add_parser("export-annotation", help="route A: pooled candidates of several strategies as a sheet")
     ea.add_argument("--dataset", required=True)
     ea.add_argument("--strategies", default="bm25,dense", help="comma-separated strategy names")
-    ea.add_argument("--depth", type=int, default=10)
+    ea.add_argument("--depth", type=positive_int, default=10)
     ea.add_argument("--out", required=True, help="sheet.csv to write (+ sheet.csv.meta.json)")
     ea.add_argument("--split", default="test")
     ea.add_argument("--seed", type=int, default=0)
     ea.add_argument("--chunking", default="none")
-    ea.add_argument("--max-queries", type=int, help="a seeded sample of this many queries")
+    ea.add_argument("--max-queries", type=positive_int, help="a seeded sample of this many queries")
     _common(ea)
     ea.set_defaults(func=cmd_export_annotation)
 

@@ -5,6 +5,8 @@ import json
 import os
 from pathlib import Path
 
+from lab.cli_options import add_tracking_root, non_negative_int, positive_int
+
 
 def default_out(dataset: str) -> str:
     """``models/reranker-<dataset folder name>`` (for data/scifact: the rerank strategy's default model)."""
@@ -28,7 +30,7 @@ def cmd_train_reranker(args) -> int:
     extra = [parse_source(spec, args.split) for spec in args.extra_dataset or []]
     meta = train_reranker(args.dataset, out, cfg, split=args.split, eval_dataset=args.eval_dataset, extra=extra,
                           force=args.force, ctx=ctx, log=(lambda *a: None) if args.json else print,
-                          mlflow_root=None if args.no_mlflow else args.mlflow_root, experiment=args.experiment)
+                          mlflow_root=None if args.no_mlflow else args.tracking_root, experiment=args.experiment)
     if args.json:
         keep = ("dataset", "split", "n_groups", "steps", "train_seconds", "val_first_stage_ndcg@10",
                 "val_rerank_ndcg@10", "recommended_alpha", "selected_epoch", "stopped_early", "weights_sha256",
@@ -66,11 +68,11 @@ def add_parsers(sub) -> None:
     t.add_argument("--in-batch-negatives", type=int, nargs="?", const=-1, default=d.in_batch_negatives, metavar="N",
                    help="score the other groups' positives of a step as extra negatives (alone: all; N: at most N "
                         "per group); each costs one more forward pass")
-    t.add_argument("--epochs", type=int, default=d.epochs, help="maximum epochs (see --patience)")
-    t.add_argument("--patience", type=int, default=d.patience,
+    t.add_argument("--epochs", type=positive_int, default=d.epochs, help="maximum epochs (see --patience)")
+    t.add_argument("--patience", type=non_negative_int, default=d.patience,
                    help="stop after N epochs without validation gain (0: run all epochs); the best epoch is kept")
-    t.add_argument("--negatives", type=int, default=d.negatives, help="BM25 hard negatives per positive")
-    t.add_argument("--max-pairs", type=int, help="use at most N (query, positive) pairs (a quick run)")
+    t.add_argument("--negatives", type=non_negative_int, default=d.negatives, help="BM25 hard negatives per positive")
+    t.add_argument("--max-pairs", type=positive_int, help="use at most N (query, positive) pairs (a quick run)")
     t.add_argument("--out", metavar="models/NAME", help="output folder (default: models/reranker-<dataset name>)")
     t.add_argument("--force", action="store_true", help="train even when the split overlaps the evaluation split")
     t.add_argument("--eval-split", default=d.eval_split, help="the split the leakage guard protects")
@@ -78,16 +80,16 @@ def add_parsers(sub) -> None:
                    help="training positives relevant in the evaluation split: refuse, drop or allow (standard BEIR)")
     t.add_argument("--lr", type=float, default=d.lr, help="learning rate of the encoder body")
     t.add_argument("--head-lr", type=float, default=d.head_lr, help="learning rate of the new scoring head")
-    t.add_argument("--max-length", type=int, default=d.max_length, help="tokens of query + passage in training")
-    t.add_argument("--freeze-layers", type=int, default=d.freeze_layers, help="bottom encoder layers kept fixed")
-    t.add_argument("--batch-groups", type=int, default=d.batch_groups, help="(positive + negatives) groups per step")
-    t.add_argument("--mine-depth", type=int, default=d.mine_depth, help="negatives are drawn from BM25's top N")
+    t.add_argument("--max-length", type=positive_int, default=d.max_length, help="tokens of query + passage in training")
+    t.add_argument("--freeze-layers", type=non_negative_int, default=d.freeze_layers, help="bottom encoder layers kept fixed")
+    t.add_argument("--batch-groups", type=positive_int, default=d.batch_groups, help="(positive + negatives) groups per step")
+    t.add_argument("--mine-depth", type=positive_int, default=d.mine_depth, help="negatives are drawn from BM25's top N")
     t.add_argument("--val-fraction", type=float, default=d.val_fraction, help="training queries held out")
-    t.add_argument("--val-max-queries", type=int, default=d.val_max_queries)
+    t.add_argument("--val-max-queries", type=positive_int, default=d.val_max_queries)
     t.add_argument("--seed", type=int, default=d.seed)
-    t.add_argument("--threads", type=int, default=2, help="torch CPU threads (0: torch's default)")
+    t.add_argument("--threads", type=non_negative_int, default=2, help="torch CPU threads (0: torch's default)")
     t.add_argument("--cache-dir", default=os.environ.get("LAB_CACHE_DIR", ".cache"))
-    t.add_argument("--mlflow-root", default="mlruns")
+    add_tracking_root(t)
     t.add_argument("--experiment", default="training")
     t.add_argument("--no-mlflow", action="store_true")
     t.add_argument("--json", action="store_true", help="print a JSON summary instead of the log")
@@ -111,7 +113,7 @@ def cmd_train_embedder(args) -> int:
     meta = train_embedder(args.dataset, args.out, cfg, split=args.split, eval_dataset=args.eval_dataset,
                           force=args.force, reuse=not args.retrain, ctx=ctx,
                           log=(lambda *a: None) if args.json else print,
-                          mlflow_root=None if args.no_mlflow else args.mlflow_root, experiment=args.experiment)
+                          mlflow_root=None if args.no_mlflow else args.tracking_root, experiment=args.experiment)
     if args.json:
         keep = ("out", "reused", "dataset", "split", "n_pairs", "steps", "train_seconds", "selected_epoch",
                 "val_base_ndcg@10", "val_best_ndcg@10", "model_sha256", "content_key", "mlflow_run_id", "leakage")
@@ -138,27 +140,27 @@ def _add_train_embedder(sub) -> None:
     t.add_argument("--eval-split", default=d.eval_split, help="the split the leakage guard protects")
     t.add_argument("--from", dest="base_model", default=d.base_model, metavar="MODEL",
                    help="sentence-transformers name or path to start from")
-    t.add_argument("--epochs", type=int, default=d.epochs)
-    t.add_argument("--batch-size", type=int, default=d.batch_size, help="pairs per batch (in-batch negatives)")
+    t.add_argument("--epochs", type=positive_int, default=d.epochs)
+    t.add_argument("--batch-size", type=positive_int, default=d.batch_size, help="pairs per batch (in-batch negatives)")
     t.add_argument("--lr", type=float, default=d.lr)
-    t.add_argument("--max-seq-length", type=int, default=d.max_seq_length)
+    t.add_argument("--max-seq-length", type=positive_int, default=d.max_seq_length)
     t.add_argument("--hard-negatives", choices=HARD_NEGATIVES, default=d.hard_negatives,
                    help="one mined negative per pair from BM25 or the base model")
-    t.add_argument("--mine-depth", type=int, default=d.mine_depth)
-    t.add_argument("--max-pairs", type=int, help="use at most N training pairs (a quick run)")
+    t.add_argument("--mine-depth", type=positive_int, default=d.mine_depth)
+    t.add_argument("--max-pairs", type=positive_int, help="use at most N training pairs (a quick run)")
     t.add_argument("--val-fraction", type=float, default=d.val_fraction)
-    t.add_argument("--val-max-queries", type=int, default=d.val_max_queries)
-    t.add_argument("--val-pool-random", type=int, default=d.val_pool_random)
-    t.add_argument("--patience", type=int, default=d.patience, help="epochs without validation gain before stopping")
+    t.add_argument("--val-max-queries", type=positive_int, default=d.val_max_queries)
+    t.add_argument("--val-pool-random", type=non_negative_int, default=d.val_pool_random)
+    t.add_argument("--patience", type=non_negative_int, default=d.patience, help="epochs without validation gain before stopping")
     t.add_argument("--doc-overlap", choices=DOC_OVERLAP, default=d.doc_overlap,
                    help="training pairs whose passage is relevant in the evaluation split: refuse, drop or allow")
     t.add_argument("--force", action="store_true", help="train even when queries overlap the evaluation split")
     t.add_argument("--out", metavar="models/NAME", help="output folder (default: models/embedder-<data>-<key>)")
     t.add_argument("--retrain", action="store_true", help="train even when the same training is saved")
     t.add_argument("--seed", type=int, default=d.seed)
-    t.add_argument("--threads", type=int, default=2, help="torch CPU threads (0: torch's default)")
+    t.add_argument("--threads", type=non_negative_int, default=2, help="torch CPU threads (0: torch's default)")
     t.add_argument("--cache-dir", default=os.environ.get("LAB_CACHE_DIR", ".cache"))
-    t.add_argument("--mlflow-root", default="mlruns")
+    add_tracking_root(t)
     t.add_argument("--experiment", default="training")
     t.add_argument("--no-mlflow", action="store_true")
     t.add_argument("--json", action="store_true")

@@ -8,6 +8,8 @@ import os
 import sys
 from pathlib import Path
 
+from lab.cli_options import add_tracking_root, positive_int
+
 #: Environment of the MLflow UI server: no job runner (huey consumer) and no telemetry, so `mlflow ui` is one
 #: server process that only serves the store.
 UI_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "MLFLOW_DISABLE_TELEMETRY": "true"}
@@ -23,7 +25,7 @@ def cmd_sweep(args) -> int:
     if gate_opts and not args.scheduled:
         raise ConfigError(f"{', '.join(gate_opts)}: only with --scheduled (they set the comparison with the previous "
                           "scheduled sweep)")
-    common = dict(jobs=args.jobs, executor=args.executor, ray_address=args.ray_address, root=args.root,
+    common = dict(jobs=args.jobs, executor=args.executor, ray_address=args.ray_address, root=args.tracking_root,
                   output_dir=args.output_dir, progress=not args.no_progress, execution_timeout=args.timeout,
                   publish=_publish_args(args), rerun_on_code_change=args.rerun_on_code_change)
     if args.scheduled and not args.dry_run:
@@ -40,7 +42,7 @@ def cmd_sweep(args) -> int:
             from lab.mlflow_ui import runs_url
             from lab.tracking import client
 
-            print(f"runs in the MLflow UI (`lab ui`): {runs_url(rep.experiment_id, cl=client(args.root))}")
+            print(f"runs in the MLflow UI (`lab ui`): {runs_url(rep.experiment_id, cl=client(args.tracking_root))}")
     return 0 if (args.dry_run or rep.ok) else 1
 
 
@@ -68,12 +70,12 @@ def cmd_compare(args) -> int:
     from lab.compare import CompareWarning, format_leaderboard, latest_experiment, leaderboard, plot_leaderboard
 
     metrics = _names(args.metric) or ["ndcg@10"]
-    experiment = args.experiment or latest_experiment(args.root)
+    experiment = args.experiment or latest_experiment(args.tracking_root)
     if args.previous:
         return _compare_previous(args, experiment, metrics)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CompareWarning)  # printed with the table
-        df = leaderboard(experiment, metric=metrics[0], root=args.root, parent_run_id=args.parent)
+        df = leaderboard(experiment, metric=metrics[0], root=args.tracking_root, parent_run_id=args.parent)
     for note in df.attrs.get("warnings", []):
         print(f"warning: {note}", file=sys.stderr)
     print(f"experiment {experiment!r}, {len(df)} finished runs, by {metrics[0]}")
@@ -90,7 +92,7 @@ def cmd_compare(args) -> int:
 
         opts = parse_publish({**opts, "metrics": opts.get("metrics") or [metrics[0]]}, "lab compare")
         done = publish(experiment, prometheus=opts.get("prometheus"), pushgateway=opts.get("pushgateway"),
-                       job=opts.get("job", "raglab"), metrics=opts["metrics"], root=args.root,
+                       job=opts.get("job", "raglab"), metrics=opts["metrics"], root=args.tracking_root,
                        parent_run_id=args.parent)
         print(f"metrics {', '.join(opts['metrics'])} published to {', '.join(done)}")
     return 0
@@ -102,11 +104,11 @@ def _compare_previous(args, experiment: str, metrics: list[str]) -> int:
     from lab.schedule import compare_records, previous_pair
     from lab.tracking import client
 
-    cl = client(args.root)
+    cl = client(args.tracking_root)
     prev, cur = previous_pair(cl, experiment, args.schedule)
     comp = compare_records(prev, cur, metrics, DEFAULT_MAX_DROP if args.max_drop is None else args.max_drop,
                            args.relative, args.significant_only, 0.05 if args.alpha is None else args.alpha,
-                           root=args.root, cl=cl)
+                           root=args.tracking_root, cl=cl)
     if args.json:
         import json
 
@@ -192,12 +194,12 @@ def cmd_ui(args) -> int:
 
     from lab.mlflow_ui import base_url
 
-    cmd = ui_command(args.root, args.host, args.port)
+    cmd = ui_command(args.tracking_root, args.host, args.port)
     line = " ".join(f"{k}={v}" for k, v in UI_ENV.items()) + " " + shlex.join(cmd)
     if args.print:
         print(line)
         return 0
-    links = ui_links(args.root, args.host, args.port, args.experiment)
+    links = ui_links(args.tracking_root, args.host, args.port, args.experiment)
     print(f"{line}\nMLflow UI on {base_url(args.host, args.port)} (Ctrl-C to stop); runs of each experiment:",
           flush=True)
     print("\n".join(links) if links else "  (no experiments yet: run `lab sweep params/smoke.yaml`)", flush=True)
@@ -211,13 +213,13 @@ def add_parsers(sub) -> None:
     """Add the `sweep`, `compare` and `ui` subcommands to an argparse subparsers object."""
     s = sub.add_parser("sweep", help="run a params/*.yaml sweep: one notebook execution and MLflow run per config")
     s.add_argument("spec", help="a sweep spec, e.g. params/chunk_size_grid.yaml")
-    s.add_argument("--jobs", type=int, default=1, help="configs run at once (processes or Ray tasks)")
+    s.add_argument("--jobs", type=positive_int, default=1, help="configs run at once (processes or Ray tasks)")
     s.add_argument("--executor", default="local", choices=["local", "ray"])
     s.add_argument("--ray-address", help="an existing Ray cluster (default: a local one, 2 CPUs)")
     s.add_argument("--dry-run", action="store_true", help="print the configs and which would be skipped")
-    s.add_argument("--root", default="mlruns", help="tracking root (default mlruns/ at the repo root)")
+    add_tracking_root(s)
     s.add_argument("--output-dir", help="executed notebooks (default results/sweeps/<name>)")
-    s.add_argument("--timeout", type=int, help="seconds per notebook cell (default: no limit)")
+    s.add_argument("--timeout", type=positive_int, help="seconds per notebook cell (default: no limit)")
     s.add_argument("--no-progress", action="store_true")
     s.add_argument("--rerun-on-code-change", action="store_true",
                    help="also run a config again when the code (git commit) changed since its finished run "
@@ -247,14 +249,14 @@ def add_parsers(sub) -> None:
     c.add_argument("--json", action="store_true", help="with --previous: print the comparison as JSON")
     c.add_argument("--png", metavar="FILE", help="write a bar chart with CI error bars")
     c.add_argument("--csv", metavar="FILE", help="write the table as CSV")
-    c.add_argument("--root", default="mlruns")
+    add_tracking_root(c)
     _add_publish_options(c, "the experiment's runs", "--metric")
     c.set_defaults(func=cmd_compare)
 
     u = sub.add_parser("ui", help="run the MLflow UI on the store (127.0.0.1:5000, one worker, no job runner)")
-    u.add_argument("--root", default="mlruns")
+    add_tracking_root(u)
     u.add_argument("--host", default="127.0.0.1")
-    u.add_argument("--port", type=int, default=5000)
+    u.add_argument("--port", type=positive_int, default=5000)
     u.add_argument("--experiment", help="print only this experiment's link (default: every experiment)")
     u.add_argument("--print", action="store_true", help="only print the command")
     u.set_defaults(func=cmd_ui)

@@ -27,7 +27,9 @@ from lab.errors import ConfigError
 
 #: Columns of a leaderboard, after ``label``, ``<metric>``, ``<metric>_ci_low``, ``<metric>_ci_high``.
 EXTRA_COLUMNS = ("latency_p50_ms", "latency_p95_ms", "index_seconds", "n_queries", "llm_index_calls",
-                 "llm_index_tokens", "llm_index_seconds", "llm_index_cold_seconds", "llm_query_calls", "llm_query_tokens")
+                 "llm_index_tokens", "llm_index_seconds", "llm_index_cold_seconds", "llm_query_calls", "llm_query_tokens",
+                 "llm_index_retries", "llm_index_errors", "llm_index_retry_wait_seconds", "llm_query_retries",
+                 "llm_query_errors", "llm_query_retry_wait_seconds")
 
 
 class CompareWarning(UserWarning):
@@ -214,6 +216,17 @@ def format_leaderboard(df: pd.DataFrame, max_label: int = 60) -> str:
 
         show.insert(len(show.columns) - 1, "LLM index calls/tok", cost(df["llm_index_calls"], df["llm_index_tokens"]))
         show.insert(len(show.columns) - 1, "LLM query calls/tok", cost(df["llm_query_calls"], df["llm_query_tokens"]))
+        faults = [f"llm_{ph}_{c}" for ph in ("index", "query") for c in ("retries", "errors", "retry_wait_seconds")]
+        if any(c in df and (df[c].fillna(0) > 0).any() for c in faults):
+            # LLM faults per phase: retries / errors / seconds slept before retries (not counted in latency)
+            def faults_of(phase):
+                cols = [df.get(f"llm_{phase}_{c}", pd.Series(math.nan, index=df.index))
+                        for c in ("retries", "errors", "retry_wait_seconds")]
+                return ["-" if math.isnan(r) else f"{r:.0f} / {0 if math.isnan(e) else e:.0f} / "
+                        f"{0 if math.isnan(w) else w:.1f}" for r, e, w in zip(*cols)]
+
+            show.insert(len(show.columns) - 1, "LLM index retry/err/wait s", faults_of("index"))
+            show.insert(len(show.columns) - 1, "LLM query retry/err/wait s", faults_of("query"))
         if "llm_index_cold_seconds" in df and df["llm_index_cold_seconds"].notna().any():
             # what index-time generation cost when it was generated (cache hits included): the cold-run cost
             show.insert(len(show.columns) - 1, "LLM index cold s",

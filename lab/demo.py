@@ -16,6 +16,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lab.cli_options import add_tracking_root, positive_int
+
 DEFAULT_SPEC = "params/strategy_comparison.yaml"
 DEFAULT_OUT = "results/demo"
 
@@ -124,7 +126,7 @@ def run_demo(spec: str | Path = DEFAULT_SPEC, root="mlruns", out_dir: str | Path
 
 
 def cmd_demo(args) -> int:
-    res = run_demo(args.spec, root=args.root, out_dir=args.out, metric=args.metric, jobs=args.jobs,
+    res = run_demo(args.spec, root=args.tracking_root, out_dir=args.out, metric=args.metric, jobs=args.jobs,
                    progress=not args.no_progress)
     return 0 if res.ok and not res.leaderboard.empty else 1
 
@@ -133,9 +135,9 @@ def add_parsers(sub) -> None:
     """Add the `demo` subcommand to an argparse subparsers object (wired in lab.cli.build_parser)."""
     d = sub.add_parser("demo", help="run the strategy comparison on SciFact, print the leaderboard, chart it")
     d.add_argument("--spec", default=DEFAULT_SPEC, help=f"sweep spec (default {DEFAULT_SPEC})")
-    d.add_argument("--root", default="mlruns", help="tracking root (default mlruns/ at the repo root)")
+    add_tracking_root(d)
     d.add_argument("--out", default=DEFAULT_OUT, help=f"folder for the charts and CSV (default {DEFAULT_OUT})")
     d.add_argument("--metric", default="ndcg@10")
-    d.add_argument("--jobs", type=int, default=1, help="configs run at once")
+    d.add_argument("--jobs", type=positive_int, default=1, help="configs run at once")
     d.add_argument("--no-progress", action="store_true")
     d.set_defaults(func=cmd_demo)

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 
 class LabError(Exception):
-    """Base error of raglab: printed by the CLI as one line, without a traceback."""
+    """Base error of raglab: printed by the CLI as one line, without a traceback; exit status ``exit_code``."""
+
+    exit_code = 2  # bad input
 
 
 class DataError(LabError):
@@ -15,3 +17,17 @@ class DataError(LabError):
 
 class ConfigError(LabError):
     pass
+
+
+class UnknownSplitError(ConfigError, KeyError):
+    """A dataset has no qrels for the split asked for: a ConfigError (one line, exit 2) that is also a KeyError,
+    so code that looks splits up like a mapping keeps working."""
+
+    __str__ = Exception.__str__  # the message as it is (KeyError would quote it)
+
+
+class TrackingError(LabError):
+    """Logging to MLflow failed after the result was computed; the message says where the result was saved.
+    Not a user error: the CLI exits 1."""
+
+    exit_code = 1

@@ -36,8 +36,11 @@ class Result:
 
 
 #: ``seconds``: generation time paid by this run (0 when every answer came from the cache); ``cold_seconds``: what
-#: the same answers took when they were generated (cache hits included), i.e. the cost of a cold run.
-COST_KEYS = ("calls", "cache_hits", "generated", "prompt_tokens", "completion_tokens", "seconds", "cold_seconds")
+#: the same answers took when they were generated (cache hits included), i.e. the cost of a cold run. Faults:
+#: ``retries`` (attempts made again), ``errors`` (calls that failed for good) and ``retry_wait_seconds`` (backoff
+#: sleeps before retries); ``seconds`` and the latencies exclude those sleeps (see lab.models.llm).
+COST_KEYS = ("calls", "cache_hits", "generated", "prompt_tokens", "completion_tokens", "seconds", "cold_seconds",
+             "retries", "errors", "retry_wait_seconds")
 
 
 def cost_summary(before: dict, after: dict, phase: str) -> dict[str, float]:
@@ -49,6 +52,61 @@ def cost_summary(before: dict, after: dict, phase: str) -> dict[str, float]:
     diff = {key: float(after.get(key, 0)) - float(before.get(key, 0)) for key in COST_KEYS}
     out = {f"llm_{phase}_{key}": value for key, value in diff.items()}
     out[f"llm_{phase}_tokens"] = diff["prompt_tokens"] + diff["completion_tokens"]
+    return out
+
+
+def check_run_args(strategy: str, params: dict | None = None, *, k=100, max_queries=None, metrics=None,
+                   relevance: str = "auto", chunking: dict | None = None) -> None:
+    """Check the arguments of :func:`run_experiment` before any work (no dataset read, nothing indexed); raises
+    ConfigError with one line naming the argument and what it accepts. Strategy params are checked against the
+    strategy's declared params (:func:`lab.retrievers.base.param_problems`); counts must be integers >= 1."""
+    from lab.errors import ConfigError
+    from lab.metrics.ranking import parse_metric
+    from lab.retrievers.base import check_params
+
+    for name, value, optional in (("k", k, False), ("max_queries", max_queries, True)):
+        if optional and value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{name}={value!r}: expected an integer >= 1" + (" (or none: all queries)" if optional
+                                                                                else ""))
+    if relevance not in ("auto", "doc", "span"):
+        raise ConfigError(f"relevance={relevance!r}: expected one of 'auto', 'doc', 'span'")
+    problems = chunking_problems(chunking)
+    if problems:
+        raise ConfigError(problems[0])
+    for m in metrics or []:
+        try:
+            parse_metric(m)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+    check_params(strategy, params)
+
+
+def chunking_problems(chunking) -> list[str]:
+    """One line per problem of a ``chunking`` mapping: keys must be params of :func:`lab.chunking.chunk_corpus`
+    (chunker, size, overlap, size_unit, title_prefix) or ``depth_factor``, values of their types; sizes >= 1,
+    overlap >= 0. None (no chunking) has none."""
+    from lab.chunking import CHUNKERS, SIZE_UNITS, chunk_corpus
+    from lab.retrievers.params import COUNT, Param, at_least, check_value, one_of, signature_params
+
+    if chunking is None:
+        return []
+    if not isinstance(chunking, dict):
+        return [f"chunking={chunking!r}: expected a mapping, e.g. {{chunker: recursive, size: 256}}"]
+    declared = signature_params(chunk_corpus, {"chunker": one_of(*CHUNKERS), "size": COUNT, "overlap": at_least(0),
+                                                "size_unit": one_of(*SIZE_UNITS)},
+                                exclude=("corpus", "tokenizer", "progress"))
+    declared["depth_factor"] = Param("depth_factor", int, 3, COUNT)
+    out = []
+    for key, value in chunking.items():
+        if key not in declared:
+            out.append(f"chunking: unknown key {key!r}; chunking accepts: {', '.join(sorted(declared))}")
+            continue
+        expected = check_value(declared[key], value)
+        if expected is not None:
+            out.append(f"chunking: {key}={value!r} is not valid; {key} takes {expected} "
+                       f"(default {declared[key].default!r})")
     return out
 
 
@@ -83,9 +141,16 @@ def run_experiment(
     from lab.data.fingerprint import fingerprint
     from lab.metrics import DEFAULT_METRICS, evaluate, latency_summary
 
+    from lab.errors import ConfigError
+
+    check_run_args(strategy, params, k=k, max_queries=max_queries, metrics=metrics, relevance=relevance,
+                   chunking=chunking)
     ctx = ctx or Context()
     ds = load(dataset, progress=ctx.progress)
-    queries, qrels = ds.split(split)
+    try:
+        queries, qrels = ds.split(split)
+    except KeyError as exc:
+        raise ConfigError(str(exc.args[0])) from None
     if max_queries:
         keep = sorted(queries)[:max_queries]
         queries = queries.subset(keep)
@@ -114,8 +179,6 @@ def run_experiment(
             search_k = k * int(chunking.get("depth_factor", 3))
         relevance_info = {**rel.describe(), "queries_evaluated": len(queries)}
     elif relevance == "span":
-        from lab.errors import ConfigError
-
         raise ConfigError("relevance='span' needs chunking (e.g. --set chunking.chunker=recursive)")
 
     retriever = build(strategy, dict(params or {}), ctx)

@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from lab.cli_options import add_tracking_root, positive_int
 from lab.errors import ConfigError
 
 STRATEGIES = ("bm25", "dense", "hybrid")
@@ -501,7 +502,7 @@ def cmd_robustness(args) -> int:
         variants = [made / f"{name}-{v}" for v in names]
     rob = run_robustness(args.dataset, variants, strategies, params, split=args.split, k=args.k, ctx=ctx,
                          max_queries=args.max_queries, n_resamples=args.resamples, seed=args.seed,
-                         log=not args.no_log, root=args.root, experiment=args.experiment)
+                         log=not args.no_log, root=args.tracking_root, experiment=args.experiment)
     files = write_outputs(rob, args.out)
     print(rob.format())
     print(f"\nwritten: {', '.join(str(f) for f in files)}")
@@ -523,12 +524,12 @@ def add_parsers(sub) -> None:
     p.add_argument("--strategies", default=",".join(STRATEGIES))
     p.add_argument("--set", action="append", metavar="STRATEGY.KEY=VALUE", help="strategy params, e.g. bm25.k1=1.2")
     p.add_argument("--split", default="test")
-    p.add_argument("-k", type=int, default=100)
-    p.add_argument("--max-queries", type=int, default=None)
-    p.add_argument("--resamples", type=int, default=10000)
+    p.add_argument("-k", type=positive_int, default=100)
+    p.add_argument("--max-queries", type=positive_int, default=None)
+    p.add_argument("--resamples", type=positive_int, default=10000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="results/robustness", help="folder for the table, CSVs and figures")
-    p.add_argument("--root", default="mlruns", help="MLflow tracking root")
+    add_tracking_root(p)
     p.add_argument("--experiment", default=DEFAULT_EXPERIMENT)
     p.add_argument("--no-log", action="store_true", help="do not log to MLflow")
     p.add_argument("--cache-dir", default=os.environ.get("LAB_CACHE_DIR", ".cache"))

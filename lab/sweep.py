@@ -485,6 +485,7 @@ def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry
     if len(set(hashes)) != len(hashes):
         dup = next(h for h in hashes if hashes.count(h) > 1)
         raise ConfigError(f"{spec.path}: two configs are identical (hash {dup}); remove the repeated grid/zip value")
+    _check_configs(spec, configs, labels)
     memo: dict = {}
     identities = [run_identity(c, spec.repo_root, rerun_on_code_change, memo, where=f"{spec.path}, config {i} ({lab_})")
                   for i, (c, lab_) in enumerate(zip(configs, labels))]
@@ -635,6 +636,17 @@ def _log_summary(report: SweepReport, metric: str, root, echo) -> None:
     except Exception as exc:  # noqa: BLE001 - the runs are logged; a summary failure must not lose them
         report.summary_error = f"{type(exc).__name__}: {exc}"
         echo(f"sweep summary not logged to the parent run: {report.summary_error}")
+
+
+def _check_configs(spec, configs: list[dict], labels: list[str]) -> None:
+    """Refuse to start (dry run included) when a config has a problem: one ConfigError line per problem
+    (:func:`lab.sweep_check.validate_sweep`)."""
+    from lab.sweep_check import validate_sweep
+
+    problems = validate_sweep(spec, configs, labels)
+    if problems:
+        raise ConfigError("\n".join(problems + [f"sweep {spec.name!r} not started: {len(problems)} problem(s) in "
+                                                 f"{spec.path}; fix them and run again"]))
 
 
 def publish_report(report: SweepReport, spec, overrides: dict | None, root, echo=print, extra_samples=()) -> None:

@@ -18,6 +18,10 @@ Conventions
   sweep runs (set by the sweep before execution), ``result.config`` for runs logged directly.
 - Lifecycle: :func:`log_result` with ``run_id=None`` creates a run and ends it FINISHED; with a ``run_id`` it
   only logs into that run and leaves its status to its owner (the sweep).
+- Several processes at once: a sqlite store is created or migrated under a file lock (``<db>.lock``, see
+  :func:`ensure_store`), once per process, by every path that opens it (:func:`client`): run, sweep and its
+  notebooks, testset, report. A result whose logging fails is saved to ``results/unlogged/`` first
+  (:func:`save_unlogged`), and the :class:`lab.errors.TrackingError` says where: a computed result is never lost.
 """
 from __future__ import annotations
 
@@ -86,11 +90,50 @@ def artifact_location(root: str | Path = "mlruns") -> str | None:
     return folder.as_uri()
 
 
+#: sqlite stores this process has created or checked (see :func:`ensure_store`).
+_READY: set[str] = set()
+#: Seconds a process waits for another one creating or migrating the same store.
+STORE_LOCK_TIMEOUT = 600
+
+
+def sqlite_file(uri: str) -> Path | None:
+    """The database file of a ``sqlite:///`` URI (None for any other store)."""
+    prefix = "sqlite:///"
+    return Path(uri[len(prefix):]) if uri.startswith(prefix) and len(uri) > len(prefix) else None
+
+
+def ensure_store(root: str | Path = "mlruns") -> str:
+    """Create (or migrate) the sqlite store of ``root`` under an exclusive file lock beside the database, so
+    processes starting on a new store at once do not race on its tables (MLflow creates them and runs the alembic
+    migrations when it first opens a database; two at once fail with "table ... already exists" or "duplicate
+    column"). Done once per process and store; other stores (http) are left to their server. Returns the URI."""
+    uri = tracking_uri(root)
+    db = sqlite_file(uri)
+    if db is None or uri in _READY:
+        return uri
+    from filelock import FileLock, Timeout
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    from lab.errors import TrackingError
+
+    db.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(f"{db}.lock")
+    try:
+        with lock.acquire(timeout=STORE_LOCK_TIMEOUT):
+            SqlAlchemyStore(uri, artifact_location(root) if not _is_uri(root) else (db.parent / "artifacts").as_uri())
+    except Timeout:
+        raise TrackingError(f"{db}: another process has held the store's lock ({lock.lock_file}) for more than "
+                            f"{STORE_LOCK_TIMEOUT} s; is a migration stuck? end that process and retry") from None
+    _READY.add(uri)
+    return uri
+
+
 def client(root: str | Path = "mlruns"):
-    """An :class:`mlflow.MlflowClient` on the store of ``root`` (no global tracking URI is set)."""
+    """An :class:`mlflow.MlflowClient` on the store of ``root`` (no global tracking URI is set); the store is
+    created or migrated first, under a lock (:func:`ensure_store`)."""
     from mlflow import MlflowClient
 
-    return MlflowClient(tracking_uri=tracking_uri(root))
+    return MlflowClient(tracking_uri=ensure_store(root))
 
 
 #: Experiment tag that tells the MLflow 3 UI what kind of experiment it shows; "custom_model_development"
@@ -292,7 +335,7 @@ def _result_tags(result, seed: int) -> dict[str, str]:
     return tags
 
 
-def _write_artifacts(result, folder: Path, seed: int) -> list[Path]:
+def write_result_files(result, folder: Path, seed: int = 0) -> list[Path]:
     """per_query.parquet, run.trec and result.json of a Result in ``folder``."""
     import lab
     from lab.data.trec import write_trec_run
@@ -334,14 +377,15 @@ def log_result(result, run_id: str | None = None, experiment: str | None = None,
 
     from lab.config import config_hash, flatten
 
-    cl = client(root)
     own = run_id is None
-    if own:
-        exp_id = get_or_create_experiment(experiment or "raglab", root, cl)
-        strategy = result.config.get("strategy", "run")
-        run_id = cl.create_run(exp_id, run_name=run_name or f"{strategy} on {result.info.get('dataset', '')}".strip(),
-                               tags={"mlflow.source.type": "LOCAL"}).info.run_id
+    cl = None
     try:
+        cl = client(root)
+        if own:
+            exp_id = get_or_create_experiment(experiment or "raglab", root, cl)
+            strategy = result.config.get("strategy", "run")
+            run_id = cl.create_run(exp_id, run_name=run_name or f"{strategy} on {result.info.get('dataset', '')}".strip(),
+                                   tags={"mlflow.source.type": "LOCAL"}).info.run_id
         describe = (result.info or {}).get("retriever") or {}
         params = dict(flatten(result.config))
         params.update({f"retriever.{k}": v for k, v in flatten(describe).items()})
@@ -352,15 +396,42 @@ def log_result(result, run_id: str | None = None, experiment: str | None = None,
             tags["config_hash"] = config_hash(result.config)
         set_tags(run_id, tags, cl=cl)
         with tempfile.TemporaryDirectory(prefix="lab-result-") as tmp:
-            for path in _write_artifacts(result, Path(tmp), seed):
+            for path in write_result_files(result, Path(tmp), seed):
                 cl.log_artifact(run_id, str(path))
-    except BaseException:
         if own:
-            cl.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
-        raise
-    if own:
-        cl.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
+            cl.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
+    except BaseException as exc:
+        if own and run_id is not None and cl is not None:
+            try:
+                cl.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
+            except Exception:  # noqa: BLE001 - the store itself may be what failed
+                pass
+        if not isinstance(exc, Exception):
+            raise
+        from lab.errors import TrackingError
+
+        folder = save_unlogged(result, seed, experiment or "raglab")
+        raise TrackingError(f"logging to MLflow (tracking root {root}) failed: {type(exc).__name__}: "
+                            f"{str(exc).splitlines()[0] if str(exc) else ''}; the result was saved to {folder} "
+                            f"({RESULT_ARTIFACT}, {PER_QUERY_ARTIFACT}, {RUN_ARTIFACT})") from exc
     return run_id
+
+
+def save_unlogged(result, seed: int = 0, experiment: str = "raglab", folder: str | Path | None = None) -> Path:
+    """Write a result that could not be logged to ``results/unlogged/<experiment>/<time>-<strategy>-<pid>/``
+    (or ``folder``): result.json, per_query.parquet and run.trec, as :func:`write_result_files` writes them."""
+    import time
+
+    if folder is None:
+        from lab.paths import results_dir
+
+        strategy = re.sub(r"[^\w.-]", "_", str(result.config.get("strategy", "run")))
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        folder = results_dir("unlogged", re.sub(r"[^\w.-]", "_", experiment), create=True) / \
+            f"{stamp}-{strategy}-{os.getpid()}"
+    folder = Path(folder)
+    write_result_files(result, folder, seed)
+    return folder
 
 
 def log_figure(fig, name: str, run_id: str, root: str | Path = "mlruns") -> str:

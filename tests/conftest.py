@@ -29,3 +29,43 @@ def blank_store(folder: Path, pytestconfig) -> Path:
     root.mkdir(parents=True)
     shutil.copy(cache / "mlflow.db", root / "mlflow.db")
     return root
+
+
+class Always500:
+    """An OpenAI-compatible endpoint on 127.0.0.1 that answers every request with HTTP 500, counting them."""
+
+    def __init__(self):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        outer = self
+        self.requests = 0
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 - http.server API
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                outer.requests += 1
+                body = b"internal error: model crashed"
+                self.send_response(500)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def always_500():
+    """An OpenAI-compatible endpoint on 127.0.0.1 that always answers HTTP 500 (``.url``, ``.requests``)."""
+    server = Always500()
+    yield server
+    server.close()

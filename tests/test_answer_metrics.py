@@ -374,3 +374,35 @@ def test_smollm2_judge_agreement_on_the_hand_labelled_fixture(smol, minilm):
     assert res["n_failed"] <= 1
     assert res["agreement"] >= 0.75 > res["chance"]
     assert res["relevancy_ranked"] >= 3
+
+
+def test_answering_stops_after_n_consecutive_endpoint_failures_and_keeps_what_was_done(tmp_path, always_500,
+                                                                                         capsys, monkeypatch):
+    """Issue 15: `lab answers` against an endpoint that always returns 500 stops after 3 failed calls in a row
+    (one error line, exit 1); the queries finished before are written and the folder is named."""
+    import json
+
+    from lab.cli import main
+
+    (tmp_path / "lab").mkdir()
+    (tmp_path / "pyproject.toml").write_text("")
+    monkeypatch.setenv("LAB_REPO_ROOT", str(tmp_path))  # results/ goes to tmp_path
+    spec = json.dumps({"backend": "openai", "base_url": always_500.url, "model": "m", "max_retries": 1,
+                       "backoff_s": 0.01, "max_backoff_s": 0.02})
+    data = Path(__file__).resolve().parents[1] / "data" / "ord-qa"
+    rc = main(["answers", "--dataset", str(data), "--strategy", "bm25", "--max-queries", "20", "--llm", spec,
+               "--no-log", "--no-progress", "--max-consecutive-failures", "3", "--cache-dir", str(tmp_path / "c")])
+    lines = capsys.readouterr().err.splitlines()  # (the embedder's own weight-loading bar may come first)
+    errors = [line for line in lines if line.startswith("error")]
+    assert rc == 1 and len(errors) == 1 and errors[0] == lines[-1], lines
+    err = errors[0]
+    import re
+
+    m = re.match(r"error: answering and judging stopped after (\d+) consecutive failed LLM calls "
+                 r"\(--max-consecutive-failures 3\); last error: .*HTTP 500.*; (\d+) of 20 queries were scored "
+                 r"before; they are written to (\S+)$", err)
+    assert m and int(m.group(1)) >= 3, err  # calls in flight when it tripped count too
+    folder = Path(m.group(3))
+    assert folder.is_relative_to(tmp_path / "results" / "answers")
+    assert len(pd.read_parquet(folder / "answer_metrics.parquet")) == int(m.group(2)) < 3
+    assert always_500.requests <= 2 * (int(m.group(1)) + 4)  # a few calls x 2 attempts, not 20 queries' worth

@@ -99,8 +99,8 @@ def test_ties_by_doc_id_descending_and_cut_at_k(ctx, backend):
         ({"backend": "lucene"}, "backend='lucene'"),
         ({"variant": "bm25x"}, "variant='bm25x'"),
         ({"backend": "rank_bm25", "variant": "bm25l"}, "rank_bm25#5"),
-        ({"k1": -1}, "k1 >= 0"),
-        ({"b": 1.5}, "0 <= b <= 1"),
+        ({"k1": -1}, "k1=-1 is not valid; k1 takes a number >= 0"),
+        ({"b": 1.5}, "b=1.5 is not valid; b takes a number between 0 and 1"),
     ],
 )
 def test_bad_params(ctx, params, match):

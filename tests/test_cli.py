@@ -77,3 +77,94 @@ def test_run_bm25_json_on_ord_qa(tmp_path):
                             "--json"], capture_output=True, text=True)
     assert proc2.returncode == 0, proc2.stderr
     assert json.loads(proc2.stdout)["ndcg@10"] == pytest.approx(res["ndcg@10"], abs=1e-9)
+
+
+# ---------------------------------------------------------------------------------- issue 15: bad parameters
+ORDQA = str(ROOT / "data" / "ord-qa")
+
+
+@pytest.mark.parametrize("argv, expect", [
+    # 1. unknown strategy params
+    (["--strategy", "bm25", "--set", "k1x=1"], "strategy bm25: unknown param 'k1x'; bm25 accepts: b, backend, delta"),
+    (["--strategy", "dense", "--set", "modelx=1"], "strategy dense: unknown param 'modelx'; dense accepts: M,"),
+    (["--strategy", "rerank", "--set", "foo=1"], "strategy rerank: unknown param 'foo'; rerank accepts:"),
+    (["--strategy", "hybrid", "--set", "foo=1"], "strategy hybrid: unknown param 'foo'; hybrid accepts"),
+    # 2. wrong types
+    (["--strategy", "bm25", "--set", "k1=abc"], "param k1='abc' is not valid; k1 takes a number >= 0"),
+    (["--strategy", "dense", "--set", "batch_size=abc"], "batch_size='abc' is not valid; batch_size takes an integer"),
+    (["--strategy", "rerank", "--set", "alpha=abc"], "alpha='abc' is not valid; alpha takes a number between 0 and 1, or null"),
+    (["--strategy", "hybrid", "--set", "rrf_k=abc"], "rrf_k='abc' is not valid; rrf_k takes an integer >= 0"),
+    # 3. split and metrics
+    (["--strategy", "bm25", "--split", "nosuch"], "no qrels for split 'nosuch'; available: ['test']"),
+    (["--strategy", "bm25", "--metrics", "ndcg@abc"], "--metrics metric 'ndcg@abc': the cut-off after '@' must be"),
+    # 4. and 5. counts
+    (["--strategy", "bm25", "--k", "0"], "lab run: argument --k: expected an integer >= 1, got 0"),
+    (["--strategy", "dense", "--k", "-1"], "lab run: argument --k: expected an integer >= 1, got -1"),
+    (["--strategy", "hybrid", "--k", "0"], "argument --k: expected an integer >= 1, got 0"),
+    (["--strategy", "rerank", "--k", "-1"], "argument --k: expected an integer >= 1, got -1"),
+    (["--strategy", "bm25", "--max-queries", "0"], "argument --max-queries: expected an integer >= 1, got 0"),
+    (["--strategy", "bm25", "--max-queries", "-5"], "argument --max-queries: expected an integer >= 1, got -5"),
+    (["--strategy", "bm25", "--set", "k1=["], "--set 'k1=[': the value is not a valid YAML scalar or list"),
+    # chunking keys (--set chunking.*) are checked the same way
+    (["--strategy", "bm25", "--set", "chunking.foo=1"], "chunking: unknown key 'foo'; chunking accepts: chunker,"),
+    (["--strategy", "bm25", "--set", "chunking.size=0"], "chunking: size=0 is not valid; size takes an integer >= 1"),
+])
+def test_bad_run_parameters_are_one_line_exit_2(argv, expect, capsys):
+    try:
+        rc = main(["run", "--dataset", ORDQA, "--no-progress", *argv])
+    except SystemExit as exc:  # argparse's own checks exit from parse_args
+        rc = exc.code
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert err.count("\n") == 1 and err.startswith("error: ") and expect in err, err
+    assert "Traceback" not in err
+
+
+def test_argparse_errors_are_one_line_exit_2(capsys):
+    from lab.cli import main
+
+    for argv in (["run", "--dataset", ORDQA, "--strategy", "bm25", "--k", "abc"], ["sweep", "x.yaml", "--jobs", "0"],
+                 ["testset", "generate", "--dataset", ORDQA, "--out", "o", "--n", "0"],
+                 ["answers", "--dataset", ORDQA, "--max-queries", "0"], ["report", "--worst", "0"],
+                 ["robustness", "--dataset", ORDQA, "-k", "0"]):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and err.count("\n") == 1 and "expected an integer >= 1" in err, (argv, err)
+
+
+def test_params_are_checked_before_the_dataset_is_read(tmp_path, capsys):
+    from lab.cli import main
+
+    rc = main(["run", "--dataset", str(tmp_path / "missing"), "--strategy", "bm25", "--set", "k1x=1"])
+    assert rc == 2 and "unknown param 'k1x'" in capsys.readouterr().err
+
+
+def test_one_store_option_on_every_command_with_hidden_aliases(capsys):
+    """--tracking-root everywhere a command touches MLflow; --root and --mlflow-root still parse, unlisted."""
+    from lab.cli import build_parser, main
+
+    parser = build_parser()
+    for argv in (["run", "--dataset", "d", "--strategy", "bm25"], ["sweep", "s.yaml"], ["compare"], ["ui"],
+                 ["report"], ["demo"], ["testset", "generate", "--dataset", "d", "--out", "o"],
+                 ["answers", "--dataset", "d", "--strategy", "bm25"], ["robustness", "--dataset", "d"],
+                 ["train-embedder", "--dataset", "d"], ["train-reranker", "--dataset", "d"]):
+        assert parser.parse_args(argv + ["--tracking-root", "T"]).tracking_root == "T", argv
+        assert parser.parse_args(argv + ["--root", "R"]).tracking_root == "R", argv
+        assert parser.parse_args(argv + ["--mlflow-root", "M"]).tracking_root == "M", argv
+        assert parser.parse_args(argv).tracking_root == "mlruns", argv
+        with pytest.raises(SystemExit):
+            main([*argv[:1], "--help"] if argv[0] != "testset" else ["testset", "generate", "--help"])
+        out = capsys.readouterr().out
+        assert "--tracking-root" in out and "--mlflow-root" not in out and "--root " not in out, argv
+
+
+def test_unknown_split_is_one_line_on_every_command(tmp_path, capsys):
+    """Dataset.split raises UnknownSplitError (a ConfigError and a KeyError): no KeyError traceback anywhere."""
+    for argv in (["run", "--dataset", ORDQA, "--strategy", "bm25", "--split", "nosuch"],
+                 ["testset", "export-annotation", "--dataset", ORDQA, "--out", str(tmp_path / "p.csv"), "--split",
+                  "nosuch"]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("error: ") and "Traceback" not in err, err
+        assert "no qrels for split 'nosuch'; available: ['test'] (--split)" in err, err

@@ -148,7 +148,7 @@ def test_faiss_and_torch_threads_set_together_and_restored(flat):
 
 
 def test_errors_are_clear(ctx, embedder):
-    with pytest.raises(ConfigError, match="index must be one of"):
+    with pytest.raises(ConfigError, match="index='ivf' is not valid; index takes one of 'flat', 'hnsw'"):
         build("dense", {"index": "ivf"}, ctx)
     with pytest.raises(ConfigError, match="index\\(\\) first|before index"):
         build("dense", {"embedder": embedder}, ctx).search_one("x", 3)

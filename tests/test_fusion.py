@@ -185,7 +185,7 @@ def test_hybrid_weighted_fusion_and_param_checks(scifact_small, tmp_path):
         _same_ranking(run.ranked(q), expected.ranked(q))
     assert hybrid.describe()["norm"] == "zscore" and hybrid.describe()["weights"] == [0.8, 0.2]
 
-    with pytest.raises(ConfigError, match="unknown params"):
+    with pytest.raises(ConfigError, match="unknown param .bm52.; hybrid accepts"):
         build("hybrid", {"retrievers": ["bm25", "bm25"], "bm52": {"k1": 1}}, ctx)
     with pytest.raises(ConfigError, match="at least two"):
         build("hybrid", {"retrievers": ["bm25"]}, ctx)

@@ -71,7 +71,7 @@ def test_mean_vector_is_normalised_equal_weight_mean():
 
 
 def test_bad_params_fail_at_build(ctx, embedder):
-    with pytest.raises(ConfigError, match="positive integer"):
+    with pytest.raises(ConfigError, match="n=0 is not valid; n takes an integer >= 1"):
         build("hyde", {"n": 0, "embedder": embedder}, ctx)
     with pytest.raises(ConfigError, match="identical passages"):
         build("hyde", {"n": 2, "temperature": 0, "embedder": embedder}, ctx)

@@ -67,7 +67,8 @@ def test_rerun_from_cache_never_loads_the_model(smol):
     assert rerun._server is None  # answered without loading the GGUF
     assert rerun.usage() == {"calls": 1, "cache_hits": 1, "generated": 0, "prompt_tokens": 0,
                              "completion_tokens": 0, "retries": 0, "errors": 0, "seconds": 0.0,
-                             "load_seconds": 0.0, "cold_seconds": pytest.approx(first.gen_seconds)}
+                             "load_seconds": 0.0, "cold_seconds": pytest.approx(first.gen_seconds),
+                             "retry_wait_seconds": 0.0}
     assert first.gen_seconds > 0 and again.gen_seconds == pytest.approx(first.gen_seconds)
 
 

@@ -15,6 +15,7 @@ import random
 import socket
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -210,6 +211,47 @@ def test_flaky_5xx_recovers(faults):
     c = llm.complete("hello there")
     assert c.text == "echo: hello there" and faults.hits["flaky500-a"] == 3
     assert llm.usage()["retries"] == 2 and llm.usage()["generated"] == 1 and llm.usage()["errors"] == 0
+
+
+def test_retry_waits_are_counted_apart_from_generation_time(faults):
+    """Issue 15, case 8: backoff sleeps are counted (retry_wait_seconds) and left out of seconds / gen_seconds."""
+    llm = OpenAILLM("m", faults.url("flaky500-wait"), max_retries=3, cache_dir=None, backoff_s=0.3, max_backoff_s=0.3,
+                    progress=False)
+    c = llm.complete("hello there")
+    u = llm.usage()
+    assert u["retries"] == 2 and u["errors"] == 0 and 0.3 <= u["retry_wait_seconds"] <= 0.9  # jitter 0.5-1.5
+    assert c.seconds >= u["retry_wait_seconds"]  # the caller's wall time includes the sleeps ...
+    assert c.gen_seconds < u["retry_wait_seconds"] and u["seconds"] == pytest.approx(c.gen_seconds)  # ... these not
+
+
+def test_query_time_llm_faults_reach_json_mlflow_and_leaderboard(faults, tmp_path, capsys, pytestconfig):
+    """multi_query against an endpoint that fails twice then answers: --json, MLflow and `lab compare` carry the
+    retries / errors / retry waits of the query phase, and latency excludes the waits."""
+    from conftest import blank_store
+
+    from lab.cli import main
+    from lab.compare import format_leaderboard, leaderboard
+    from lab.tracking import client
+
+    root = blank_store(tmp_path, pytestconfig)
+    llm = (f"{{backend: openai, base_url: '{faults.url('flaky500-mq')}', model: m, max_retries: 3, backoff_s: 0.4, "
+           "max_backoff_s: 0.4}")
+    data = str(Path(__file__).resolve().parents[1] / "data" / "ord-qa")
+    rc = main(["run", "--dataset", data, "--strategy", "multi_query", "--set", f"llm={llm}", "--set", "base=bm25",
+               "--max-queries", "3", "--json", "--no-progress", "--experiment", "faults", "--tracking-root", str(root),
+               "--cache-dir", str(tmp_path / "cache")])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and faults.hits["flaky500-mq"] == 5  # 3 queries, the first 2 requests failed
+    assert out["llm_query_retries"] == 2 and out["llm_query_errors"] == 0 and out["llm_index_retries"] == 0
+    wait = out["llm_query_retry_wait_seconds"]
+    assert 0.4 <= wait <= 1.2
+    assert out["latency_p99_ms"] < 1000 * wait  # no query's latency holds a backoff sleep
+    assert "excluded" in out["_meta"]["retriever"]["latency"]
+    run = client(root).get_run(out["_meta"]["mlflow_run_id"])
+    assert run.data.metrics["llm_query_retries"] == 2 and run.data.metrics["llm_query_retry_wait_seconds"] == wait
+    df = leaderboard("faults", root=root, n_resamples=100)
+    assert df["llm_query_retries"].tolist() == [2.0] and df["llm_query_errors"].tolist() == [0.0]
+    assert "LLM query retry/err/wait s" in format_leaderboard(df) and f"2 / 0 / {wait:.1f}" in format_leaderboard(df)
 
 
 def test_429_waits_for_retry_after(faults):

@@ -133,7 +133,7 @@ def test_question_pseudo_documents_lift_their_chunk_with_a_real_base():
 
 def test_bad_params(tmp_path):
     ctx = Context(cache_dir=tmp_path, progress=False)
-    with pytest.raises(ConfigError, match="generate must be one of"):
+    with pytest.raises(ConfigError, match="generate='answers' is not valid; generate takes one of"):
         build("qna", {"generate": "answers"}, ctx)
     with pytest.raises(ConfigError, match="n_questions"):
         build("qna", {"n_questions": 0}, ctx)

@@ -210,7 +210,7 @@ def test_leaf_scores_exact_ranks():
 # ------------------------------------------------------------------------------------------------ end to end
 def test_bad_params(tmp_path):
     ctx = Context(cache_dir=tmp_path, progress=False)
-    with pytest.raises(ConfigError, match="clustering must be one of"):
+    with pytest.raises(ConfigError, match="clustering='umap' is not valid; clustering takes one of 'gmm', 'kmeans'"):
         build("raptor", {"clustering": "umap"}, ctx)
     with pytest.raises(ConfigError, match="decay"):
         build("raptor", {"decay": 1.5}, ctx)

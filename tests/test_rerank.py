@@ -158,7 +158,7 @@ def test_bad_params_are_config_errors(tmp_path):
         build("rerank", {"first_stage": "rerank"}, ctx_for(tmp_path))
     with pytest.raises(ConfigError, match="unknown strategy"):
         build("rerank", {"first_stage": "nope"}, ctx_for(tmp_path))
-    with pytest.raises(ConfigError, match="fixed to 'hybrid'"):
+    with pytest.raises(ConfigError, match="first_stage='bm25' is not valid; first_stage takes one of 'hybrid'"):
         build("hybrid_rerank", {"first_stage": "bm25"}, ctx_for(tmp_path))
 
 

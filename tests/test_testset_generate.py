@@ -145,3 +145,37 @@ def test_committed_ord_qa_generated_set():
     gate = prov["gate_report"]
     assert gate["candidates"] == sum(gate["dropped_at"].values()) + gate["accepted"]
     assert (GENERATED / "SOURCE.md").is_file()
+
+
+def test_generation_stops_after_n_consecutive_endpoint_failures_and_keeps_what_was_done(tmp_path, always_500):
+    """Issue 15, case 9: an endpoint that always fails stops the run after max_consecutive_failures calls (each
+    after its retries) with one clear error; the gate report, candidates and provenance are written."""
+    import time
+
+    from lab.models.breaker import EndpointDown
+
+    server = always_500
+    spec = {"backend": "openai", "base_url": server.url, "model": "m", "max_retries": 2, "backoff_s": 0.01,
+            "max_backoff_s": 0.02, "concurrency": 2}
+    cfg = GenerationConfig(n=100, min_passage_words=5, max_consecutive_failures=3)
+    t0 = time.perf_counter()
+    with pytest.raises(EndpointDown) as exc:
+        generate_testset(_mini_dataset(tmp_path), tmp_path / "gen", llm=spec, config=cfg,
+                         cache_dir=tmp_path / "cache", progress=False, tracking_root=None)
+    seconds = time.perf_counter() - t0
+    message = str(exc.value)
+    assert "\n" not in message and message.startswith("test set generation stopped after 3 consecutive failed LLM")
+    assert "--max-consecutive-failures 3" in message and "HTTP 500" in message and "model crashed" in message
+    assert f"written to {tmp_path / 'gen'}" in message and "0 accepted questions" in message
+    # 3 calls x 3 attempts each, plus at most the one other call in flight (concurrency 2): not ~600 requests
+    assert 9 <= server.requests <= 12, server.requests
+    prov = json.loads((tmp_path / "gen" / "provenance.json").read_text())
+    assert prov["llm_usage"]["errors"] >= 3 and prov["llm_usage"]["retries"] >= 6
+    assert "stopped after 3 consecutive" in json.loads((tmp_path / "gen" / "gate_report.json").read_text())[
+        "extra"]["stopped"]
+    assert seconds < 60
+
+
+def test_max_consecutive_failures_is_checked():
+    with pytest.raises(ConfigError, match="max_consecutive_failures=0: expected an integer >= 1"):
+        GenerationConfig(max_consecutive_failures=0)

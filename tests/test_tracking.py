@@ -178,3 +178,91 @@ def test_ui_serves_the_store(store):
     finally:
         os.killpg(proc.pid, 15)
         proc.wait(timeout=60)
+
+
+# ----------------------------------------------------------------------- issue 15: concurrent stores, no loss
+CONCURRENT = r"""
+import sys, time
+from lab.experiment import run_experiment
+from lab.retrievers.base import Context
+from lab.tracking import log_result, client
+res = run_experiment(sys.argv[1], "bm25", k=10, max_queries=5, ctx=Context(progress=False))
+start = float(sys.argv[3])
+while time.time() < start:  # every process opens the new store at the same moment
+    time.sleep(0.005)
+run_id = log_result(res, experiment="concurrent", root=sys.argv[2], ci=False)
+print(run_id)
+"""
+
+
+def test_processes_starting_on_a_new_store_at_once_all_log(tmp_path):
+    """Real processes, a fresh store (no tables yet): each computes a BM25 result, then all create the store and
+    log at the same instant. Without the lock around creating / migrating the store, some crash with "table ...
+    already exists" / "duplicate column name" and their results are lost."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    root = tmp_path / "mlruns"
+    script = tmp_path / "log_one.py"
+    script.write_text(CONCURRENT)
+    start = time.time() + 12  # room for 4 interpreters to import lab and run BM25 on 2 shared cores
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    procs = [subprocess.Popen([sys.executable, str(script), str(Path(__file__).resolve().parents[1] / "data" / "ord-qa"),
+                               str(root), str(start)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=env) for _ in range(4)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [err[-800:] for _, err in outs]
+    run_ids = {out.strip() for out, _ in outs}
+    cl = client(root)
+    exp = cl.get_experiment_by_name("concurrent")
+    runs = cl.search_runs([exp.experiment_id])
+    assert len(run_ids) == 4 and {r.info.run_id for r in runs} == run_ids
+    assert all(r.info.status == "FINISHED" and r.data.metrics["ndcg_at_10"] > 0 for r in runs)
+
+
+def _repo_here(folder: Path, monkeypatch) -> None:
+    """Point the repo root (where results/unlogged/ goes) at a tmp folder laid out like the repo."""
+    (folder / "lab").mkdir(exist_ok=True)
+    (folder / "pyproject.toml").write_text("")
+    monkeypatch.setenv("LAB_REPO_ROOT", str(folder))
+
+
+def test_a_result_is_never_lost_to_a_logging_error(tmp_path, result, monkeypatch):
+    """A store that cannot be written (here: a database file that is not a database): log_result saves the result
+    to results/unlogged/ and raises TrackingError naming the folder; `lab run` prints the result and exits 1."""
+    import json
+
+    from lab.errors import TrackingError
+
+    _repo_here(tmp_path, monkeypatch)
+    root = tmp_path / "broken"
+    root.mkdir()
+    (root / "mlflow.db").write_bytes(b"this is not a sqlite database" * 100)
+    with pytest.raises(TrackingError) as exc:
+        log_result(result, experiment="e", root=root, ci=False)
+    message = str(exc.value)
+    assert "logging to MLflow" in message and "the result was saved to" in message and "\n" not in message
+    folder = Path(message.split("the result was saved to ")[1].split(" (")[0])
+    assert folder.is_dir() and folder.is_relative_to(tmp_path / "results" / "unlogged")
+    saved = json.loads((folder / "result.json").read_text())
+    assert saved["summary"]["ndcg@10"] == pytest.approx(float(result.evaluation.means["ndcg@10"]))
+    assert (folder / "per_query.parquet").is_file() and (folder / "run.trec").is_file()
+
+
+def test_lab_run_prints_the_result_and_says_where_it_went_when_logging_fails(tmp_path, capsys, monkeypatch):
+    import json
+
+    from lab.cli import main
+
+    _repo_here(tmp_path, monkeypatch)
+    root = tmp_path / "broken"
+    root.mkdir()
+    (root / "mlflow.db").write_bytes(b"not a database" * 100)
+    data = Path(__file__).resolve().parents[1] / "data" / "ord-qa"
+    rc = main(["run", "--dataset", str(data), "--strategy", "bm25", "--max-queries", "5", "--json", "--no-progress",
+               "--experiment", "e", "--tracking-root", str(root)])
+    out, err = capsys.readouterr()
+    assert rc == 1 and json.loads(out)["ndcg@10"] >= 0
+    assert err.count("\n") == 1 and err.startswith("error: logging to MLflow") and "results/unlogged" in err

@@ -355,7 +355,7 @@ def test_cli_train_reranker_flags(tmp_path, capsys):
     args = build_parser().parse_args(["train-reranker", "--dataset", "d", "--loss", "pairwise", "--in-batch-negatives",
                                       "--patience", "0", "--extra-dataset", "g:test", "--doc-overlap", "drop"])
     assert (args.loss, args.in_batch_negatives, args.patience, args.doc_overlap) == ("pairwise", -1, 0, "drop")
-    assert args.extra_dataset == ["g:test"] and args.eval_dataset is None and args.mlflow_root == "mlruns"
+    assert args.extra_dataset == ["g:test"] and args.eval_dataset is None and args.tracking_root == "mlruns"
     assert build_parser().parse_args(["train-reranker", "--dataset", "d", "--in-batch-negatives", "2"]
                                      ).in_batch_negatives == 2
     real = write_tiny_dataset(tmp_path / "real", n_train=4, n_other=5)

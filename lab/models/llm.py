@@ -27,8 +27,12 @@ Accounting per LLM object, thread-safe: ``calls`` (answers returned), ``cache_hi
 cost a request or a local generation), ``prompt_tokens`` / ``completion_tokens`` (of generated answers only:
 what was paid), ``seconds`` (wall time of generated answers, summed over calls, so concurrent calls add up),
 ``cold_seconds`` (what every returned answer took when it was generated, cache hits included: the cost of a
-cold run, so a cached rerun still reports it), ``load_seconds`` (loading a local model), ``retries``, ``errors``.
-``Completion.seconds`` is the wall time of that one call (near 0 when cached).
+cold run, so a cached rerun still reports it), ``load_seconds`` (loading a local model), ``retries`` (attempts made
+again after a 429, 5xx, timeout, dropped connection or malformed answer), ``errors`` (calls that failed for good)
+and ``retry_wait_seconds`` (backoff sleeps before retries, summed). ``seconds``, ``cold_seconds`` and
+``Completion.gen_seconds`` exclude those sleeps (the failed attempts' own request time stays in), so latencies built
+from them are generation time, and waits are reported apart. ``Completion.seconds`` is the wall time of that one
+call, sleeps included (near 0 when cached).
 
 Secrets: an API key is read from a parameter or an environment variable and kept in a private attribute; it never
 enters ``identity``, ``describe()``, ``usage()``, ``repr``, log lines or error messages (server bodies quoted in
@@ -267,6 +271,10 @@ def smollm2_path() -> Path:
 
 
 # ------------------------------------------------------------------------------------------------ base class
+#: Backoff seconds slept by the call running on this thread (see :meth:`_BaseLLM.chat`).
+_WAITS = threading.local()
+
+
 class _BaseLLM:
     """Shared machinery: defaults, cache, accounting, concurrency limit, ``map``. Subclasses set ``identity``,
     ``endpoint`` and implement ``_generate(messages, params) -> (text, prompt_tokens, completion_tokens,
@@ -293,6 +301,7 @@ class _BaseLLM:
         self._acct = dict.fromkeys(("calls", "cache_hits", "generated", "prompt_tokens", "completion_tokens",
                                     "retries", "errors"), 0)
         self._acct["seconds"] = self._acct["load_seconds"] = self._acct["cold_seconds"] = 0.0
+        self._acct["retry_wait_seconds"] = 0.0
 
     # --------------------------------------------------------------------------------------- interface
     def complete(self, prompt: str, system: str | None = None, **gen) -> Completion:
@@ -316,11 +325,12 @@ class _BaseLLM:
             try:
                 self._prepare()
                 t1 = time.perf_counter()
+                _WAITS.seconds = 0.0
                 text, p_tok, c_tok, finish = self._generate(msgs, params)
             except BaseException:
                 self._count(errors=1)
                 raise
-            gen_s = time.perf_counter() - t1
+            gen_s = max(0.0, time.perf_counter() - t1 - _WAITS.seconds)  # backoff sleeps are not generation
         if key is not None:
             self.cache.put_json(key, {"text": text, "prompt_tokens": p_tok, "completion_tokens": c_tok,
                                       "finish_reason": finish, "seconds": gen_s})
@@ -562,7 +572,8 @@ class OpenAILLM(_BaseLLM):
                     wait_s = backoff_delay(attempts - 1, self.backoff_s, self.max_backoff_s, self._rng)
             status_txt = f"HTTP {status}" if isinstance(status, int) else status
             log.warning("%s: %s; retry %d/%d in %.2f s", self.endpoint, status_txt, attempts, self.max_retries, wait_s)
-            self._count(retries=1)
+            self._count(retries=1, retry_wait_seconds=wait_s)
+            _WAITS.seconds = getattr(_WAITS, "seconds", 0.0) + wait_s
             time.sleep(wait_s)
 
     def __getstate__(self):

@@ -38,6 +38,7 @@ import numpy as np
 from lab.data.types import Corpus, Queries, Run
 from lab.errors import ConfigError
 from lab.retrievers.base import BaseRetriever, Context, register
+from lab.retrievers.params import at_least, between, one_of
 from lab.text import Tokenizer
 
 VARIANTS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
@@ -177,7 +178,8 @@ class _RankBm25Backend(_Backend):
         return cand, scores[cand] * self.scale
 
 
-@register("bm25")
+@register("bm25", rules={"backend": one_of(*BACKENDS), "k1": at_least(0), "b": between(0, 1),
+                         "variant": one_of(*VARIANTS), "delta": at_least(0)})
 class BM25Retriever(BaseRetriever):
     """BM25 over ``title + " " + text``; see the module docstring for variants and backends.
 

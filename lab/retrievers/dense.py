@@ -23,6 +23,7 @@ from lab.cache import Cache, EmbeddingCache
 from lab.data.types import Corpus, Queries, Run
 from lab.errors import ConfigError
 from lab.retrievers.base import BaseRetriever, Context, register
+from lab.retrievers.params import COUNT, one_of
 
 INDEX_TYPES = ("flat", "hnsw")
 
@@ -79,7 +80,8 @@ def build_index(vectors: np.ndarray, index: str = "flat", M: int = 32, ef_constr
     return idx
 
 
-@register("dense")
+@register("dense", rules={"batch_size": COUNT, "max_seq_length": COUNT, "index": one_of(*INDEX_TYPES), "M": COUNT,
+                          "ef_search": COUNT, "ef_construction": COUNT, "num_threads": COUNT})
 class DenseRetriever(BaseRetriever):
     """Bi-encoder + faiss. Params: model, batch_size, max_seq_length, query_prefix, passage_prefix,
     index ("flat" | "hnsw"), M, ef_search, ef_construction, num_threads (torch threads for encoding).

@@ -22,7 +22,7 @@ from lab.errors import ConfigError
 from lab.retrievers.base import BaseRetriever, Context, build, register
 
 
-@register("dense_ft")
+@register("dense_ft", extra="dense")
 class FineTunedDense(BaseRetriever):
     name = "dense_ft"
 

@@ -17,6 +17,7 @@ from typing import Sequence
 from lab.data.types import Corpus, Queries, Run
 from lab.errors import ConfigError
 from lab.retrievers.base import BaseRetriever, Context, build, register
+from lab.retrievers.params import COUNT, at_least, one_of
 
 FUSIONS = ("rrf", "weighted")
 NORMS = ("minmax", "zscore", "none")
@@ -122,7 +123,45 @@ def fuse(runs: Sequence[Run], fusion: str = "rrf", rrf_k: int = 60, weights: Seq
     raise ConfigError(f"unknown fusion {fusion!r}; choose one of {', '.join(FUSIONS)}")
 
 
-@register("hybrid")
+def part_problems(extra: dict, params: dict, where: str) -> list[str]:
+    """Problems of hybrid's part params (keys outside its own params): each key must name a part (its strategy or
+    label) and hold a mapping of that strategy's params, checked like any strategy's (see lab.retrievers.params)."""
+    from lab.retrievers.base import param_problems
+
+    retrievers = params.get("retrievers", ("bm25", "dense"))
+    if not isinstance(retrievers, (list, tuple)):
+        return []  # the type check of `retrievers` reports it
+    parts: dict[str, str] = {}
+    problems = []
+    for entry in retrievers:
+        if isinstance(entry, str):
+            parts.setdefault(entry, entry)
+        elif isinstance(entry, dict) and isinstance(entry.get("strategy"), str):
+            parts.setdefault(entry["strategy"], entry["strategy"])
+            parts.setdefault(str(entry.get("label", entry["strategy"])), entry["strategy"])
+            own = {k: v for k, v in entry.items() if k not in ("strategy", "label")}
+            problems += param_problems(entry["strategy"], own, f"{where}: retrievers entry {entry['strategy']}")
+        else:
+            problems.append(f"{where}: a retrievers entry is a strategy name or a mapping with 'strategy', got "
+                            f"{entry!r}")
+    for name, strategy in parts.items():
+        if name == strategy:
+            problems += [p for p in param_problems(strategy, {}, where) if "unknown strategy" in p]
+    for key, value in extra.items():
+        if key not in parts:
+            problems.append(f"{where}: unknown param {key!r}; hybrid accepts retrievers, fusion, rrf_k, weights, norm, "
+                            f"depth, and a mapping of params per part ({', '.join(sorted(parts))}), e.g. "
+                            f"bm25={{k1: 0.9}}")
+        elif not isinstance(value, dict):
+            problems.append(f"{where}: param {key}={value!r} is not valid; a part's params are a mapping, e.g. "
+                            f"{key}={{...}}")
+        else:
+            problems += param_problems(parts[key], value, f"{where}: {key}")
+    return problems
+
+
+@register("hybrid", rules={"fusion": one_of(*FUSIONS), "rrf_k": at_least(0), "norm": one_of(*NORMS),
+                           "depth": COUNT}, extra=part_problems)
 class HybridRetriever(BaseRetriever):
     """Several retrievers, each built through the registry, fused per query.
 

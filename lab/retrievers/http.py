@@ -70,6 +70,7 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 from lab.data.types import Corpus, Queries, Run
 from lab.errors import ConfigError, LabError
 from lab.retrievers.base import Context, register
+from lab.retrievers.params import COUNT, above, at_least, between, one_of
 
 ID_FIELDS = ("id", "doc_id", "docid", "_id", "document_id", "corpus_id", "pid")
 SCORE_FIELDS = ("score", "_score", "relevance_score", "similarity", "rerank_score")
@@ -318,7 +319,9 @@ class QueryOutcome:
         return not self.error
 
 
-@register("http")
+@register("http", rules={"method": one_of("GET", "POST"), "map_unknown": one_of("none", "text"), "concurrency": COUNT,
+                         "timeout": above(0), "retries": at_least(0), "backoff": at_least(0), "max_backoff": at_least(0),
+                         "max_retry_after": at_least(0), "max_error_rate": between(0, 1)})
 class HttpRetriever:
     """A retrieval service behind an HTTP endpoint (see the module docstring for every param)."""
 

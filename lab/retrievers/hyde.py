@@ -36,6 +36,7 @@ from lab.data.types import Corpus, Queries, Run
 from lab.errors import ConfigError
 from lab.retrievers._llm import llm_describe, llm_for
 from lab.retrievers.base import BaseRetriever, Context, build, llm_usage, register
+from lab.retrievers.params import COUNT, at_least
 from lab.retrievers.rewrite import generation_seconds, has_words, prompt_template
 
 HYDE_PROMPT = "Please write a passage to answer the question.\nQuestion: {query}\nPassage:"
@@ -43,7 +44,8 @@ PROMPT_VERSION = "hyde-1"
 DEFAULT_SAMPLING_TEMPERATURE = 0.7  # n > 1 without a temperature: passages must differ
 
 LATENCY_NOTE = ("latency includes LLM generation: per query, the generation seconds of its hypothetical passages "
-                "(Completion.gen_seconds, also on cache hits) + encoding + dense search")
+                "(Completion.gen_seconds, also on cache hits) + encoding + dense search; backoff sleeps before LLM retries "
+                "are excluded and reported apart (llm_query_retry_wait_seconds)")
 
 _PASSAGE_LABEL_RE = re.compile(r"^\s*\**\s*(?:hypothetical\s+)?(?:passage|answer|document)\s*\**\s*[:：]\s*\**\s*",
                                re.IGNORECASE)
@@ -63,7 +65,7 @@ def mean_vector(vectors: np.ndarray) -> np.ndarray:
     return v / norm if norm > 0 else v
 
 
-@register("hyde")
+@register("hyde", rules={"n": COUNT, "max_tokens": COUNT, "temperature": at_least(0)}, extra="dense")
 class HydeRetriever(BaseRetriever):
     """Hypothetical passages from an LLM, embedded and averaged, search the dense index (module docstring)."""
 

@@ -60,6 +60,7 @@ import numpy as np
 from lab.data.types import Corpus, Queries, Run
 from lab.errors import ConfigError
 from lab.retrievers.base import BaseRetriever, Context, build, llm_usage, register
+from lab.retrievers.params import COUNT, above, at_least, between, one_of
 
 EXPANSIONS = ("ppr", "hops")
 LINKS = ("exact", "fuzzy")
@@ -199,7 +200,11 @@ def trigrams(key: str) -> set[str]:
 
 
 # --------------------------------------------------------------------------------------------- strategy
-@register("kg")
+@register("kg", rules={"extractor": one_of("auto", "phrases", "jieba", "llm"), "expand": one_of(*EXPANSIONS),
+                       "alpha": between(0, 1), "tol": above(0), "max_iter": COUNT, "hops": COUNT, "max_df": above(0),
+                       "min_df": COUNT, "min_cooccurrence": COUNT, "cooccurrence_weight": at_least(0),
+                       "link": one_of(*LINKS), "fuzzy_threshold": between(0, 1), "entity_weight": one_of(*ENTITY_WEIGHTS),
+                       "rrf_k": at_least(0), "depth": COUNT}, nested={"base_params": "base"})
 class KGRetriever(BaseRetriever):
     """Entity-chunk graph + base retriever, fused per query; see the module docstring for params."""
 

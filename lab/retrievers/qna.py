@@ -42,6 +42,7 @@ from lab.data.types import Corpus, Document, Queries, Run
 from lab.errors import ConfigError
 from lab.retrievers._llm import llm_describe, llm_for
 from lab.retrievers.base import BaseRetriever, Context, build, llm_usage, register
+from lab.retrievers.params import COUNT, one_of
 
 #: bump when a prompt or the parsing of its output changes (logged in describe()).
 PROMPT_VERSION = 1
@@ -268,7 +269,9 @@ def max_by_chunk(hits: Iterable[tuple[str, float]], owner: Mapping[str, str], k:
 
 
 # ------------------------------------------------------------------------------------------------ strategy
-@register("qna")
+@register("qna", rules={"generate": one_of(*GENERATE), "n_questions": COUNT, "n_ctx": COUNT,
+                        "question_max_tokens": COUNT, "summary_max_tokens": COUNT, "depth": COUNT, "concurrency": COUNT},
+          nested={"base_params": "base"})
 class QnARetriever(BaseRetriever):
     """QnA-summary retrieval; see the module docstring for params and conventions."""
 

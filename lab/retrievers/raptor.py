@@ -55,6 +55,7 @@ from lab.data.types import Corpus, Document, Queries, Run
 from lab.errors import ConfigError
 from lab.retrievers._llm import llm_describe, llm_for
 from lab.retrievers.base import BaseRetriever, Context, build, llm_usage, register
+from lab.retrievers.params import COUNT, between, one_of
 from lab.retrievers.bm25 import top_k
 from lab.retrievers.qna import CHARS_PER_TOKEN, DEFAULT_N_CTX, LOCAL_SUMMARY_GEN, map_fitted, parse_summary, text_budget
 
@@ -349,7 +350,10 @@ def leaf_scores(own: np.ndarray, node_scores: np.ndarray, ancestors: np.ndarray,
 
 
 # ------------------------------------------------------------------------------------------------ strategy
-@register("raptor")
+@register("raptor", rules={"clustering": one_of(*CLUSTERINGS), "cluster_size": COUNT, "max_cluster_size": COUNT,
+                           "max_clusters": COUNT, "reduce_dim": COUNT, "root_size": COUNT, "max_levels": COUNT,
+                           "decay": between(0, 1), "depth": COUNT, "n_ctx": COUNT, "summary_max_tokens": COUNT,
+                           "concurrency": COUNT}, nested={"dense_params": "dense"})
 class RaptorRetriever(BaseRetriever):
     """RAPTOR over the chunks; see the module docstring. Params: clustering, cluster_size, max_cluster_size,
     max_clusters, reduce_dim, root_size, max_levels, decay, depth, llm, n_ctx, summary_max_tokens, summary_gen,

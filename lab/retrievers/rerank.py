@@ -39,6 +39,7 @@ import numpy as np
 from lab.data.types import Corpus, Queries, Run
 from lab.errors import ConfigError
 from lab.retrievers.base import BaseRetriever, Context, build, register
+from lab.retrievers.params import COUNT, between, one_of
 
 RERANKERS = ("cross-encoder", "biencoder")
 _ALIASES = {"crossencoder": "cross-encoder", "cross_encoder": "cross-encoder", "ce": "cross-encoder",
@@ -246,12 +247,18 @@ def _normalise(m: np.ndarray) -> np.ndarray:
     return m / np.where(n == 0, 1.0, n)
 
 
-@register("rerank")
+_RULES = {"top_n": COUNT, "alpha": between(0, 1), "max_length": COUNT, "batch_size": COUNT}
+
+
+@register("rerank", params_from=RerankRetriever, exclude=("name",), rules=_RULES,
+          nested={"first_stage_params": "first_stage"})
 def _rerank(ctx: Context, **params) -> RerankRetriever:
     return RerankRetriever(ctx, **params)
 
 
-@register("hybrid_rerank")
+@register("hybrid_rerank", params_from=RerankRetriever, exclude=("name",),
+          rules={**_RULES, "first_stage": one_of("hybrid")}, nested={"first_stage_params": "hybrid"},
+          defaults={"first_stage": "hybrid"})
 def _hybrid_rerank(ctx: Context, **params) -> RerankRetriever:
     """``rerank`` over the ``hybrid`` first stage; any rerank param applies (first_stage_params too)."""
     if params.get("first_stage", "hybrid") != "hybrid":

@@ -43,6 +43,7 @@ from lab.data.types import Corpus, Queries, Run
 from lab.errors import ConfigError
 from lab.retrievers._llm import llm_describe, llm_for
 from lab.retrievers.base import BaseRetriever, Context, build, llm_usage, register
+from lab.retrievers.params import COUNT, at_least
 from lab.retrievers.fusion import rrf
 
 MULTI_QUERY_PROMPT = (
@@ -58,7 +59,8 @@ STEP_BACK_PROMPT = (
 STEP_BACK_PROMPT_VERSION = "step_back-1"
 
 LATENCY_NOTE = ("latency includes LLM generation: per query, the generation seconds of its LLM answers "
-                "(Completion.gen_seconds, also on cache hits) + the base retrieval of each text + fusion")
+                "(Completion.gen_seconds, also on cache hits) + the base retrieval of each text + fusion; backoff sleeps before LLM retries "
+                "are excluded and reported apart (llm_query_retry_wait_seconds)")
 
 ECHO_JACCARD = 0.9  # word-set Jaccard at or above which two texts count as the same query
 MIN_LETTERS = 3  # an item needs at least this many letters to be a query
@@ -320,7 +322,11 @@ class RewriteRetriever(BaseRetriever):
         return out
 
 
-@register("multi_query")
+_SHARED_RULES = {"depth": COUNT, "rrf_k": at_least(0), "max_tokens": COUNT, "temperature": at_least(0)}
+
+
+@register("multi_query", also=(RewriteRetriever,), exclude=("template",), nested={"base_params": "base"},
+          rules={**_SHARED_RULES, "n": COUNT, "original_weight": at_least(0)})
 class MultiQueryRetriever(RewriteRetriever):
     """``n`` LLM rewrites in one call + the original, each retrieved by ``base``, fused by RRF (module docstring).
     Params: n (3), original_weight (1.0), max_tokens (default 32 per rewrite), and the shared ones."""
@@ -351,7 +357,8 @@ class MultiQueryRetriever(RewriteRetriever):
         return {**super().describe(), "n": self.n, "original_weight": self.original_weight}
 
 
-@register("step_back")
+@register("step_back", also=(RewriteRetriever,), exclude=("template",), nested={"base_params": "base"},
+          rules=_SHARED_RULES)
 class StepBackRetriever(RewriteRetriever):
     """One step-back question from the LLM + the original, each retrieved by ``base``, fused by RRF with
     ``weights`` ([original, step-back], default [1, 1]). Params: weights, max_tokens (48), and the shared ones."""

@@ -110,6 +110,7 @@ class GenerationConfig:
     extra_candidates: int = 5
     extra_grade: int = 1
     gates: GateConfig = field(default_factory=GateConfig)
+    max_consecutive_failures: int = 3  # LLM calls failed in a row (after their retries) that stop the run
 
     def __post_init__(self):
         if self.n < 1:
@@ -122,6 +123,9 @@ class GenerationConfig:
             raise ConfigError(f"grades must lie in 0..3, got grade={self.grade}, extra_grade={self.extra_grade}")
         if self.rounds < 1 or self.retries < 0 or self.batch_size < 1:
             raise ConfigError("rounds and batch_size must be >= 1, retries >= 0")
+        if isinstance(self.max_consecutive_failures, bool) or not isinstance(self.max_consecutive_failures, int) \
+                or self.max_consecutive_failures < 1:
+            raise ConfigError(f"max_consecutive_failures={self.max_consecutive_failures!r}: expected an integer >= 1")
 
     @property
     def attempts_cap(self) -> int:
@@ -352,25 +356,40 @@ class _Models:
         return self.vectors.encode(self.embedder, texts, kind=kind)
 
 
-def _safe_map(llm, prompts: list[str], **gen) -> list[tuple[str | None, str | None]]:
+def _safe_map(llm, prompts: list[str], breaker=None, **gen) -> list[tuple[str | None, str | None]]:
     """(text, None) or (None, error) per prompt, in order, on up to ``llm.concurrency`` threads: an LLMError or a
-    backend failure (llama.cpp refusing output that breaks the grammar) costs that candidate, not the run."""
+    backend failure (llama.cpp refusing output that breaks the grammar) costs that candidate, not the run. With a
+    :class:`lab.models.breaker.FailureBreaker`, LLMErrors (the endpoint failed, retries spent) are counted; once it
+    trips, prompts not yet sent are skipped and :class:`lab.models.breaker.EndpointDown` is raised."""
     from concurrent.futures import ThreadPoolExecutor
 
     from lab.models.llm import LLMError
 
     def one(prompt):
+        if breaker is not None and breaker.tripped:
+            breaker.skip()
+            return None, "skipped: the endpoint failed too many calls in a row"
         try:
-            return llm.complete(prompt, **gen).text, None
-        except (LLMError, RuntimeError) as e:
+            text = llm.complete(prompt, **gen).text
+        except LLMError as e:
+            if breaker is not None:
+                breaker.failure(f"{type(e).__name__}: {e}")
             return None, f"{type(e).__name__}: {e}"[:300]
+        except RuntimeError as e:
+            return None, f"{type(e).__name__}: {e}"[:300]
+        if breaker is not None:
+            breaker.success()
+        return text, None
 
     workers = max(1, min(int(getattr(llm, "concurrency", 1)), len(prompts)))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="testset-llm") as pool:
-        return list(pool.map(one, prompts))
+        out = list(pool.map(one, prompts))
+    if breaker is not None:
+        breaker.check()
+    return out
 
 
-def _generate_batch(llm, batch: list[Candidate], cfg: GenerationConfig, report: GateReport) -> None:
+def _generate_batch(llm, batch: list[Candidate], cfg: GenerationConfig, report: GateReport, breaker=None) -> None:
     """Fill ``text``/``qa`` of each candidate: generate, parse, retry unparseable or failed ones."""
     todo = batch
     for attempt in range(cfg.retries + 1):
@@ -380,7 +399,7 @@ def _generate_batch(llm, batch: list[Candidate], cfg: GenerationConfig, report: 
         for c in todo:
             groups.setdefault((c.round, c.language), []).append(c)
         for (r, lang), cands in groups.items():
-            outs = _safe_map(llm, [c.prompt for c in cands], **_gen_params(cfg, r, attempt, lang))
+            outs = _safe_map(llm, [c.prompt for c in cands], breaker, **_gen_params(cfg, r, attempt, lang))
             for c, (text, error) in zip(cands, outs):
                 c.tries = attempt + 1
                 c.text = text if text is not None else ""
@@ -393,14 +412,14 @@ def _generate_batch(llm, batch: list[Candidate], cfg: GenerationConfig, report: 
         todo = [c for c in todo if c.qa is None]
 
 
-def _judge(llm, pairs: list[tuple[str, str, str]], cfg: GenerationConfig) -> list[bool | None]:
+def _judge(llm, pairs: list[tuple[str, str, str]], cfg: GenerationConfig, breaker=None) -> list[bool | None]:
     """LLM judge over (passage, question, language) triples: can the passage answer the question?"""
     prompts = [JUDGE_PROMPTS["zh" if lang == "zh" else "en"].format(passage=p, question=q) for p, q, lang in pairs]
-    outs = _safe_map(llm, prompts, max_tokens=4, temperature=0.0, seed=cfg.seed)
+    outs = _safe_map(llm, prompts, breaker, max_tokens=4, temperature=0.0, seed=cfg.seed)
     return [parse_yes_no(text) if text is not None else None for text, _ in outs]
 
 
-def _check_batch(batch: list[Candidate], models: _Models, llm, cfg: GenerationConfig) -> None:
+def _check_batch(batch: list[Candidate], models: _Models, llm, cfg: GenerationConfig, breaker=None) -> None:
     """Gate results of each candidate except not_duplicate (which needs the accepted set, in order)."""
     g = cfg.gates
     valid = [c for c in batch if c.qa is not None]
@@ -421,7 +440,8 @@ def _check_batch(batch: list[Candidate], models: _Models, llm, cfg: GenerationCo
     if g.answerability == "llm":
         ask = [c for c in valid if all(c.results.get(k) for k in ("is_question", "length", "no_repetition",
                                                                    "low_overlap"))]
-        for c, verdict in zip(ask, _judge(llm, [(c.passage, c.qa["question"], c.language) for c in ask], cfg)):
+        for c, verdict in zip(ask, _judge(llm, [(c.passage, c.qa["question"], c.language) for c in ask], cfg,
+                                          breaker)):
             c.results["answerable"] = bool(verdict)
             c.measures["judge_unclear"] = float(verdict is None)
     for c, v in zip(valid, q):
@@ -440,6 +460,7 @@ def generate_testset(dataset, out: str | Path, *, llm=None, config: GenerationCo
     nothing is logged to MLflow. Returns the folder, the gate report, the provenance
     and the MLflow run id.
     """
+    from lab.models.breaker import EndpointDown, FailureBreaker
     from lab.models.llm import load_llm
     from lab.progress import progress as bar
     from lab.testset.io import load_units, now_utc, write_beir_set, write_jsonl, write_provenance
@@ -468,14 +489,21 @@ def generate_testset(dataset, out: str | Path, *, llm=None, config: GenerationCo
     pbar = bar(range(cap), desc=f"generate ({units.dataset.name})", total=cap, enabled=progress)
     tick = getattr(pbar, "update", None)
     done = False
+    breaker = FailureBreaker(cfg.max_consecutive_failures, "test set generation")
+    stopped: EndpointDown | None = None
     while not done and len(checked) < cap:
         room = cap - len(checked)
         batch = [c for _, c in zip(range(min(cfg.batch_size, room)), stream)]
         if not batch:
             break
-        _generate_batch(model, batch, cfg, report)
-        report.repaired += sum(1 for c in batch if c.repaired and c.qa is not None)
-        _check_batch(batch, models, model, cfg)
+        try:
+            _generate_batch(model, batch, cfg, report, breaker)
+            report.repaired += sum(1 for c in batch if c.repaired and c.qa is not None)
+            _check_batch(batch, models, model, cfg, breaker)
+        except EndpointDown as exc:  # the endpoint is down: keep what is finished, drop this batch, stop
+            stopped = exc
+            report.extra["stopped"] = str(exc)
+            break
         for pos, c in enumerate(batch):
             vec = c.measures.pop("_vec", None)
             others_ok = c.qa is not None and all(c.results.get(g, True) for g in GATES if g != "not_duplicate")
@@ -504,7 +532,7 @@ def generate_testset(dataset, out: str | Path, *, llm=None, config: GenerationCo
     report.distributions["accepted_overlap"] = summarize(c.measures["overlap"] for c in accepted)
 
     qrels = {c.qid: {c.unit_id: cfg.grade} for c in accepted}
-    if cfg.extra_relevant and accepted:
+    if cfg.extra_relevant and accepted and stopped is None:
         report.extra.update(_second_pass(model, units.corpus, accepted, qrels, cfg, cache_dir, progress))
 
     queries = {c.qid: (c.qa["question"], {
@@ -549,6 +577,9 @@ def generate_testset(dataset, out: str | Path, *, llm=None, config: GenerationCo
                                   "seed": cfg.seed}, [folder], root=tracking_root, experiment=experiment)
         provenance["mlflow_run_id"] = run_id
         write_provenance(folder, provenance)
+    if stopped is not None:
+        raise EndpointDown(f"{stopped}; what was finished ({len(accepted)} accepted questions of {len(checked)} "
+                           f"checked candidates, gate report, provenance) is written to {folder}")
     return GenerationResult(folder, report, provenance, run_id)
 
 
