@@ -77,3 +77,20 @@ def test_run_bm25_json_on_ord_qa(tmp_path):
                             "--json"], capture_output=True, text=True)
     assert proc2.returncode == 0, proc2.stderr
     assert json.loads(proc2.stdout)["ndcg@10"] == pytest.approx(res["ndcg@10"], abs=1e-9)
+
+
+def test_evaluate_reports_judged_at_k_and_condensed(tmp_path, capsys):
+    from lab.cli import main
+
+    (tmp_path / "q.tsv").write_text("query-id\tcorpus-id\tscore\nq\ta\t0\nq\tr\t1\n", encoding="utf-8")
+    (tmp_path / "r.trec").write_text("q Q0 u1 1 9 t\nq Q0 a 2 8 t\nq Q0 u2 3 7 t\nq Q0 r 4 6 t\n", encoding="utf-8")
+    assert main(["evaluate", str(tmp_path / "q.tsv"), str(tmp_path / "r.trec"), "--json"]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert plain["judged@10"] == pytest.approx(2 / 10) and plain["mrr@10"] == pytest.approx(1 / 4)
+    assert plain["_meta"]["condensed"] is False
+    assert main(["evaluate", str(tmp_path / "q.tsv"), str(tmp_path / "r.trec"), "--json", "--condensed"]) == 0
+    cond = json.loads(capsys.readouterr().out)
+    assert cond["mrr@10"] == pytest.approx(1 / 2) and cond["_meta"]["condensed"] is True
+    assert main(["evaluate", str(tmp_path / "q.tsv"), str(tmp_path / "r.trec"), "--condensed",
+                 "--metrics", "ndcg@10"]) == 0
+    assert "condensed lists" in capsys.readouterr().out
