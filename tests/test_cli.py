@@ -94,3 +94,16 @@ def test_evaluate_reports_judged_at_k_and_condensed(tmp_path, capsys):
     assert main(["evaluate", str(tmp_path / "q.tsv"), str(tmp_path / "r.trec"), "--condensed",
                  "--metrics", "ndcg@10"]) == 0
     assert "condensed lists" in capsys.readouterr().out
+
+
+def test_run_condensed_is_recorded(capsys):
+    from lab.cli import main
+
+    argv = ["run", "--dataset", "data/ord-qa", "--strategy", "bm25", "--max-queries", "5", "--metrics", "ndcg@10",
+            "judged@10", "--json", "--no-progress"]
+    assert main(argv) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert main(argv + ["--condensed"]) == 0
+    cond = json.loads(capsys.readouterr().out)
+    assert cond["_meta"]["config"]["condensed"] is True and "condensed" not in plain["_meta"]["config"]
+    assert cond["ndcg@10"] >= plain["ndcg@10"] and plain["judged@10"] < cond["judged@10"] <= 1.0
