@@ -26,8 +26,8 @@ grade. ``qrels/<split>.tsv`` stays a BEIR tsv every reader knows; beside it ``qr
 (one JSON object per qrels row: query_id, doc_id, grade, source = "generated" | "human" | "judged", and for
 judged pairs judge_grade, judge, prompt_version) says where each label came from. The source of the labels the
 set already had: from an earlier sidecar when there is one, else "generated" for a set made by
-``lab testset generate`` (provenance.json kind "generated"), else "human" (annotation imports and the dataset's
-own qrels). The report (``judge_report.json``) is written beside it.
+``lab testset generate`` or ``import-logs`` (provenance.json kind "generated" or "logs": machine-made links),
+else "human" (annotation imports and the dataset's own qrels). The report (``judge_report.json``) is written beside it.
 
 Trust report: recall of the known positives (pairs of the pool whose existing, not judged, label is >= 1 that the
 judge grades >= 1); the judge's grades on known negatives; Cohen's kappa (unweighted, linear and quadratic
@@ -120,7 +120,7 @@ def label_sources(folder: str | Path, split: str, qrels: dict[str, dict[str, int
             except (json.JSONDecodeError, KeyError, TypeError) as e:
                 raise DataError(side, f"not a provenance record ({e})", line=line, field="source",
                                 hint="each line is {query_id, doc_id, grade, source}; delete the file to start over")
-    default = "generated" if read_provenance(folder).get("kind") == "generated" else "human"
+    default = "generated" if read_provenance(folder).get("kind") in ("generated", "logs") else "human"
     return {(q, d): out.get((q, d), default) for q, docs in qrels.items() for d in docs}
 
 
