@@ -174,3 +174,21 @@ def test_cli_needs_out_or_in_place(capsys):
     with pytest.raises(SystemExit) as e:
         main(["testset", "judge", "--dataset", "data/ord-qa"])
     assert e.value.code == 2 and "--out" in capsys.readouterr().err
+
+
+def test_label_sources_from_provenance_and_sidecar(tmp_path):
+    from lab.testset.judge import label_sources
+
+    (tmp_path / "qrels").mkdir()
+    qrels = {"q": {"a": 1, "b": 0}}
+    assert label_sources(tmp_path, "test", qrels) == {("q", "a"): "human", ("q", "b"): "human"}
+    (tmp_path / "provenance.json").write_text('{"kind": "generated"}', encoding="utf-8")
+    assert set(label_sources(tmp_path, "test", qrels).values()) == {"generated"}
+    sidecar_path(tmp_path, "test").write_text('{"query_id": "q", "doc_id": "b", "grade": 0, "source": "judged"}\n',
+                                              encoding="utf-8")
+    assert label_sources(tmp_path, "test", qrels) == {("q", "a"): "generated", ("q", "b"): "judged"}
+    sidecar_path(tmp_path, "test").write_text("not json\n", encoding="utf-8")
+    from lab.errors import DataError
+
+    with pytest.raises(DataError, match="line 1"):
+        label_sources(tmp_path, "test", qrels)
