@@ -192,3 +192,15 @@ def test_label_sources_from_provenance_and_sidecar(tmp_path):
 
     with pytest.raises(DataError, match="line 1"):
         label_sources(tmp_path, "test", qrels)
+
+
+def test_unreachable_judge_is_one_line_exit_2_and_writes_nothing(judged, tmp_path, capsys, monkeypatch):
+    _, ds_dir, _ = judged
+    monkeypatch.setenv("LAB_LLM_BASE_URL", "http://127.0.0.1:9/v1")  # nothing listens on the discard port
+    monkeypatch.setenv("LAB_LLM_API_KEY", "test-key")
+    rc = main(["testset", "judge", "--dataset", str(ds_dir), "--strategies", "bm25", "--depth", "1", "--llm",
+               "openai:some-model", "--out", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "c"),
+               "--no-mlflow", "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "every judgement failed" in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()

@@ -266,6 +266,8 @@ def judge_dataset(dataset, *, out: str | Path | None = None, in_place: bool = Fa
     usage0 = judge.usage()
     answers, grades, counts, first_error = _grade_all(judge, prompts, cfg, concurrency or judge.concurrency, progress)
     judge_seconds = time.perf_counter() - t_judge
+    if pairs and counts.get("llm_errors", 0) == len(pairs):
+        raise LabError(f"every judgement failed, nothing was written; first error: {first_error}")
     usage = {k: judge.usage()[k] - usage0.get(k, 0) for k in judge.usage()}
 
     judged = {(q, d): g for (q, d), g in zip(pairs, grades) if g is not None}
