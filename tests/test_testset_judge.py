@@ -161,10 +161,11 @@ def test_cli_judge_with_annotation_sheet_logs_to_mlflow(judged, tmp_path, capsys
     (["--strategies", "bm25,nope", "--out", "x"], "--strategies: unknown nope"),
     (["--depth", "0", "--out", "x"], "--depth 0"),
     (["--out", "DATASET"], "--in-place"),
+    (["--out", "DATASET/qrels"], "not a judged set"),
 ])
 def test_cli_errors_are_one_line_exit_2(judged, capsys, argv, message):
     _, ds_dir, _ = judged
-    argv = [str(ds_dir) if a == "DATASET" else a for a in argv]
+    argv = [a.replace("DATASET", str(ds_dir)) for a in argv]
     rc = main(["testset", "judge", "--dataset", str(ds_dir), "--no-mlflow", *argv])
     err = capsys.readouterr().err
     assert rc == 2 and message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1

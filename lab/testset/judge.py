@@ -229,6 +229,9 @@ def judge_dataset(dataset, *, out: str | Path | None = None, in_place: bool = Fa
         raise ConfigError(f"--dataset {dataset}: no such folder (a BEIR folder: corpus.jsonl, queries.jsonl, qrels/)")
     if out is not None and Path(out).resolve() == src.resolve():
         raise ConfigError(f"--out {out} is the dataset folder itself; use --in-place to update it")
+    if out is not None and Path(out).is_dir() and any(Path(out).iterdir()) and not (Path(out) / REPORT).is_file():
+        raise ConfigError(f"--out {out}: the folder exists and is not a judged set (no {REPORT}); it would be "
+                          "replaced: choose a new folder, or use --in-place on a set")
     if annotation is not None and not Path(annotation).is_file():
         raise ConfigError(f"--annotation {annotation}: no such file (a sheet of `lab testset export-annotation` "
                           "with the grade column filled)")
