@@ -75,7 +75,8 @@ def cmd_evaluate(args) -> int:
 
     qrels = read_qrels(args.qrels)
     run = read_trec_run(args.run)
-    ev = evaluate(qrels, run, _metrics_arg(args.metrics) or DEFAULT_METRICS, rel_threshold=args.rel_threshold)
+    ev = evaluate(qrels, run, _metrics_arg(args.metrics) or DEFAULT_METRICS, rel_threshold=args.rel_threshold,
+                  condensed=args.condensed)
     cis = bootstrap_ci(ev.per_query, n_resamples=args.resamples, seed=args.seed).set_index("metric") if args.ci else None
     if args.per_query:
         _write_table(ev.per_query, args.per_query)
@@ -83,11 +84,12 @@ def cmd_evaluate(args) -> int:
         out = {k: float(v) for k, v in ev.means.items()}
         if cis is not None:
             out["_ci"] = {m: [float(cis.loc[m, "ci_low"]), float(cis.loc[m, "ci_high"])] for m in cis.index}
-        out["_meta"] = _meta(ev, run=str(args.run), qrels=str(args.qrels))
+        out["_meta"] = _meta(ev, run=str(args.run), qrels=str(args.qrels), condensed=bool(args.condensed))
         print(json.dumps(out, indent=2))
     else:
         _print_table(ev.means, cis, f"{args.run} ({ev.n_queries} queries evaluated"
-                     + (f", {len(ev.excluded)} without relevant documents excluded" if ev.excluded else "") + ")")
+                     + (f", {len(ev.excluded)} without relevant documents excluded" if ev.excluded else "")
+                     + (", condensed lists: unjudged documents removed" if args.condensed else "") + ")")
     return 0
 
 
@@ -124,7 +126,8 @@ def cmd_run(args) -> int:
         if args.set:
             raise ConfigError("--set has no effect with --from-trec: the run was made elsewhere")
         res = trec_result(args.dataset, args.from_trec, split=args.split, k=args.k, name=args.name,
-                          metrics=_metrics_arg(args.metrics), max_queries=args.max_queries, progress=progress)
+                          metrics=_metrics_arg(args.metrics), max_queries=args.max_queries, progress=progress,
+                          condensed=args.condensed)
     else:
         from lab.experiment import check_run_args
 
@@ -135,7 +138,7 @@ def cmd_run(args) -> int:
         ctx = Context(cache_dir=Path(args.cache_dir), progress=progress, seed=args.seed)
         res = run_experiment(args.dataset, args.strategy, params, split=args.split, k=args.k, chunking=chunking,
                              relevance=args.relevance, metrics=_metrics_arg(args.metrics), ctx=ctx,
-                             max_queries=args.max_queries)
+                             max_queries=args.max_queries, condensed=args.condensed)
     strategy = res.config["strategy"]
     if args.out:
         write_trec_run(res.run, args.out, tag=strategy.replace(":", "_"))
@@ -160,7 +163,8 @@ def cmd_run(args) -> int:
         lat = res.latency
         _print_table(res.evaluation.means, None,
                      f"{strategy} on {res.info['dataset']}/{args.split}: {res.evaluation.n_queries} queries, "
-                     f"relevance={res.info['relevance_mode']}")
+                     f"relevance={res.info['relevance_mode']}"
+                     + (", condensed lists: unjudged documents removed" if args.condensed else ""))
         for line in _diagnostic_lines(res.info.get("retriever") or {}):
             print(f"  {line}")
         if not math.isnan(lat["latency_p50_ms"]):  # latency was measured here (not for an imported run)
@@ -178,7 +182,7 @@ def cmd_run(args) -> int:
 
 
 def trec_result(dataset, run_path, *, split: str = "test", k: int = 100, name: str | None = None, metrics=None,
-                max_queries: int | None = None, progress: bool = True):
+                max_queries: int | None = None, progress: bool = True, condensed: bool = False):
     """A :class:`lab.experiment.Result` for a TREC run made elsewhere (Pyserini, Elasticsearch, a vendor),
     evaluated like our own strategies so it is logged, compared and reported beside them.
 
@@ -216,7 +220,7 @@ def trec_result(dataset, run_path, *, split: str = "test", k: int = 100, name: s
                         field="qid", hint="check --dataset and --split; query ids must be those of queries.jsonl")
     unknown = [d for hits in scores.values() for d in hits if d not in ds.corpus]
     run = Run(scores, name=strategy)
-    evaluation = evaluate(qrels, run, metrics or DEFAULT_METRICS)
+    evaluation = evaluate(qrels, run, metrics or DEFAULT_METRICS, condensed=condensed)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     describe = {
         "strategy": strategy, "source": "trec", "run_file": str(path), "run_sha256": digest, "run_tag": raw.name,
@@ -229,7 +233,7 @@ def trec_result(dataset, run_path, *, split: str = "test", k: int = 100, name: s
             "chunking": {"chunker": "none"}, "retriever": describe}
     config = {"dataset": ds.name, "strategy": strategy, "split": split, "k": k,
               "params": {"run_file": path.name}, "chunking": {"chunker": "none"},
-              "relevance": "doc"}
+              "relevance": "doc", **({"condensed": True} if condensed else {})}
     return Result(config, run, evaluation, latency_summary({}), math.nan, math.nan, info, run)
 
 
@@ -301,6 +305,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--resamples", type=positive_int, default=1000)
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("--rel-threshold", type=non_negative_int, default=1, help="grade from which a document counts as relevant")
+    e.add_argument("--condensed", action="store_true",
+                   help="score the condensed lists: unjudged documents removed before scoring (trec_eval -J)")
     e.set_defaults(func=cmd_evaluate)
 
     r = sub.add_parser("run", help="run one strategy on a dataset split and evaluate it")
@@ -317,6 +323,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--k", type=positive_int, default=100, help="hits retrieved per query")
     r.add_argument("--metrics", nargs="+")
     r.add_argument("--relevance", default="auto", choices=["auto", "doc", "span"])
+    r.add_argument("--condensed", action="store_true",
+                   help="score the condensed lists: unjudged documents removed before scoring (trec_eval -J)")
     r.add_argument("--per-query", metavar="FILE")
     r.add_argument("--max-queries", type=positive_int, help="evaluate only the first N queries (by id), for a quick look")
     r.add_argument("--cache-dir", default=os.environ.get("LAB_CACHE_DIR", ".cache"))

@@ -1,5 +1,6 @@
 """`lab testset ...`: generate (route B), export-review / import-review (spot check), import-logs (route C),
-export-annotation / import-annotation (route A); `perturb` comes from lab.perturb when it is there."""
+export-annotation / import-annotation (route A), judge (pooled LLM judgements); `perturb` comes from lab.perturb
+when it is there."""
 from __future__ import annotations
 
 import json
@@ -115,6 +116,22 @@ def cmd_import_annotation(args) -> int:
     return 0
 
 
+def cmd_judge(args) -> int:
+    from lab.testset.judge import JudgeConfig, format_report, judge_dataset
+
+    names = [s.strip() for s in args.strategies.split(",") if s.strip()]
+    cfg = JudgeConfig(strategies=names, depth=args.depth, split=args.split, max_queries=args.max_queries,
+                      max_passage_chars=args.max_passage_chars, max_tokens=args.max_tokens, grammar=args.grammar,
+                      seed=args.seed)
+    meta = judge_dataset(args.dataset, out=args.out, in_place=args.in_place, config=cfg, llm=args.llm,
+                         concurrency=args.concurrency, annotation=args.annotation, cache_dir=args.cache_dir,
+                         max_consecutive_failures=args.max_consecutive_failures,
+                         progress=_progress(args), tracking_root=_root(args), experiment=args.experiment)
+    print(json.dumps({k: v for k, v in meta.items() if k != "answers_sample"}, indent=1, default=str)
+          if args.json else format_report(meta))
+    return 0
+
+
 def add_parsers(sub) -> None:
     t = sub.add_parser("testset", help="build test sets: generate, review, import logs, annotate")
     tsub = t.add_subparsers(dest="testset_command", required=True)
@@ -201,6 +218,30 @@ def add_parsers(sub) -> None:
     ia.add_argument("--split", default="test")
     _common(ia)
     ia.set_defaults(func=cmd_import_annotation)
+
+    jd = tsub.add_parser("judge", help="pooled LLM relevance judgements (0-3, UMBRELA prompt) added to the qrels")
+    jd.add_argument("--dataset", required=True, help="BEIR folder whose split is judged, e.g. data/ord-qa")
+    jd.add_argument("--strategies", default="bm25,dense,hybrid", help="comma-separated strategies pooled")
+    jd.add_argument("--depth", type=positive_int, default=10, help="top documents of each strategy in the pool (default 10)")
+    jd.add_argument("--split", default="test")
+    where = jd.add_mutually_exclusive_group(required=True)
+    where.add_argument("--out", help="write a judged copy of the set to this new folder (an earlier judged copy there is replaced)")
+    where.add_argument("--in-place", action="store_true", help="add the labels to the set itself")
+    jd.add_argument("--llm", "--judge", dest="llm", default="local",
+                    help="judge LLM: local (packaged SmolLM2-135M), a .gguf path, openai:MODEL")
+    jd.add_argument("--concurrency", type=positive_int,
+                    help="LLM requests in flight (local GGUF: parallel llama.cpp slots decoded in one batch)")
+    jd.add_argument("--annotation", help="a filled annotation sheet (export-annotation): Cohen's kappa with people")
+    jd.add_argument("--max-queries", type=positive_int, help="judge only the first N queries (by id), for a quick look")
+    jd.add_argument("--max-passage-chars", type=positive_int, default=2000, help="passage cut (counted in the report)")
+    jd.add_argument("--max-tokens", type=positive_int, default=32)
+    jd.add_argument("--grammar", default="fallback", choices=["fallback", "always", "never"],
+                    help="fallback: a local GGUF judge is asked again under a grammar when its answer has no grade; "
+                         "always: every answer constrained; never: the prompt alone")
+    jd.add_argument("--seed", type=int, default=0)
+    add_max_consecutive_failures(jd)
+    _common(jd)
+    jd.set_defaults(func=cmd_judge)
 
     _add_perturb(tsub)
 

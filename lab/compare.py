@@ -10,6 +10,9 @@ Conventions
   :func:`lab.metrics.paired_test` of (run - best) on the queries both scored. ``diff`` < 0 means worse;
   ``p_value`` is the two-sided randomisation (sign-flip) p-value, ``significant`` is ``p_value < alpha``.
   Runs scored on different queries (another dataset or split) get NaN and a warning.
+- Judged@k beside the metric (``judged`` column, k the metric's cut-off, 10 for a bare name): the share of the
+  top k that carries a judgement, so a low score from unjudged documents shows; NaN for runs logged before it
+  existed. A run evaluated on condensed lists (unjudged documents removed) is marked in the printed table.
 - Runs with different ``metrics_version`` tags, or without one, are flagged (:func:`metrics_version_warning`):
   a warning in ``df.attrs["warnings"]`` (printed by ``lab compare`` on stderr and under the table) and, in the
   printed table, a ``metrics v`` column marking with ``!`` each run whose version differs from the best run's.
@@ -126,8 +129,10 @@ def leaderboard(experiment: str, metric: str = "ndcg@10", root="mlruns", parent_
     runs = [r for r in _runs(cl, exp.experiment_id, parent_run_id) if mkey in r.data.metrics
             and (keep is None or r.info.run_id in keep)]
     lo, hi = f"{metric}_ci_low", f"{metric}_ci_high"
+    judged = judged_metric(metric)
     cols = ["label", metric, lo, hi, *EXTRA_COLUMNS, "diff", "diff_ci_low", "diff_ci_high", "p_value",
-            "significant", "strategy", "dataset", "metrics_version", "config_hash", "run_id", "run_name"]
+            "significant", "strategy", "dataset", "metrics_version", "config_hash", "run_id", "run_name",
+            "judged", "condensed"]
     if not runs:
         df = pd.DataFrame(columns=cols)
         df.attrs.update(metric=metric, experiment=experiment, best_run_id=None, warnings=[])
@@ -143,6 +148,8 @@ def leaderboard(experiment: str, metric: str = "ndcg@10", root="mlruns", parent_
             "strategy": p.get("strategy", t.get("strategy", "")), "dataset": t.get("dataset", p.get("dataset", "")),
             "metrics_version": t.get("metrics_version", ""), "config_hash": t.get("config_hash", ""),
             "run_id": r.info.run_id, "run_name": r.info.run_name,
+            "judged": m.get(mlflow_metric_name(judged), math.nan),
+            "condensed": str(p.get("condensed", "False")).lower() == "true",
         })
     df = pd.DataFrame(rows).sort_values(metric, ascending=False, kind="stable").reset_index(drop=True)
 
@@ -190,6 +197,12 @@ def leaderboard(experiment: str, metric: str = "ndcg@10", root="mlruns", parent_
     return df
 
 
+def judged_metric(metric: str) -> str:
+    """The judged@k shown beside ``metric``: k = its cut-off, 10 for a metric without one."""
+    _, sep, k = metric.partition("@")
+    return f"judged@{k if sep and k.isdigit() else 10}"
+
+
 def format_leaderboard(df: pd.DataFrame, max_label: int = 60) -> str:
     """The leaderboard as a fixed-width text table (what ``lab compare`` prints)."""
     metric = df.attrs.get("metric") or df.columns[1]
@@ -209,6 +222,9 @@ def format_leaderboard(df: pd.DataFrame, max_label: int = 60) -> str:
         "index s": df["index_seconds"].map(lambda v: "-" if math.isnan(v) else f"{v:.2f}"),
         "run": df["run_id"].str[:8],
     })
+    if "judged" in df and df["judged"].notna().any():
+        show.insert(4, judged_metric(metric), [("-" if math.isnan(v) else f"{v:.3f}") + (" c" if c else "")
+                                               for v, c in zip(df["judged"], df.get("condensed", [False] * len(df)))])
     if "llm_index_calls" in df and df[["llm_index_calls", "llm_query_calls"]].notna().any().any():
         # index-time and query-time LLM cost: calls / tokens generated (cached answers cost nothing)
         def cost(calls, tokens):
@@ -238,6 +254,8 @@ def format_leaderboard(df: pd.DataFrame, max_label: int = 60) -> str:
     text = show.to_string(index=False)
     alpha = df.attrs.get("alpha", 0.05)
     text += f"\n* significantly below the best (paired randomisation test, p < {alpha:g})"
+    if "condensed" in df and df["condensed"].any():
+        text += "\nc: scored on condensed lists (unjudged documents removed before scoring, trec_eval -J)"
     for n in df.attrs.get("warnings", []):
         text += f"\nwarning: {n}"
     return text

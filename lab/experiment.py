@@ -130,13 +130,20 @@ def run_experiment(
     metrics=None,
     ctx: Context | None = None,
     max_queries: int | None = None,
+    condensed: bool = False,
 ) -> Result:
     """Run one strategy on one dataset split and evaluate it.
 
     chunking: None (index whole documents) or kwargs for :func:`lab.chunking.chunk_corpus`
     (chunker, size, overlap, size_unit, title_prefix). relevance: "doc" (chunk hits aggregated to their
     document, best score), "span" (a chunk is relevant when it overlaps an evidence span) or "auto"
-    (span when chunking and the dataset has evidence spans, else doc).
+    (span when chunking and the dataset has evidence spans, else doc). condensed: score the condensed lists
+    (unjudged documents removed first, trec_eval -J; in span mode a chunk counts as judged when it overlaps the
+    evidence or its document is in the query's document qrels).
+
+    Span mode adds token-level chunk metrics (lab.metrics.tokens: token_recall@k, token_precision@k,
+    token_iou@k, in the chunking's size units) at the cut-offs of the requested metrics, as columns of the
+    evaluation beside the ranking metrics.
     """
     from lab.data.fingerprint import fingerprint
     from lab.metrics import DEFAULT_METRICS, evaluate, latency_summary
@@ -199,7 +206,12 @@ def run_experiment(
     if rel is not None and mode == "doc":
         eval_run = rel.prepare(run, k=k)
 
-    evaluation = evaluate(eval_qrels, eval_run, metrics or DEFAULT_METRICS)
+    judged = None
+    if rel is not None and mode == "span":
+        judged = _span_judged(rel, ds.split(split)[1], queries)
+    evaluation = evaluate(eval_qrels, eval_run, metrics or DEFAULT_METRICS, condensed=condensed, judged=judged)
+    if rel is not None and mode == "span":
+        _add_token_metrics(evaluation, ds, eval_run, queries, chunking)
     info = {
         "dataset": ds.name,
         "dataset_path": str(ds.path),
@@ -220,6 +232,37 @@ def run_experiment(
         "params": dict(params or {}),
         "chunking": dict(chunking or {"chunker": "none"}),
         "relevance": mode,
+        **({"condensed": True} if condensed else {}),
     }
     return Result(config, run, evaluation, latency_summary(run.latency), index_seconds, search_seconds, info, eval_run,
                   cost)
+
+
+def _span_judged(rel, doc_qrels: Qrels, queries) -> dict[str, set[str]]:
+    """Chunks that count as judged per query in span mode: those of documents in the query's document qrels."""
+    by_doc: dict[str, list[str]] = {}
+    for cid, doc in rel.chunk_to_doc.items():
+        by_doc.setdefault(doc, []).append(cid)
+    return {q: {c for d in doc_qrels[q] for c in by_doc.get(d, ())} for q in queries if q in doc_qrels}
+
+
+def _add_token_metrics(evaluation, ds: Dataset, run: Run, queries, chunking: dict) -> None:
+    """Token recall / precision / IoU (lab.metrics.tokens) as columns of ``evaluation`` (per query and means)."""
+    from lab.metrics import parse_metric
+    from lab.metrics.tokens import UnitCounter, token_metrics
+
+    cutoffs = sorted({parse_metric(m).k for m in evaluation.metrics if parse_metric(m).k})
+    if not cutoffs:
+        return
+    qids = list(evaluation.per_query.index)
+    keep = set(qids)
+    evidence: dict[str, list[tuple[str, int, int]]] = {}
+    for sp in ds.evidence:
+        if sp.query_id in keep and sp.doc_id in ds.corpus:
+            evidence.setdefault(sp.query_id, []).append((sp.doc_id, sp.start, sp.end))
+    docs = {d: ds.corpus[d].text for spans in evidence.values() for d, _, _ in spans}
+    count = UnitCounter.for_docs(docs, chunking.get("size_unit", "tokens"), chunking.get("tokenizer"))
+    table = token_metrics(run, evidence, cutoffs, query_ids=qids, count=count).reindex(qids)
+    for col in table.columns:
+        evaluation.per_query[col] = table[col].to_numpy()
+        evaluation.means[col] = float(table[col].mean())

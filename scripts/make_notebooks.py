@@ -216,7 +216,10 @@ sentences are the spans), BM25, sizes 64..1024 tokens of the all-MiniLM-L6-v2 to
 
 Shaded bands are 95% percentile-bootstrap intervals over queries. Read span-level recall with the chunk size in
 mind: a bigger chunk overlaps the evidence more easily, so recall rises with size partly by construction, while
-the reader downstream gets more text to wade through (about `size x k` tokens for the top k)."""),
+the reader downstream gets more text to wade through (about `size x k` tokens for the top k). The token-level
+metrics say that directly (span relevance only; Smith & Troynikov 2024, "Evaluating Chunking Strategies for
+Retrieval"): token recall is the share of evidence tokens inside the top k chunks, token precision the share of
+the retrieved tokens that are evidence, token IoU the two together, all counted in `size_unit`."""),
         params_cell('''\
 dataset = "data/scifact"    # BEIR folder with evidence spans (evidence.jsonl, or raw/ SQuAD answers); repo-relative
 strategy = "bm25"           # any registered strategy (`lab strategies`)
@@ -227,9 +230,11 @@ chunk_sizes = [64, 128, 256, 512, 1024]
 overlaps = [0, 32]          # units shared by neighbouring chunks (skipped unless below the size)
 size_unit = "tokens"        # "tokens", "words" or "chars"
 relevance = "span"          # "span" (chunk overlaps evidence) or "doc" (best chunk per document)
+condensed = False           # True: unjudged units removed before scoring (trec_eval -J); judged@k shows coverage
 split = "test"
 k = 100                     # hits retrieved per query
 plot_metrics = ["recall@10", "recall@100", "ndcg@10"]
+token_metrics = ["token_recall@10", "token_precision@10", "token_iou@10"]   # span relevance only
 max_queries = None          # first N queries only, for a quick look
 seed = 0
 progress = True
@@ -247,7 +252,7 @@ if mlflow_run_id and len(grid) > 1:
 rows, run_ids = [], []
 for cfg in grid:
     res = run_experiment(ds, strategy, params, split=split, k=k, chunking=cfg, relevance=relevance,
-                         max_queries=max_queries, ctx=ctx)
+                         max_queries=max_queries, ctx=ctx, condensed=condensed)
     run_ids.append(log_result(res, run_id=mlflow_run_id, experiment=experiment, root=tracking_root, seed=seed))
     info = res.info["chunking"]
     rows.append(({"chunker": info["chunker"], "size": info["chunk_size"], "overlap": info["chunk_overlap"],
@@ -255,9 +260,11 @@ for cfg in grid:
     print(f"{info['chunker']:>9} size {info['chunk_size']:>5} overlap {info['chunk_overlap']:>3}: "
           f"{info['n_chunks']:>7,} chunks  " + "  ".join(f"{m} {res.evaluation.means[m]:.4f}" for m in plot_metrics)
           + f"  ({res.evaluation.n_queries} queries, relevance={res.info['relevance_mode']})")
-table = plots.results_table(rows, plot_metrics, seed=seed)
+shown_tokens = [m for m in token_metrics if all(m in r.evaluation.per_query for _, r in rows)]
+judged_cols = [m for m in ("judged@10",) if all(m in r.evaluation.per_query for _, r in rows)]
+table = plots.results_table(rows, [*plot_metrics, *shown_tokens, *judged_cols], seed=seed)
 display(table[["chunker", "size", "overlap", "n_chunks",
-               *[c for m in plot_metrics for c in (m, f"{m}_ci_low", f"{m}_ci_high")],
+               *[c for m in plot_metrics for c in (m, f"{m}_ci_low", f"{m}_ci_high")], *shown_tokens, *judged_cols,
                "index_seconds", "latency_p50_ms", "n_queries", "relevance_mode"]])'''),
         new_markdown_cell("## Metrics against chunk size"),
         new_code_cell('''\
@@ -267,6 +274,10 @@ figures = {
     "per_query": plots.per_query_distribution({f"{f['chunker']} {f['size']}/{f['overlap']}": res.evaluation.per_query
                                                for f, res in rows}, plot_metrics[-1]),
 }
+if shown_tokens:  # token recall / precision / IoU of the top k chunks against chunk size (span relevance)
+    figures["token_metrics_vs_chunk_size"] = plots.metric_vs_param(
+        table, "size", shown_tokens, hue=["chunker", "overlap"],
+        title=f"{strategy} on {ds.name}/{split}: evidence tokens in the top chunks")
 ''' + LOG_FIGURES),
     ]
 
@@ -292,10 +303,11 @@ params = {}                 # params of `strategy`
 strategy_params = {}        # params per name in `strategies`, e.g. {"dense": {"model": "all-mpnet-base-v2"}}
 chunking = None             # None: index whole documents; or e.g. {"chunker": "recursive", "size": 256, "overlap": 32}
 relevance = "auto"          # "doc", "span" or "auto" (span when chunking and the dataset has evidence)
+condensed = False           # True: unjudged documents removed before scoring (trec_eval -J), for pooled qrels
 split = "test"
 k = 100                     # hits retrieved per query
 metric = "ndcg@10"          # ranks the leaderboard
-report_metrics = ["recall@10", "recall@100", "mrr@10"]
+report_metrics = ["recall@10", "recall@100", "mrr@10", "judged@10"]   # judged@10: share of the top 10 judged
 max_queries = None          # first N queries only, for a quick look
 seed = 0
 progress = True
@@ -311,7 +323,7 @@ if mlflow_run_id and len(todo) > 1:
 results, run_ids = {}, []
 for name, p in todo.items():
     res = run_experiment(ds, name, p, split=split, k=k, chunking=chunking, relevance=relevance,
-                         max_queries=max_queries, ctx=ctx)
+                         max_queries=max_queries, ctx=ctx, condensed=condensed)
     run_ids.append(log_result(res, run_id=mlflow_run_id, experiment=experiment, root=tracking_root, seed=seed))
     results[name] = res
     print(f"{name:>14}: {metric} {res.evaluation.means[metric]:.4f}  P50 {res.latency['latency_p50_ms']:.2f} ms  "

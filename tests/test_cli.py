@@ -168,3 +168,33 @@ def test_unknown_split_is_one_line_on_every_command(tmp_path, capsys):
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and err.startswith("error: ") and "Traceback" not in err, err
         assert "no qrels for split 'nosuch'; available: ['test'] (--split)" in err, err
+
+
+def test_evaluate_reports_judged_at_k_and_condensed(tmp_path, capsys):
+    from lab.cli import main
+
+    (tmp_path / "q.tsv").write_text("query-id\tcorpus-id\tscore\nq\ta\t0\nq\tr\t1\n", encoding="utf-8")
+    (tmp_path / "r.trec").write_text("q Q0 u1 1 9 t\nq Q0 a 2 8 t\nq Q0 u2 3 7 t\nq Q0 r 4 6 t\n", encoding="utf-8")
+    assert main(["evaluate", str(tmp_path / "q.tsv"), str(tmp_path / "r.trec"), "--json"]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert plain["judged@10"] == pytest.approx(2 / 10) and plain["mrr@10"] == pytest.approx(1 / 4)
+    assert plain["_meta"]["condensed"] is False
+    assert main(["evaluate", str(tmp_path / "q.tsv"), str(tmp_path / "r.trec"), "--json", "--condensed"]) == 0
+    cond = json.loads(capsys.readouterr().out)
+    assert cond["mrr@10"] == pytest.approx(1 / 2) and cond["_meta"]["condensed"] is True
+    assert main(["evaluate", str(tmp_path / "q.tsv"), str(tmp_path / "r.trec"), "--condensed",
+                 "--metrics", "ndcg@10"]) == 0
+    assert "condensed lists" in capsys.readouterr().out
+
+
+def test_run_condensed_is_recorded(capsys):
+    from lab.cli import main
+
+    argv = ["run", "--dataset", "data/ord-qa", "--strategy", "bm25", "--max-queries", "5", "--metrics", "ndcg@10",
+            "judged@10", "--json", "--no-progress"]
+    assert main(argv) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert main(argv + ["--condensed"]) == 0
+    cond = json.loads(capsys.readouterr().out)
+    assert cond["_meta"]["config"]["condensed"] is True and "condensed" not in plain["_meta"]["config"]
+    assert cond["ndcg@10"] >= plain["ndcg@10"] and plain["judged@10"] < cond["judged@10"] <= 1.0

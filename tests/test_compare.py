@@ -19,7 +19,7 @@ def bm25(params=None, k=10, max_queries=None):
     from lab.retrievers.base import Context
 
     return run_experiment(resolve_repo_path("data/ord-qa"), "bm25", params or {}, k=k, max_queries=max_queries,
-                          metrics=["ndcg@10", "recall@10"], ctx=Context(progress=False))
+                          metrics=["ndcg@10", "recall@10", "judged@10"], ctx=Context(progress=False))
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +55,8 @@ def test_leaderboard_rows_sorted_with_cis_and_paired_tests(logged):
         assert by_id.loc[rid, "ndcg@10_ci_low"] <= ev.means["ndcg@10"] <= by_id.loc[rid, "ndcg@10_ci_high"]
         assert by_id.loc[rid, "latency_p50_ms"] == pytest.approx(results[name].latency["latency_p50_ms"])
         assert by_id.loc[rid, "n_queries"] == ev.n_queries
+        assert by_id.loc[rid, "judged"] == pytest.approx(ev.means["judged@10"]) and not by_id.loc[rid, "condensed"]
+    assert "judged@10" in format_leaderboard(df)
     best = df.iloc[0]
     assert best["diff"] == 0 and math.isnan(best["p_value"]) and not best["significant"]
     assert df.attrs["best_run_id"] == best["run_id"]

@@ -233,7 +233,7 @@ def test_parse_metric():
 
 
 def test_default_metrics():
-    assert len(DEFAULT_METRICS) == 35
+    assert len(DEFAULT_METRICS) == 40
     assert {"ndcg@10", "recall@100", "precision@5", "mrr@10", "map@100", "hit_rate@5", "f1@5"} <= set(DEFAULT_METRICS)
     assert all(parse_metric(m).label == m for m in DEFAULT_METRICS)
 
@@ -321,3 +321,50 @@ def test_ties_at_the_depth_boundary(seed):
     for metric in metrics:
         np.testing.assert_allclose(ev.per_query[metric].to_numpy(), list(reference(qrels, run, metric).values()),
                                    atol=1e-12, err_msg=f"seed {seed} {metric}")
+
+
+# ------------------------------------------------------------------ judged@k and condensed lists (hand-computed)
+def test_judged_at_k_hand_computed():
+    qrels = {"q": {"a": 2, "b": 0, "c": 1}}
+    run = {"q": {"a": 5.0, "x": 4.0, "b": 3.0, "y": 2.0}}  # ranks: a (judged), x, b (judged 0), y
+    ev = evaluate(qrels, run, ["judged@1", "judged@2", "judged@3", "judged@10", "judged"])
+    pq = ev.per_query.loc["q"]
+    assert pq["judged@1"] == 1.0
+    assert pq["judged@2"] == 0.5
+    assert pq["judged@3"] == pytest.approx(2 / 3)  # a grade-0 judgement counts as judged
+    assert pq["judged@10"] == pytest.approx(2 / 10)  # divides by k, like precision@k
+    assert pq["judged"] == pytest.approx(2 / 4)  # bare: divides by the 4 retrieved
+
+
+def test_judged_at_k_extra_judged_mapping_and_empty_run():
+    qrels = {"q": {"a": 1}, "e": {"a": 1}}
+    run = {"q": {"a": 2.0, "x": 1.0}, "e": {}}
+    ev = evaluate(qrels, run, ["judged@2"], judged={"q": ["x"]})
+    assert ev.per_query.loc["q", "judged@2"] == 1.0
+    assert ev.per_query.loc["e", "judged@2"] == 0.0  # nothing retrieved scores 0
+
+
+def test_condensed_removes_unjudged_and_moves_the_rest_up():
+    qrels = {"q": {"a": 0, "r": 1}}
+    run = {"q": {"u1": 9.0, "a": 8.0, "u2": 7.0, "r": 6.0}}  # r at rank 4; condensed: a, r -> r at rank 2
+    plain = evaluate(qrels, run, ["mrr@10", "ndcg@10", "precision@2", "judged@2"])
+    cond = evaluate(qrels, run, ["mrr@10", "ndcg@10", "precision@2", "judged@2"], condensed=True)
+    assert plain.per_query.loc["q", "mrr@10"] == pytest.approx(1 / 4)
+    assert cond.per_query.loc["q", "mrr@10"] == pytest.approx(1 / 2)
+    assert cond.per_query.loc["q", "ndcg@10"] == pytest.approx(1 / np.log2(3))
+    assert cond.per_query.loc["q", "precision@2"] == pytest.approx(1 / 2)
+    assert plain.per_query.loc["q", "judged@2"] == pytest.approx(1 / 2)
+    assert cond.per_query.loc["q", "judged@2"] == 1.0
+    assert cond.to_dict(per_query=False)["condensed"] is True
+    assert "condensed" not in plain.to_dict(per_query=False)
+    # extra judged documents survive condensing
+    kept = evaluate(qrels, run, ["mrr@10"], condensed=True, judged={"q": {"u1"}})
+    assert kept.per_query.loc["q", "mrr@10"] == pytest.approx(1 / 3)
+
+
+def test_judged_at_k_array_function():
+    from lab.metrics.ranking import judged_at_k
+
+    out = judged_at_k([[1, 0, 1, 0], [0, 0, 0, 0]], k=3)
+    assert out.tolist() == pytest.approx([2 / 3, 0.0])
+    assert judged_at_k([[1, 1, 0]], n_retrieved=[2]).tolist() == [1.0]

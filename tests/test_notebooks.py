@@ -288,11 +288,15 @@ def test_02_chunk_size_grid_span_relevance(tmp_path, kernel, store, scifact_slic
         assert 0 < m["n_queries"] <= 10 and 0.0 <= m["recall_at_10"] <= 1.0
         assert m["ndcg_at_10_ci_low"] <= m["ndcg_at_10"] <= m["ndcg_at_10_ci_high"]
         assert "figures/metrics_vs_chunk_size.png" in artifacts(store, r.info.run_id, "figures")
+        # token-level chunk metrics beside the ranking ones (span relevance), and their plot
+        assert 0.0 <= m["token_iou_at_10"] <= min(m["token_recall_at_10"], m["token_precision_at_10"]) <= 1.0
+        assert "judged_at_10" in m
+        assert "figures/token_metrics_vs_chunk_size.png" in artifacts(store, r.info.run_id, "figures")
     # smaller chunks: more units indexed (read back from the logged result)
     units = [json.loads(_artifact_text(store, r.info.run_id, "result.json"))["info"]["n_units"] for r in runs]
     n_docs = sum(1 for _ in open(scifact_slice / "corpus.jsonl"))
     assert units[0] > units[1] >= n_docs
-    assert len(outputs(nb, "image/png")) == 2
+    assert len(outputs(nb, "image/png")) == 3
 
 
 def _artifact_text(store: Path, run_id: str, path: str) -> str:

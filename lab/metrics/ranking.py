@@ -31,6 +31,19 @@ Conventions (every metric; each function's docstring restates its own)
 Where ranx and trec_eval differ from each other, we follow the spec above: ranx's ``mrr@k`` has a cut-off
 (its docstring says k is ignored, its code applies it; we apply it), trec_eval's ``recip_rank`` has none
 (our bare ``mrr``). ranx's hit_rate is trec_eval's ``success``; ranx's f1 uses precision@k = hits / k.
+
+Incomplete judgements (pooled qrels, LLM judgements; Buckley & Voorhees 2004, "Retrieval evaluation with
+incomplete information"; Sakai 2007, "Alternatives to Bpref")
+    - ``judged@k`` (ir_measures ``Judged@k``): documents in the first k ranks that carry a judgement of any grade
+      (0 included) / k, dividing by k like precision@k (ir_measures documents it as P@k with a relevance level
+      below every grade, which is how tests/comparison checks it against trec_eval). Bare ``judged`` divides by
+      the number retrieved. A query with nothing retrieved scores 0. "Judged" means present in the qrels for that
+      query, or in the ``judged`` mapping passed to :func:`evaluate` (e.g. the chunks of documents judged at
+      document level, for span-level qrels that only list relevant chunks).
+    - Condensed lists (``evaluate(..., condensed=True)``, trec_eval ``-J`` / pytrec_eval ``judged_docs_only_flag``):
+      unjudged documents are removed from each ranked list before scoring and the rest move up, so a strategy is
+      not punished for retrieving documents nobody labelled. Every metric is then computed on the condensed lists
+      (judged@k is then 1 down to the list's end).
 """
 from __future__ import annotations
 
@@ -46,11 +59,13 @@ from lab import METRICS_VERSION
 from lab.data.types import Qrels, Run
 
 #: Metric names, spelled as ranx spells them; ``ndcg_exp`` is ranx's ``ndcg_burges`` (gain 2^rel - 1).
-METRIC_NAMES = ("ndcg", "ndcg_exp", "recall", "precision", "mrr", "map", "hit_rate", "f1", "weighted_recall")
+METRIC_NAMES = (
+    "ndcg", "ndcg_exp", "recall", "precision", "mrr", "map", "hit_rate", "f1", "weighted_recall", "judged")
 DEFAULT_CUTOFFS = (1, 3, 5, 10, 100)
-#: The seven metrics of the product at the five default cut-offs (35 names, e.g. "ndcg@10").
+#: The seven metrics of the product and judged@k at the five default cut-offs (40 names, e.g. "ndcg@10").
 DEFAULT_METRICS = tuple(
-    f"{m}@{k}" for m in ("ndcg", "recall", "precision", "mrr", "map", "hit_rate", "f1") for k in DEFAULT_CUTOFFS
+    f"{m}@{k}" for m in ("ndcg", "recall", "precision", "mrr", "map", "hit_rate", "f1", "judged")
+    for k in DEFAULT_CUTOFFS
 )
 #: Evidence tier weights of seed 003 section 3.1: core 1.0, auxiliary 0.5, edge 0.1.
 DEFAULT_TIER_WEIGHTS = {"core": 1.0, "auxiliary": 0.5, "edge": 0.1}
@@ -103,6 +118,8 @@ class RankedArrays:
     ideal: (n, depth) float64, relevant grades sorted descending, zero-padded and cut at depth.
     weights: (n, depth) float64 tier weight of each ranked relevant document, or None without tiers.
     total_weight: (n,) float64 sum of the tier weights of all relevant documents, or None.
+    judged: (n, depth) float64, 1 where the ranked document carries a judgement (any grade), else 0; None when
+        the arrays were built without it (judged@k then raises).
     """
 
     query_ids: list[str]
@@ -113,6 +130,7 @@ class RankedArrays:
     rel_threshold: int = 1
     weights: np.ndarray | None = None
     total_weight: np.ndarray | None = None
+    judged: np.ndarray | None = None
 
     @property
     def depth(self) -> int:
@@ -169,6 +187,11 @@ class _Prefix:
     def _idcg_exp(self):
         return np.cumsum(np.expm1(self.a.ideal * math.log(2.0)) * self.discount, axis=1)
 
+    def _judged_hits(self):  # judged documents in the first r ranks
+        if self.a.judged is None:
+            raise ValueError("judged@k needs the judged mask: build the arrays with build_arrays")
+        return np.cumsum(self.a.judged, axis=1)
+
     def _wsum(self):
         if self.a.weights is None:
             raise ValueError("weighted_recall needs evidence tiers: pass tiers={qid: {doc_id: tier}}")
@@ -208,6 +231,9 @@ def _compute(p: _Prefix, spec: MetricSpec) -> np.ndarray:
         return _safe_div(p.get("dcg_exp")[:, c], p.get("idcg_exp")[:, c])
     if name == "weighted_recall":
         return _safe_div(p.get("wsum")[:, c], a.total_weight)
+    if name == "judged":
+        den = a.n_retrieved if spec.k is None else np.full(n, spec.k)
+        return _safe_div(p.get("judged_hits")[:, c], den)
     raise ValueError(f"metric {spec.label!r}: no implementation")  # unreachable: parse_metric checks names
 
 
@@ -299,6 +325,21 @@ def ndcg_at_k(grades, ideal, k=None, rel_threshold=1, exponential=False) -> np.n
     return _single(g, np.zeros(g.shape[0]), k, rel_threshold, name, ideal=i)
 
 
+def judged_at_k(judged, k=None, n_retrieved=None) -> np.ndarray:
+    """Judged@k = documents in the first k ranks that carry a judgement / k (ir_measures Judged@k).
+
+    judged: (n, depth) 1 where the ranked document is judged (any grade, 0 included), 0 otherwise or padding.
+    With k None: judged / number retrieved (``n_retrieved``, default the row length), 0 if none.
+    """
+    judged = np.atleast_2d(np.asarray(judged, dtype=np.float64))
+    n = judged.shape[0]
+    if n_retrieved is None:
+        n_retrieved = np.full(n, judged.shape[1], dtype=np.int64)
+    arrays = RankedArrays([""] * n, np.zeros_like(judged), np.asarray(n_retrieved), np.zeros(n, dtype=np.int64),
+                          np.zeros_like(judged), 1, judged=judged)
+    return _compute(_Prefix(arrays), MetricSpec("judged", k))
+
+
 def weighted_recall_at_k(weights, total_weight, k=None) -> np.ndarray:
     """Evidence-tier weighted recall@k = sum of tier weights of relevant documents in the first k ranks /
     sum of tier weights of all relevant documents (seed 003 section 3.1). ``weights``: (n, depth), the
@@ -378,6 +419,7 @@ def build_arrays(
     query_ids: Sequence[str] | None = None,
     tiers: Mapping[str, Mapping[str, str]] | None = None,
     tier_weights: Mapping[str, float] | None = None,
+    judged: Mapping[str, Iterable[str]] | None = None,
 ) -> RankedArrays:
     """Padded arrays for the given queries (default: every qrels query), cut at ``depth`` ranks.
 
@@ -385,6 +427,7 @@ def build_arrays(
     A query absent from the run gets an all-zero row. With ``tiers`` (qid -> {doc id: tier}), each ranked
     relevant document gets the weight of its tier (tier_weights, default DEFAULT_TIER_WEIGHTS; a relevant
     document without a tier is "core"); documents below the threshold weigh 0 whatever their tier.
+    ``judged`` (qid -> doc ids): documents that count as judged for judged@k besides those in the qrels.
     """
     if rel_threshold < 1:
         raise ValueError(f"rel_threshold={rel_threshold}: must be >= 1 (grade 0 means judged non-relevant)")
@@ -427,6 +470,14 @@ def build_arrays(
     if width:
         full_width = int(n_retrieved.max())
         grades[:, :width] = np.take_along_axis(_pad(hit_grades, n_retrieved, full_width, 0.0), order, axis=1)
+    extra = [judged_sets(judged, qid) for qid in qids]
+    hit_judged = np.fromiter(
+        chain.from_iterable((1.0 if (d in q or d in x) else 0.0 for d in r)
+                            for q, x, r in zip(qrel_dicts, extra, run_dicts)),
+        dtype=np.float64, count=total)
+    judged_arr = np.zeros((n, depth))
+    if width:
+        judged_arr[:, :width] = np.take_along_axis(_pad(hit_judged, n_retrieved, full_width, 0.0), order, axis=1)
 
     weights = total_weight = None
     if tiers is not None:
@@ -453,7 +504,31 @@ def build_arrays(
         if width:
             weights[:, :width] = np.take_along_axis(_pad(hit_w, n_retrieved, full_width, 0.0), order, axis=1)
 
-    return RankedArrays(qids, grades, n_retrieved, n_relevant, ideal, rel_threshold, weights, total_weight)
+    return RankedArrays(qids, grades, n_retrieved, n_relevant, ideal, rel_threshold, weights, total_weight,
+                        judged_arr)
+
+
+def judged_sets(judged: Mapping[str, Iterable[str]] | None, qid: str):
+    """The extra judged documents of ``qid`` as a set-like object (empty when ``judged`` is None)."""
+    if not judged:
+        return _EMPTY
+    docs = judged.get(qid, _EMPTY)
+    return docs if isinstance(docs, (set, frozenset, dict)) else set(docs)
+
+
+def condense(qrels: Qrels | Mapping[str, Mapping[str, int]], run: Run | Mapping[str, Mapping[str, float]],
+             judged: Mapping[str, Iterable[str]] | None = None) -> dict[str, dict[str, float]]:
+    """The run with every unjudged document removed from each query's list (trec_eval ``-J``).
+
+    Judged: in the qrels of that query (any grade), or in ``judged[qid]``. Scores are kept, so the remaining
+    documents keep their order and move up. Queries absent from the qrels keep an empty list.
+    """
+    qd, rd = _qrels_dict(qrels), _run_dict(run)
+    out = {}
+    for qid, docs in rd.items():
+        q, x = qd.get(qid, _EMPTY), judged_sets(judged, qid)
+        out[qid] = {d: s for d, s in docs.items() if d in q or d in x}
+    return out
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -468,6 +543,7 @@ class Evaluation:
     n_queries: evaluated queries (qrels queries with at least one relevant document).
     excluded: qrels queries without a relevant document (grade >= rel_threshold), not scored.
     n_unjudged_run_queries: queries of the run absent from the qrels, ignored.
+    condensed: True when unjudged documents were removed from the lists before scoring (trec_eval -J).
     """
 
     per_query: pd.DataFrame
@@ -478,6 +554,7 @@ class Evaluation:
     metrics_version: str = METRICS_VERSION
     rel_threshold: int = 1
     tier_weights: dict[str, float] | None = field(default=None)
+    condensed: bool = False
 
     @property
     def metrics(self) -> list[str]:
@@ -495,6 +572,8 @@ class Evaluation:
         }
         if self.tier_weights is not None:
             out["tier_weights"] = dict(self.tier_weights)
+        if self.condensed:
+            out["condensed"] = True
         if per_query:
             out["per_query"] = {
                 str(q): {m: float(v) for m, v in zip(self.per_query.columns, row)}
@@ -510,6 +589,8 @@ def evaluate(
     rel_threshold: int = 1,
     tiers: Mapping[str, Mapping[str, str]] | None = None,
     tier_weights: Mapping[str, float] | None = None,
+    condensed: bool = False,
+    judged: Mapping[str, Iterable[str]] | None = None,
 ) -> Evaluation:
     """Score ``run`` against ``qrels`` on ``metrics`` (names as ranx spells them: "ndcg@10", "mrr", ...).
 
@@ -517,7 +598,9 @@ def evaluate(
     order; a query with nothing retrieved scores 0. Qrels queries without a relevant document are listed in
     ``excluded``; run queries absent from the qrels are ignored and counted. With ``tiers`` (qid ->
     {doc id: "core" | "auxiliary" | "edge"}) and no weighted_recall requested, ``weighted_recall@k`` is
-    added for every cut-off k among the requested metrics. Conventions: see the module docstring.
+    added for every cut-off k among the requested metrics. ``condensed``: score the condensed lists (unjudged
+    documents removed first, trec_eval -J); ``judged`` (qid -> doc ids): documents that count as judged besides
+    those of the qrels (for judged@k and condensing). Conventions: see the module docstring.
     """
     specs = [parse_metric(m) for m in metrics]
     if not specs:
@@ -541,8 +624,10 @@ def evaluate(
             "check the split and rel_threshold")
     n_unjudged = sum(1 for q in rd if q not in qd)
 
+    if condensed:
+        rd = condense(qd, rd, judged)
     depth = None if any(s.k is None for s in specs) else max(s.k for s in specs)
-    arrays = build_arrays(qd, rd, depth, thr, query_ids=qids, tiers=tiers, tier_weights=tier_weights)
+    arrays = build_arrays(qd, rd, depth, thr, query_ids=qids, tiers=tiers, tier_weights=tier_weights, judged=judged)
     scores = compute_metrics(arrays, specs)
     per_query = pd.DataFrame(scores, index=pd.Index(qids, name="query_id"), columns=labels)
     means = {m: float(v) for m, v in zip(labels, per_query.to_numpy().mean(axis=0))}
@@ -555,4 +640,5 @@ def evaluate(
         metrics_version=METRICS_VERSION,
         rel_threshold=thr,
         tier_weights=None if tiers is None else dict(DEFAULT_TIER_WEIGHTS if tier_weights is None else tier_weights),
+        condensed=bool(condensed),
     )

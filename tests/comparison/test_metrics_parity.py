@@ -225,3 +225,50 @@ def test_tie_rule_string_order_matches_trec_eval():
     ref = trec_scores(qrels, run, {"recip_rank", "P.1,2", "ndcg_cut.2"})["q"]
     assert ref["recip_rank"] == pytest.approx(0.5) and ref["P_1"] == 0.0
     assert ours.per_query.loc["q", "ndcg@2"] == pytest.approx(ref["ndcg_cut_2"], abs=TOL)
+
+
+# ------------------------------------------------------------------ incomplete judgements: judged@k, condensed
+def _shifted(qrels):
+    """Every judged document made relevant (grade + 1 >= 1): trec_eval's P_k on these qrels is Judged@k
+    (ir_measures documents Judged@k as P@k with a relevance level below every judgement)."""
+    return {q: {d: g + 1 for d, g in docs.items()} for q, docs in qrels.items()}
+
+
+@pytest.mark.parametrize("seed", range(300, 315))
+def test_judged_at_k_matches_trec_eval_precision_on_all_judged(seed):
+    qrels, run = random_case(seed)
+    labels = [f"judged@{k}" for k in CUTOFFS]
+    ours = evaluate(Qrels(qrels), Run(run), labels + ["judged"])
+    ref = trec_scores(_shifted(qrels), run, {"P.1,3,5,10,100", "set_P"})
+    checked = 0
+    for qid in ours.per_query.index:
+        for k in CUTOFFS:
+            want = ref[qid][f"P_{k}"] if qid in ref else 0.0
+            assert ours.per_query.loc[qid, f"judged@{k}"] == pytest.approx(want, abs=TOL), (seed, qid, k)
+            checked += 1
+        want = ref[qid]["set_P"] if qid in ref else 0.0
+        assert ours.per_query.loc[qid, "judged"] == pytest.approx(want, abs=TOL), (seed, qid)
+    assert checked > 0
+
+
+@pytest.mark.parametrize("seed", range(320, 340))
+def test_condensed_matches_trec_eval_judged_docs_only(seed):
+    """evaluate(condensed=True) against pytrec_eval's judged_docs_only_flag (trec_eval -J), every measure."""
+    import pytrec_eval
+
+    qrels, run = random_case(seed)
+    # mostly unjudged documents in the lists, so condensing changes the ranks
+    ours = evaluate(Qrels(qrels), Run(run), list(TREC_OF), condensed=True)
+    assert ours.condensed
+    evaluator = pytrec_eval.RelevanceEvaluator({q: d for q, d in qrels.items() if d}, set(TREC_MEASURES),
+                                               relevance_level=1, judged_docs_only_flag=True)
+    ref = evaluator.evaluate({q: d for q, d in run.items() if d})
+    plain = evaluate(Qrels(qrels), Run(run), list(TREC_OF))
+    checked = differs = 0
+    for label in TREC_OF:
+        for qid, value in ours.per_query[label].items():
+            if qid in ref:
+                assert value == pytest.approx(ref[qid][TREC_OF[label]], abs=TOL), (seed, label, qid)
+                checked += 1
+            differs += value != plain.per_query.loc[qid, label]
+    assert checked > 0 and differs > 0

@@ -1,0 +1,44 @@
+"""Agreement between two raters on graded labels: Cohen's kappa, unweighted or weighted.
+
+Cohen 1960, "A coefficient of agreement for nominal scales"; weighted kappa: Cohen 1968, "Weighted kappa".
+kappa = 1 - sum(w * observed) / sum(w * expected), where ``observed`` is the confusion matrix of the two raters
+as proportions, ``expected`` the outer product of their marginals, and w the disagreement weights: 0 on the
+diagonal and 1 elsewhere (unweighted), |i - j| (linear) or (i - j)^2 (quadratic), over the index of the labels
+in ``labels``. Same definition as scikit-learn's ``cohen_kappa_score`` (checked in tests). When the expected
+disagreement is 0 (both raters always give the same single label) kappa is undefined: NaN.
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+WEIGHTS = (None, "linear", "quadratic")
+
+
+def cohen_kappa(a: Sequence, b: Sequence, labels: Sequence | None = None, weights: str | None = None) -> float:
+    """Cohen's kappa of two equal-length label sequences (see the module docstring); NaN when undefined."""
+    if weights not in WEIGHTS:
+        raise ValueError(f"weights={weights!r}: choose None, 'linear' or 'quadratic'")
+    if len(a) != len(b):
+        raise ValueError(f"cohen_kappa: {len(a)} labels against {len(b)}; pass one label per item from each rater")
+    if not len(a):
+        return math.nan
+    labels = list(labels) if labels is not None else sorted(set(a) | set(b))
+    index = {lab: i for i, lab in enumerate(labels)}
+    unknown = sorted({x for x in (*a, *b) if x not in index}, key=str)
+    if unknown:
+        raise ValueError(f"cohen_kappa: labels {unknown} are not in labels={labels}")
+    n = len(labels)
+    observed = np.zeros((n, n))
+    for x, y in zip(a, b):
+        observed[index[x], index[y]] += 1
+    observed /= observed.sum()
+    expected = np.outer(observed.sum(axis=1), observed.sum(axis=0))
+    i, j = np.indices((n, n))
+    w = (i != j).astype(float) if weights is None else np.abs(i - j) if weights == "linear" else (i - j) ** 2.0
+    den = float((w * expected).sum())
+    if den == 0:
+        return math.nan
+    return 1.0 - float((w * observed).sum()) / den
