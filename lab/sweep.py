@@ -644,6 +644,8 @@ def _check_configs(spec, configs: list[dict], labels: list[str]) -> None:
     from lab.sweep_check import validate_sweep
 
     problems = validate_sweep(spec, configs, labels)
+    if len(problems) == 1:  # one problem, one line
+        raise ConfigError(f"{problems[0]}; sweep {spec.name!r} not started: fix it and run again")
     if problems:
         raise ConfigError("\n".join(problems + [f"sweep {spec.name!r} not started: {len(problems)} problem(s) in "
                                                  f"{spec.path}; fix them and run again"]))

@@ -97,7 +97,7 @@ def _dataset_problem(dataset, split, repo_root) -> str | None:
     except LabError as exc:
         return f"dataset {dataset!r}: {exc}"
     if not folder.is_dir():
-        return f"dataset {dataset!r}: folder not found (looked at {folder}); paths are relative to the repo root"
+        return f"dataset {dataset!r}: dataset folder not found ({folder}); paths are relative to the repo root"
     for stem in ("corpus", "queries"):
         if not any((folder / f"{stem}{ext}").is_file() for ext in (".jsonl", ".jsonl.gz")):
             return f"dataset {dataset!r}: no {stem}.jsonl in {folder} (not a BEIR folder)"
