@@ -151,6 +151,10 @@ def run_experiment(
         raise ConfigError("relevance='span' needs chunking (e.g. --set chunking.chunker=recursive)")
 
     retriever = build(strategy, dict(params or {}), ctx)
+    if hasattr(retriever, "use_qrels"):
+        # strategies that tune on judgments (hybrid's weights="tuned") get them with the level they judge at;
+        # they must score each query out of fold (see lab.retrievers.fusion_cv)
+        retriever.use_qrels(qrels, (lambda r: rel.prepare(r, k=k)) if rel is not None and mode == "doc" else None)
     usage = getattr(retriever, "usage", dict)
     u0 = usage()
     t0 = time.perf_counter()
