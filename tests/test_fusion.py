@@ -88,8 +88,9 @@ def test_combsum_and_combmnz_by_hand():
     assert combsum([A, B]).scores["q"] == pytest.approx({"d1": 1.0, "d2": 0.5, "d3": 1.0, "d4": 0.0})
     # d3 is retrieved by both runs: its sum counts twice
     assert combmnz([A, B]).scores["q"] == pytest.approx({"d1": 1.0, "d2": 0.5, "d3": 2.0, "d4": 0.0})
+    # weighted MNZ (ranx wmnz): the plain sum times the weights of the runs that retrieved the document
     assert combmnz([A, B], weights=[0.5, 2.0]).scores["q"] == pytest.approx(
-        {"d1": 0.5, "d2": 0.25, "d3": 4.0, "d4": 0.0})
+        {"d1": 0.5, "d2": 0.25, "d3": 2.5, "d4": 0.0})
     assert combsum([A, B], "rank").scores["q"] == pytest.approx(
         {"d1": 1.0, "d2": 2 / 3, "d3": 1 / 3 + 1.0, "d4": 0.5})
     assert fuse([A, B], "combmnz", norm="max").name == "combmnz-max(A+B)"

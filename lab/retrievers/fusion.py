@@ -6,8 +6,8 @@ Conventions
 - Score fusion (Fox & Shaw 1994; the definitions of ranx, Bassani 2022, ``ranx.fuse``): each run's scores of a
   query are normalised over that run's retrieved documents (:func:`normalise`), then
   ``weighted``: ``sum_i w_i * norm_i(d)``; ``combsum``: the same with every weight 1 (ranx "sum", comb_sum);
-  ``combmnz``: ``(sum_i w_i * norm_i(d)) * (number of runs that retrieved d)`` (ranx "mnz", comb_mnz; with weights,
-  ranx ``wmnz``).
+  ``combmnz``: ``(sum_i norm_i(d)) * (number of runs that retrieved d)`` (ranx "mnz", comb_mnz); with weights,
+  ``(sum_i norm_i(d)) * (sum of w_i over the runs that retrieved d)`` (ranx "wmnz", weighted MNZ).
 - A document missing from a run (not in its top ``depth``) contributes 0 from that run, *after* normalisation, in
   every fuser (as ranx does).
 - Queries: the union of the runs' queries, in first-seen order; a query missing from a run gets nothing from it.
@@ -144,13 +144,13 @@ def _score_fusion(runs: Sequence[Run], w: list[float], norm: str, mnz: bool, top
     scores: dict[str, dict[str, float]] = {}
     for qid in _query_ids(runs):
         fused: dict[str, float] = {}
-        hits: dict[str, int] = {}
+        hit_weight: dict[str, float] = {}
         for wi, run in zip(w, runs):
             for doc, s in normalise(run.scores.get(qid, {}), norm).items():
-                fused[doc] = fused.get(doc, 0.0) + wi * s
-                hits[doc] = hits.get(doc, 0) + 1
+                fused[doc] = fused.get(doc, 0.0) + (s if mnz else wi * s)
+                hit_weight[doc] = hit_weight.get(doc, 0.0) + wi
         if mnz:
-            fused = {d: s * hits[d] for d, s in fused.items()}
+            fused = {d: s * hit_weight[d] for d, s in fused.items()}
         scores[qid] = _top(fused, top)
     return Run(scores, name=_name(f"{label}-{norm}", runs))
 
@@ -174,8 +174,8 @@ def combsum(runs: Sequence[Run], norm: str = "minmax", weights: Sequence[float] 
 
 def combmnz(runs: Sequence[Run], norm: str = "minmax", weights: Sequence[float] | None = None,
             top: int | None = None) -> Run:
-    """CombMNZ (Fox & Shaw 1994): CombSUM times the number of runs that retrieved the document (ranx "mnz";
-    with weights, ranx wmnz)."""
+    """CombMNZ (Fox & Shaw 1994): CombSUM times the number of runs that retrieved the document (ranx "mnz");
+    with weights, CombSUM times the sum of the weights of the runs that retrieved it (ranx "wmnz")."""
     return _score_fusion(runs, _weights(runs, weights), norm, True, top, "combmnz")
 
 
