@@ -171,6 +171,13 @@ def run_experiment(
     eval_run, eval_qrels = run, qrels
     if rel is not None and mode == "doc":
         eval_run = rel.prepare(run, k=k)
+    elif rel is not None:
+        eval_qrels = rel.judge(run, qrels)  # spans the strategy returned beyond the chunks (windows) are judged too
+    elif any(d not in units for q in run for d in run.scores[q]):
+        from lab.chunking import aggregate_to_docs
+
+        # a strategy over whole documents that returns spans of them (parent's windows): judged as their documents
+        eval_run = aggregate_to_docs(run, {d: d for d in units.ids}, k=k)
 
     evaluation = evaluate(eval_qrels, eval_run, metrics or DEFAULT_METRICS)
     info = {
