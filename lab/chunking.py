@@ -567,6 +567,11 @@ def _known_span(cid: str, chunk_to_doc: dict[str, str], known: set[str]) -> bool
     return doc in known
 
 
+def _offsets(cid: str) -> tuple[int, int]:
+    s, e = cid.rpartition("@")[2].split("-")
+    return int(s), int(e)
+
+
 def span_chunks(ids: Iterable[str]) -> list[Chunk]:
     """Chunks (no text) parsed from span ids ``doc@start-end``; ids that are not span ids are skipped."""
     out = []
@@ -613,7 +618,10 @@ class Relevance:
     def judge(self, run: Run, qrels: Qrels | None = None) -> Qrels:
         """Qrels that also judge the spans a strategy returned that are not chunks of this chunking (a window of
         neighbouring chunks, a parent span): in "span" mode each such span id ``doc@start-end`` is relevant when it
-        overlaps an evidence span, with the grades of :func:`span_qrels`; in "doc" mode the qrels unchanged.
+        overlaps an evidence span, with the grades of :func:`span_qrels`, and the relevant chunks a relevant
+        returned span overlaps leave the relevant set (it stands for them), so recall and the ideal DCG are not
+        held down by chunks the strategy never returns; in "doc" mode the qrels unchanged. Caveat: two returned
+        windows over the same evidence each count as relevant.
         ``qrels``: the span qrels to extend (default this relevance's own; e.g. a subset of its queries)."""
         base = qrels if qrels is not None else self.qrels
         if self.mode != "span":
@@ -624,8 +632,16 @@ class Relevance:
         judged = span_qrels(span_chunks(sorted(extra)), self.evidence, self.doc_qrels, self.tiers)
         merged = {q: dict(rows) for q, rows in base.qrels.items()}
         for q, rows in judged.qrels.items():
-            if q in merged:
-                merged[q].update(rows)
+            if q not in merged:
+                continue
+            # the run's relevant spans stand for the chunks they overlap: those chunks leave the relevant set,
+            # so recall and ideal DCG count each piece of evidence once, not as a chunk the run never returns
+            mine = [c for c in span_chunks(rows) if c.id in run.scores.get(q, {})]
+            for cid in [c for c in merged[q] if c in self.chunk_to_doc]:
+                doc, (s0, e0) = doc_id_of(cid), _offsets(cid)
+                if any(m.doc_id == doc and m.start < e0 and s0 < m.end for m in mine):
+                    del merged[q][cid]
+            merged[q].update(rows)
         return Qrels(merged, name=base.name)
 
     def describe(self) -> dict:
