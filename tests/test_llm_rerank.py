@@ -40,8 +40,9 @@ def test_params_are_checked():
         build("llm_rerank", {"window": 5, "step": 6})
 
 
+@pytest.mark.slow
 def test_real_run_on_ordqa_with_the_packaged_model(tmp_path):
-    """Two ORD-QA queries, BM25's top 5 in one window: the head is a permutation of BM25's top 5, the tail keeps
+    """(slow: 2 min on two loaded cores.) Two ORD-QA queries, BM25's top 5 in one window: the head is a permutation of BM25's top 5, the tail keeps
     BM25's order, the LLM cost is reported as query-time cost, and every window is either parsed or counted."""
     from lab.experiment import run_experiment
 
