@@ -524,17 +524,21 @@ def aggregate_to_docs(run: Run, chunk_to_doc: dict[str, str] | None = None, how:
     Chunks are read in rank order (``Run.ranked``), so a document's score is that of its first-ranked chunk and
     the document order follows first appearance; ties between documents are then broken by the Run rule (doc id
     descending). ``how="sum"`` adds the scores of a document's retrieved chunks instead. ``chunk_to_doc`` maps
-    chunk ids to document ids; when None, ids are parsed (``doc@start-end``). ``k`` keeps the top k documents.
+    chunk ids to document ids; when None, ids are parsed (``doc@start-end``); an id outside the mapping that is a
+    span of one of its documents (a window a strategy returned) is parsed too. ``k`` keeps the top k documents.
     Search chunks deeper than the document cut-off you evaluate: k chunks hold at most k documents.
     Latency is carried over unchanged.
     """
     if how not in ("max", "sum"):
         raise ConfigError(f"unknown aggregation {how!r}; choose 'max' or 'sum'")
     scores: dict[str, dict[str, float]] = {}
+    known: set[str] = set()
     for qid in run:
         docs: dict[str, float] = {}
         for cid, s in run.ranked(qid):
-            if chunk_to_doc is not None:
+            if chunk_to_doc is not None and cid not in chunk_to_doc and _known_span(cid, chunk_to_doc, known):
+                doc = doc_id_of(cid)  # a span made by the strategy (a window of chunks): its id names its document
+            elif chunk_to_doc is not None:
                 if cid not in chunk_to_doc:
                     raise ConfigError(f"run {run.name!r}, query {qid!r}: chunk id {cid!r} is not in the chunk mapping"
                                       " (was the run made on another chunking?)")
@@ -552,6 +556,35 @@ def aggregate_to_docs(run: Run, chunk_to_doc: dict[str, str] | None = None, how:
     return out
 
 
+def _known_span(cid: str, chunk_to_doc: dict[str, str], known: set[str]) -> bool:
+    """True when ``cid`` is a span id ``doc@start-end`` of a document of the mapping (``known`` caches its docs)."""
+    try:
+        doc = doc_id_of(cid)
+    except ValueError:
+        return False
+    if not known:
+        known.update(chunk_to_doc.values())
+    return doc in known
+
+
+def _offsets(cid: str) -> tuple[int, int]:
+    s, e = cid.rpartition("@")[2].split("-")
+    return int(s), int(e)
+
+
+def span_chunks(ids: Iterable[str]) -> list[Chunk]:
+    """Chunks (no text) parsed from span ids ``doc@start-end``; ids that are not span ids are skipped."""
+    out = []
+    for cid in ids:
+        try:
+            doc = doc_id_of(cid)
+        except ValueError:
+            continue
+        s, e = (int(x) for x in cid.rpartition("@")[2].split("-"))
+        out.append(Chunk(cid, doc, s, e, ""))
+    return out
+
+
 @dataclass
 class Relevance:
     """Qrels at the level a chunk run is evaluated at, with the mode that made them.
@@ -566,6 +599,9 @@ class Relevance:
     chunk_to_doc: dict[str, str]
     dropped: list[str] = field(default_factory=list)
     n_split_queries: int = 0
+    evidence: tuple = ()
+    doc_qrels: Qrels | None = None
+    tiers: tuple | None = None
 
     def __iter__(self) -> Iterator:
         return iter((self.qrels, self.chunk_to_doc))
@@ -578,6 +614,35 @@ class Relevance:
     def prepare(self, run: Run, how: str = "max", k: int | None = None) -> Run:
         """A chunk run made ready for these qrels: aggregated to documents in "doc" mode, unchanged in "span"."""
         return aggregate_to_docs(run, self.chunk_to_doc, how, k) if self.mode == "doc" else run
+
+    def judge(self, run: Run, qrels: Qrels | None = None) -> Qrels:
+        """Qrels that also judge the spans a strategy returned that are not chunks of this chunking (a window of
+        neighbouring chunks, a parent span): in "span" mode each such span id ``doc@start-end`` is relevant when it
+        overlaps an evidence span, with the grades of :func:`span_qrels`, and the relevant chunks a relevant
+        returned span overlaps leave the relevant set (it stands for them), so recall and the ideal DCG are not
+        held down by chunks the strategy never returns; in "doc" mode the qrels unchanged. Caveat: two returned
+        windows over the same evidence each count as relevant.
+        ``qrels``: the span qrels to extend (default this relevance's own; e.g. a subset of its queries)."""
+        base = qrels if qrels is not None else self.qrels
+        if self.mode != "span":
+            return base
+        extra = {cid for q in run for cid in run.scores[q] if cid not in self.chunk_to_doc}
+        if not extra:
+            return base
+        judged = span_qrels(span_chunks(sorted(extra)), self.evidence, self.doc_qrels, self.tiers)
+        merged = {q: dict(rows) for q, rows in base.qrels.items()}
+        for q, rows in judged.qrels.items():
+            if q not in merged:
+                continue
+            # the run's relevant spans stand for the chunks they overlap: those chunks leave the relevant set,
+            # so recall and ideal DCG count each piece of evidence once, not as a chunk the run never returns
+            mine = [c for c in span_chunks(rows) if c.id in run.scores.get(q, {})]
+            for cid in [c for c in merged[q] if c in self.chunk_to_doc]:
+                doc, (s0, e0) = doc_id_of(cid), _offsets(cid)
+                if any(m.doc_id == doc and m.start < e0 and s0 < m.end for m in mine):
+                    del merged[q][cid]
+            merged[q].update(rows)
+        return Qrels(merged, name=base.name)
 
     def describe(self) -> dict:
         return {"relevance": self.mode, "queries_evaluated": len(self.qrels),
@@ -600,4 +665,5 @@ def relevance_for(dataset: Dataset, chunks: Sequence[Chunk], split: str = "test"
         raise ConfigError(f"{dataset.path}: no evidence spans, so no span-level relevance; use relevance mode 'doc'")
     qrels = span_qrels(chunks, dataset.evidence, doc_qrels, tiers)
     dropped = [q for q in doc_qrels.query_ids if q not in qrels]
-    return Relevance("span", qrels, mapping, dropped, len(doc_qrels))
+    return Relevance("span", qrels, mapping, dropped, len(doc_qrels), tuple(dataset.evidence), doc_qrels,
+                     tuple(tiers) if tiers is not None else None)

@@ -189,6 +189,10 @@ def run_experiment(
         raise ConfigError("relevance='span' needs chunking (e.g. --set chunking.chunker=recursive)")
 
     retriever = build(strategy, dict(params or {}), ctx)
+    if hasattr(retriever, "use_qrels"):
+        # strategies that tune on judgments (hybrid's weights="tuned") get them with the level they judge at;
+        # they must score each query out of fold (see lab.retrievers.fusion_cv)
+        retriever.use_qrels(qrels, (lambda r: rel.prepare(r, k=k)) if rel is not None and mode == "doc" else None)
     usage = getattr(retriever, "usage", dict)
     u0 = usage()
     t0 = time.perf_counter()
@@ -205,6 +209,13 @@ def run_experiment(
     eval_run, eval_qrels = run, qrels
     if rel is not None and mode == "doc":
         eval_run = rel.prepare(run, k=k)
+    elif rel is not None:
+        eval_qrels = rel.judge(run, qrels)  # spans the strategy returned beyond the chunks (windows) are judged too
+    elif any(d not in units for q in run for d in run.scores[q]):
+        from lab.chunking import aggregate_to_docs
+
+        # a strategy over whole documents that returns spans of them (parent's windows): judged as their documents
+        eval_run = aggregate_to_docs(run, {d: d for d in units.ids}, k=k)
 
     judged = None
     if rel is not None and mode == "span":

@@ -213,6 +213,10 @@ sentences are the spans), BM25, sizes 64..1024 tokens of the all-MiniLM-L6-v2 to
 
 - Interactively: the grid below (`chunkers` x `overlaps` x `chunk_sizes`), one MLflow run per config.
 - As a sweep: `lab sweep params/chunk_size_grid.yaml` injects one `chunking` config per execution.
+- Small-to-big beside plain sizes: for each chunk size in `parent_sizes` (overlap 0), the `parent` strategy
+  searches small children (`small_to_big`: e.g. 64 tokens) of those chunks and returns the whole chunk
+  (`mode: parent`) or the child with its neighbours (`mode: window`); the `retrieval` column tells the rows apart.
+  As a sweep into the same experiment: `lab sweep params/small_to_big.yaml`.
 
 Shaded bands are 95% percentile-bootstrap intervals over queries. Read span-level recall with the chunk size in
 mind: a bigger chunk overlaps the evidence more easily, so recall rises with size partly by construction, while
@@ -229,6 +233,8 @@ chunkers = ["recursive", "fixed"]
 chunk_sizes = [64, 128, 256, 512, 1024]
 overlaps = [0, 32]          # units shared by neighbouring chunks (skipped unless below the size)
 size_unit = "tokens"        # "tokens", "words" or "chars"
+small_to_big = [{"mode": "parent", "child_size": 64}, {"mode": "window", "window": 1, "child_size": 64}]
+parent_sizes = [512, 1024]  # chunk sizes (overlap 0) that also get the small_to_big rows; [] for none
 relevance = "span"          # "span" (chunk overlaps evidence) or "doc" (best chunk per document)
 condensed = False           # True: unjudged units removed before scoring (trec_eval -J); judged@k shows coverage
 split = "test"
@@ -249,34 +255,49 @@ grid = [chunking] if chunking else [
     for c in chunkers for o in overlaps for s in chunk_sizes if o < s]
 if mlflow_run_id and len(grid) > 1:
     raise ValueError("mlflow_run_id is set (a sweep run): give one `chunking` config, not a grid")
-rows, run_ids = [], []
+# (strategy, params, retrieval label) per config: the plain strategy, plus small-to-big over the parent sizes
+# (not in a sweep run: one config per execution there; params/small_to_big.yaml sweeps them)
+runs_to_do = []
 for cfg in grid:
-    res = run_experiment(ds, strategy, params, split=split, k=k, chunking=cfg, relevance=relevance,
+    if strategy == "parent":
+        label = f"{params.get('mode', 'parent')} of {params.get('child_size', 64)}"
+        runs_to_do.append((cfg, strategy, params, label))
+        continue
+    runs_to_do.append((cfg, strategy, params, "plain"))
+    if not mlflow_run_id and cfg.get("size") in parent_sizes and cfg.get("overlap", 32) == 0:
+        for s2b in small_to_big:
+            label = f"{s2b.get('mode', 'parent')} of {s2b.get('child_size', 64)}"
+            runs_to_do.append((cfg, "parent", {"base": strategy, "base_params": params, **s2b}, label))
+rows, run_ids = [], []
+for cfg, strat, p, retrieval in runs_to_do:
+    res = run_experiment(ds, strat, p, split=split, k=k, chunking=cfg, relevance=relevance,
                          max_queries=max_queries, ctx=ctx, condensed=condensed)
     run_ids.append(log_result(res, run_id=mlflow_run_id, experiment=experiment, root=tracking_root, seed=seed))
     info = res.info["chunking"]
     rows.append(({"chunker": info["chunker"], "size": info["chunk_size"], "overlap": info["chunk_overlap"],
-                  "n_chunks": info["n_chunks"]}, res))
-    print(f"{info['chunker']:>9} size {info['chunk_size']:>5} overlap {info['chunk_overlap']:>3}: "
+                  "retrieval": retrieval, "n_chunks": info["n_chunks"],
+                  "mean_returned_chars": res.info["retriever"].get("mean_returned_chars")}, res))
+    print(f"{info['chunker']:>9} size {info['chunk_size']:>5} overlap {info['chunk_overlap']:>3} {retrieval:>14}: "
           f"{info['n_chunks']:>7,} chunks  " + "  ".join(f"{m} {res.evaluation.means[m]:.4f}" for m in plot_metrics)
           + f"  ({res.evaluation.n_queries} queries, relevance={res.info['relevance_mode']})")
 shown_tokens = [m for m in token_metrics if all(m in r.evaluation.per_query for _, r in rows)]
 judged_cols = [m for m in ("judged@10",) if all(m in r.evaluation.per_query for _, r in rows)]
 table = plots.results_table(rows, [*plot_metrics, *shown_tokens, *judged_cols], seed=seed)
-display(table[["chunker", "size", "overlap", "n_chunks",
+display(table[["chunker", "size", "overlap", "retrieval", "n_chunks", "mean_returned_chars",
                *[c for m in plot_metrics for c in (m, f"{m}_ci_low", f"{m}_ci_high")], *shown_tokens, *judged_cols,
                "index_seconds", "latency_p50_ms", "n_queries", "relevance_mode"]])'''),
         new_markdown_cell("## Metrics against chunk size"),
         new_code_cell('''\
 figures = {
-    "metrics_vs_chunk_size": plots.metric_vs_param(table, "size", plot_metrics, hue=["chunker", "overlap"],
+    "metrics_vs_chunk_size": plots.metric_vs_param(table, "size", plot_metrics, hue=["chunker", "overlap", "retrieval"],
                                                    title=f"{strategy} on {ds.name}/{split}, relevance={relevance}"),
-    "per_query": plots.per_query_distribution({f"{f['chunker']} {f['size']}/{f['overlap']}": res.evaluation.per_query
+    "per_query": plots.per_query_distribution({f"{f['chunker']} {f['size']}/{f['overlap']} {f['retrieval']}":
+                                               res.evaluation.per_query
                                                for f, res in rows}, plot_metrics[-1]),
 }
 if shown_tokens:  # token recall / precision / IoU of the top k chunks against chunk size (span relevance)
     figures["token_metrics_vs_chunk_size"] = plots.metric_vs_param(
-        table, "size", shown_tokens, hue=["chunker", "overlap"],
+        table, "size", shown_tokens, hue=["chunker", "overlap", "retrieval"],
         title=f"{strategy} on {ds.name}/{split}: evidence tokens in the top chunks")
 ''' + LOG_FIGURES),
     ]

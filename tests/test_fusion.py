@@ -8,7 +8,7 @@ import pytest
 from lab.data.types import Run
 from lab.errors import ConfigError
 from lab.retrievers import Context, build
-from lab.retrievers.fusion import HybridRetriever, fuse, normalise, rrf, weighted
+from lab.retrievers.fusion import HybridRetriever, combmnz, combsum, fuse, normalise, rrf, weighted
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -72,6 +72,28 @@ def test_weighted_zscore_by_hand():
     fused = weighted([A, B], [1.0, 1.0], "zscore")
     sd_a = (2 / 3) ** 0.5
     assert fused.scores["q"] == pytest.approx({"d1": 1 / sd_a, "d2": 0.0, "d3": -1 / sd_a + 1.0, "d4": -1.0})
+
+
+def test_normalise_sum_max_rank_by_hand():
+    s = {"a": 3.0, "b": 1.0, "c": 2.0}
+    assert normalise(s, "sum") == pytest.approx({"a": 2 / 3, "b": 0.0, "c": 1 / 3})  # (s - min) / sum(s - min)
+    assert normalise(s, "max") == pytest.approx({"a": 1.0, "b": 1 / 3, "c": 2 / 3})
+    assert normalise(s, "rank") == pytest.approx({"a": 1.0, "c": 2 / 3, "b": 1 / 3})  # 1 - i / n
+    # rank follows the Run tie rule (doc id descending), not dict order
+    assert normalise({"x": 1.0, "y": 1.0}, "rank") == {"y": 1.0, "x": 0.5}
+
+
+def test_combsum_and_combmnz_by_hand():
+    # A minmax: d1 1, d2 .5, d3 0; B minmax: d3 1, d4 0
+    assert combsum([A, B]).scores["q"] == pytest.approx({"d1": 1.0, "d2": 0.5, "d3": 1.0, "d4": 0.0})
+    # d3 is retrieved by both runs: its sum counts twice
+    assert combmnz([A, B]).scores["q"] == pytest.approx({"d1": 1.0, "d2": 0.5, "d3": 2.0, "d4": 0.0})
+    # weighted MNZ (ranx wmnz): the plain sum times the weights of the runs that retrieved the document
+    assert combmnz([A, B], weights=[0.5, 2.0]).scores["q"] == pytest.approx(
+        {"d1": 0.5, "d2": 0.25, "d3": 2.5, "d4": 0.0})
+    assert combsum([A, B], "rank").scores["q"] == pytest.approx(
+        {"d1": 1.0, "d2": 2 / 3, "d3": 1 / 3 + 1.0, "d4": 0.5})
+    assert fuse([A, B], "combmnz", norm="max").name == "combmnz-max(A+B)"
 
 
 def test_fuse_dispatches_and_checks():
@@ -193,6 +215,10 @@ def test_hybrid_weighted_fusion_and_param_checks(scifact_small, tmp_path):
         build("hybrid", {"retrievers": ["bm25", "bm25"], "weights": [1.0]}, ctx)
     with pytest.raises(ConfigError, match="fusion"):
         build("hybrid", {"retrievers": ["bm25", "bm25"], "fusion": "max"}, ctx)
+    with pytest.raises(ConfigError, match="weights='tune' is not valid.*'tuned'"):
+        build("hybrid", {"retrievers": ["bm25", "bm25"], "weights": "tune"}, ctx)
+    with pytest.raises(ConfigError, match="folds=1 is not valid"):
+        build("hybrid", {"retrievers": ["bm25", "bm25"], "weights": "tuned", "folds": 1}, ctx)
     with pytest.raises(ConfigError, match="unknown strategy"):
         build("hybrid", {"retrievers": ["bm25", "nope"]}, ctx)
 

@@ -299,6 +299,16 @@ def test_02_chunk_size_grid_span_relevance(tmp_path, kernel, store, scifact_slic
     assert len(outputs(nb, "image/png")) == 3
 
 
+def test_02_small_to_big_rows_beside_plain_chunks(tmp_path, kernel, store, scifact_slice):
+    """Notebook 02 with parent_sizes: the plain chunk size, then parent and window rows over the same chunks."""
+    execute("02_chunk_size_grid.ipynb", tmp_path, kernel, store, dataset=str(scifact_slice), experiment="t02s",
+            chunkers=["recursive"], chunk_sizes=[256], overlaps=[0], parent_sizes=[256])
+    runs = runs_of(store, "t02s")
+    assert [r.data.params["strategy"] for r in runs] == ["bm25", "parent", "parent"]
+    assert [r.data.params.get("params.mode") for r in runs] == [None, "parent", "window"]
+    assert all(r.info.status == "FINISHED" and r.data.params["chunking.size"] == "256" for r in runs)
+
+
 def _artifact_text(store: Path, run_id: str, path: str) -> str:
     from mlflow.artifacts import download_artifacts
 

@@ -1,12 +1,44 @@
-"""Fusion of several runs into one (RRF, weighted score fusion), and the "hybrid" strategy built on it.
+"""Fusion of several runs into one (RRF, score fusion: weighted sum, CombSUM, CombMNZ), and the "hybrid" strategy.
 
 Conventions
 - Ranks start at 1 and follow :meth:`Run.ranked` (score descending, ties by doc id descending), so two runs with
   the same scores always fuse the same way.
-- A document missing from a run (not in its top ``depth``) contributes 0 from that run, in both fusers.
+- Score fusion (Fox & Shaw 1994; the definitions of ranx, Bassani 2022, ``ranx.fuse``): each run's scores of a
+  query are normalised over that run's retrieved documents (:func:`normalise`), then
+  ``weighted``: ``sum_i w_i * norm_i(d)``; ``combsum``: the same with every weight 1 (ranx "sum", comb_sum);
+  ``combmnz``: ``(sum_i norm_i(d)) * (number of runs that retrieved d)`` (ranx "mnz", comb_mnz); with weights,
+  ``(sum_i norm_i(d)) * (sum of w_i over the runs that retrieved d)`` (ranx "wmnz", weighted MNZ).
+- A document missing from a run (not in its top ``depth``) contributes 0 from that run, *after* normalisation, in
+  every fuser (as ranx does).
 - Queries: the union of the runs' queries, in first-seen order; a query missing from a run gets nothing from it.
 - The fused run carries no latency: the fusers are pure functions over finished runs. The "hybrid" strategy
   times each query as a whole (all parts plus fusion), as ``BaseRetriever.search`` does.
+- ``weights="tuned"`` (hybrid): weights picked per fold by k-fold cross-validation over queries
+  (:mod:`lab.retrievers.fusion_cv`); a query is never fused with weights tuned on its own judgments.
+
+Normalisations (per query and run; ranx ``ranx/normalization``): "minmax" ``(s - min) / (max - min)``;
+"zscore" ``(s - mean) / sd`` (population sd, ranx "zmuv"); "sum" ``(s - min) / sum(s - min)``; "max"
+``s / max`` (meant for non-negative scores: BM25, cosine of normalised vectors mostly); "rank" ``1 - i / n`` for
+the document at position i (from 0) of the run's n hits in :meth:`Run.ranked` order; "none" unchanged.
+Degenerate cases: ranx divides by ``max(denominator, 1e-9)``, so equal scores give 0 under minmax, sum and
+zscore; we follow it except for minmax, where equal scores (or a single hit) give 1.0 to each (they are all the
+run's best: a run that found one document vouches for it fully, where ranx makes it count as "not retrieved").
+
+Parity with ranx (tests/comparison/test_fusion_parity.py): the same fused scores for rrf, weighted/wsum,
+combsum and combmnz under every norm ranx shares (min-max, zmuv, sum, max, rank), hence the same nDCG@10 to 1e-6,
+on runs without tied scores and without constant-score queries. Two documented differences remain:
+1. minmax of equal scores (above): 1.0 here, 0.0 in ranx.
+2. Ties. ranx orders equal scores by ``np.argsort`` of the negated scores inside numba (quicksort: no stable or
+   documented order), both when it ranks a run for "rank"/rrf and when it evaluates; we break ties by doc id
+   descending (trec_eval's rule) everywhere. Where fused scores tie across the nDCG cut-off, the metric differs.
+Why ``hybrid`` (weighted, minmax) and ranx's wsum with min-max gave 0.6214 vs 0.6181 nDCG@10 on ORD-QA from the
+same two ``lab run --out`` runs (bm25, dense): not the fusion. ranx's fused run evaluated by ``lab.metrics``
+gives 0.6214 exactly, and the top 10 of every query is the same list; ranx's *evaluation* differs on one query
+(57): chunks ``restructure_0`` and ``floorplan_initialization_0`` of the ORD-QA corpus have the same text, so
+BM25 and dense score them the same and their fused scores tie at ranks 10-11. Our rule (doc id descending) puts
+the relevant ``restructure_0`` at rank 10 (nDCG@10 0.289 for that query), ranx's sort puts it at 11 (0.0):
+0.289 / 90 queries = 0.0032, the whole gap. On SciFact no fused score ties across rank 10, so both agree.
+No query there or on ORD-QA has a single hit in either run, so the minmax degenerate case played no part.
 """
 from __future__ import annotations
 
@@ -17,10 +49,12 @@ from typing import Sequence
 from lab.data.types import Corpus, Queries, Run
 from lab.errors import ConfigError
 from lab.retrievers.base import BaseRetriever, Context, build, register
-from lab.retrievers.params import COUNT, at_least, one_of
+from lab.retrievers.params import COUNT, at_least, between, one_of
 
-FUSIONS = ("rrf", "weighted")
-NORMS = ("minmax", "zscore", "none")
+FUSIONS = ("rrf", "weighted", "combsum", "combmnz")
+NORMS = ("minmax", "zscore", "sum", "max", "rank", "none")
+TUNED = "tuned"  # weights="tuned": picked by cross-validation over queries (lab.retrievers.fusion_cv)
+_EPS = 1e-9  # ranx's floor on every normaliser's denominator
 
 
 def _weights(runs: Sequence[Run], weights: Sequence[float] | None) -> list[float]:
@@ -71,55 +105,91 @@ def rrf(runs: Sequence[Run], k: int = 60, weights: Sequence[float] | None = None
     return Run(scores, name=_name("rrf", runs))
 
 
-def normalise(scores: dict[str, float], norm: str = "minmax") -> dict[str, float]:
-    """One query's scores normalised: "minmax" to [0, 1], "zscore" to mean 0 and sd 1, "none" unchanged.
+def _ranked_items(scores: dict[str, float]) -> list[tuple[str, float]]:
+    return sorted(scores.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)
 
-    Degenerate cases: minmax of equal scores (or one score) gives 1.0 to each (all are the run's best);
-    zscore with standard deviation 0 gives 0.0 to each. The standard deviation is the population one (ddof=0).
+
+def normalise(scores: dict[str, float], norm: str = "minmax") -> dict[str, float]:
+    """One query's scores of one run normalised (see the module docstring for each norm and the degenerate cases).
+
+    "minmax" to [0, 1]; "zscore" to mean 0 and sd 1 (population sd, ddof=0); "sum" shifted to min 0 and divided
+    by their sum; "max" divided by the maximum; "rank" ``1 - i / n`` in :meth:`Run.ranked` order; "none" unchanged.
     """
     if norm not in NORMS:
         raise ConfigError(f"unknown norm {norm!r}; choose one of {', '.join(NORMS)}")
     if norm == "none" or not scores:
         return {d: float(s) for d, s in scores.items()}
+    if norm == "rank":
+        n = len(scores)
+        return {d: 1.0 - i / n for i, (d, _) in enumerate(_ranked_items(scores))}
     vals = [float(s) for s in scores.values()]
+    lo, hi = min(vals), max(vals)
     if norm == "minmax":
-        lo, hi = min(vals), max(vals)
         if hi == lo:
             return {d: 1.0 for d in scores}
-        return {d: (float(s) - lo) / (hi - lo) for d, s in scores.items()}
+        return {d: (float(s) - lo) / max(hi - lo, _EPS) for d, s in scores.items()}
+    if norm == "max":
+        return {d: float(s) / max(hi, _EPS) for d, s in scores.items()}
+    if norm == "sum":
+        denom = max(sum(vals) - lo * len(vals), _EPS)
+        return {d: (float(s) - lo) / denom for d, s in scores.items()}
     mean = sum(vals) / len(vals)
     sd = math.sqrt(sum((v - mean) ** 2 for v in vals) / len(vals))
     if sd == 0:
         return {d: 0.0 for d in scores}
-    return {d: (float(s) - mean) / sd for d, s in scores.items()}
+    return {d: (float(s) - mean) / max(sd, _EPS) for d, s in scores.items()}
+
+
+def _score_fusion(runs: Sequence[Run], w: list[float], norm: str, mnz: bool, top: int | None, label: str) -> Run:
+    scores: dict[str, dict[str, float]] = {}
+    for qid in _query_ids(runs):
+        fused: dict[str, float] = {}
+        hit_weight: dict[str, float] = {}
+        for wi, run in zip(w, runs):
+            for doc, s in normalise(run.scores.get(qid, {}), norm).items():
+                fused[doc] = fused.get(doc, 0.0) + (s if mnz else wi * s)
+                hit_weight[doc] = hit_weight.get(doc, 0.0) + wi
+        if mnz:
+            fused = {d: s * hit_weight[d] for d, s in fused.items()}
+        scores[qid] = _top(fused, top)
+    return Run(scores, name=_name(f"{label}-{norm}", runs))
 
 
 def weighted(runs: Sequence[Run], weights: Sequence[float], norm: str = "minmax", top: int | None = None) -> Run:
-    """Weighted score fusion: ``score(d) = sum_i w_i * norm_i(d)``, scores normalised per query and run.
+    """Weighted score fusion: ``score(d) = sum_i w_i * norm_i(d)``, scores normalised per query and run (ranx wsum).
 
     Each run's scores of a query are normalised over that run's retrieved documents (see :func:`normalise`);
     a document the run did not retrieve contributes 0 *after* normalisation. With "minmax" 0 is the run's
     worst retrieved score, a fair stand-in for "not retrieved"; with "zscore" 0 is the run's mean, so a missing
     document counts as average there (prefer "minmax" or RRF when depths are shallow). ``top`` as in :func:`rrf`.
     """
-    w = _weights(runs, weights)
-    scores: dict[str, dict[str, float]] = {}
-    for qid in _query_ids(runs):
-        fused: dict[str, float] = {}
-        for wi, run in zip(w, runs):
-            for doc, s in normalise(run.scores.get(qid, {}), norm).items():
-                fused[doc] = fused.get(doc, 0.0) + wi * s
-        scores[qid] = _top(fused, top)
-    return Run(scores, name=_name(f"weighted-{norm}", runs))
+    return _score_fusion(runs, _weights(runs, weights), norm, False, top, "weighted")
+
+
+def combsum(runs: Sequence[Run], norm: str = "minmax", weights: Sequence[float] | None = None,
+            top: int | None = None) -> Run:
+    """CombSUM (Fox & Shaw 1994): the sum of the normalised scores (weights, when given, as in :func:`weighted`)."""
+    return _score_fusion(runs, _weights(runs, weights), norm, False, top, "combsum")
+
+
+def combmnz(runs: Sequence[Run], norm: str = "minmax", weights: Sequence[float] | None = None,
+            top: int | None = None) -> Run:
+    """CombMNZ (Fox & Shaw 1994): CombSUM times the number of runs that retrieved the document (ranx "mnz");
+    with weights, CombSUM times the sum of the weights of the runs that retrieved it (ranx "wmnz")."""
+    return _score_fusion(runs, _weights(runs, weights), norm, True, top, "combmnz")
 
 
 def fuse(runs: Sequence[Run], fusion: str = "rrf", rrf_k: int = 60, weights: Sequence[float] | None = None,
          norm: str = "minmax", top: int | None = None) -> Run:
-    """Dispatch to :func:`rrf` or :func:`weighted` by name (``weights`` default to equal for "weighted")."""
+    """Dispatch by name: "rrf", "weighted" (weights default to equal), "combsum", "combmnz" (weights default 1)."""
     if fusion == "rrf":
         return rrf(runs, k=rrf_k, weights=weights, top=top)
     if fusion == "weighted":
         return weighted(runs, weights if weights is not None else [1.0 / len(runs)] * len(runs), norm, top)
+    if fusion == "combsum":
+        return combsum(runs, norm, weights, top)
+    if fusion == "combmnz":
+        return combmnz(runs, norm, weights, top)
     raise ConfigError(f"unknown fusion {fusion!r}; choose one of {', '.join(FUSIONS)}")
 
 
@@ -147,6 +217,10 @@ def part_problems(extra: dict, params: dict, where: str) -> list[str]:
     for name, strategy in parts.items():
         if name == strategy:
             problems += [p for p in param_problems(strategy, {}, where) if "unknown strategy" in p]
+    weights = params.get("weights")
+    if isinstance(weights, str) and weights != TUNED:
+        problems.append(f"{where}: param weights={weights!r} is not valid; weights takes a list of numbers (one per "
+                        f"part), {TUNED!r} (picked by cross-validation over queries) or null")
     for key, value in extra.items():
         if key not in parts:
             problems.append(f"{where}: unknown param {key!r}; hybrid accepts retrievers, fusion, rrf_k, weights, norm, "
@@ -161,14 +235,18 @@ def part_problems(extra: dict, params: dict, where: str) -> list[str]:
 
 
 @register("hybrid", rules={"fusion": one_of(*FUSIONS), "rrf_k": at_least(0), "norm": one_of(*NORMS),
-                           "depth": COUNT}, extra=part_problems)
+                           "depth": COUNT, "folds": at_least(2), "tune_step": between(0.01, 1)},
+          extra=part_problems)
 class HybridRetriever(BaseRetriever):
     """Several retrievers, each built through the registry, fused per query.
 
     Params: ``retrievers`` (default ["bm25", "dense"]; an entry is a strategy name, or a dict
-    ``{"strategy": name, "label": ..., **params}`` to use one strategy twice), ``fusion`` "rrf" | "weighted",
-    ``rrf_k`` (60), ``weights`` (one per part; RRF default 1 each, weighted default equal), ``norm``
-    ("minmax" | "zscore" | "none", weighted only), ``depth`` (candidates per part, default 100; a part is searched
+    ``{"strategy": name, "label": ..., **params}`` to use one strategy twice), ``fusion`` "rrf" | "weighted" |
+    "combsum" | "combmnz", ``rrf_k`` (60), ``weights`` (one per part; RRF, combsum and combmnz default 1 each,
+    weighted default equal; or "tuned": picked per fold by ``folds``-fold cross-validation over the queries on
+    ``tune_metric`` with simplex step ``tune_step``, see :mod:`lab.retrievers.fusion_cv`; needs the evaluation's
+    qrels, which ``run_experiment`` hands over through :meth:`use_qrels`), ``norm`` ("minmax" | "zscore" | "sum" |
+    "max" | "rank" | "none", score fusions only), ``depth`` (candidates per part, default 100; a part is searched
     at ``max(depth, k)``), and params of a part under its strategy name or its label, e.g.
     ``bm25={"k1": 0.9}``, ``dense={"model": "all-MiniLM-L6-v2"}`` (label params win over strategy params, and
     params inside a dict entry win over both).
@@ -177,10 +255,18 @@ class HybridRetriever(BaseRetriever):
     name = "hybrid"
 
     def __init__(self, ctx: Context | None = None, retrievers: Sequence = ("bm25", "dense"), fusion: str = "rrf",
-                 rrf_k: int = 60, weights: Sequence[float] | None = None, norm: str = "minmax", depth: int = 100,
+                 rrf_k: int = 60, weights: Sequence[float] | str | None = None, norm: str = "minmax",
+                 depth: int = 100, folds: int = 5, tune_metric: str = "ndcg@10", tune_step: float = 0.1,
                  **part_params):
         super().__init__(ctx, retrievers=list(retrievers), fusion=fusion, rrf_k=rrf_k, weights=weights, norm=norm,
                          depth=depth, **part_params)
+        if isinstance(weights, str) and weights != TUNED:
+            raise ConfigError(f"hybrid: weights={weights!r}; give a list of numbers (one per retriever) or {TUNED!r}")
+        self.tuned = weights == TUNED
+        self.folds, self.tune_metric, self.tune_step = int(folds), str(tune_metric), float(tune_step)
+        self._qrels = None
+        self._prepare = None
+        self.tuning = None
         if fusion not in FUSIONS:
             raise ConfigError(f"hybrid: unknown fusion {fusion!r}; choose one of {', '.join(FUSIONS)}")
         if norm not in NORMS:
@@ -190,7 +276,7 @@ class HybridRetriever(BaseRetriever):
         specs = [self._spec(r) for r in retrievers]
         if len(specs) < 2:
             raise ConfigError("hybrid: give at least two retrievers to fuse")
-        if weights is not None and len(weights) != len(specs):
+        if weights is not None and not self.tuned and len(weights) != len(specs):
             raise ConfigError(f"hybrid: {len(weights)} weights for {len(specs)} retrievers; give one per retriever")
         names = {strategy for strategy, _, _ in specs} | {label for _, label, _ in specs}
         unknown = sorted(set(part_params) - names)
@@ -206,7 +292,8 @@ class HybridRetriever(BaseRetriever):
                 label = f"{label}#{len(self.labels) + 1}"
             self.labels.append(label)
             self.parts.append(build(strategy, merged, self.ctx))
-        self.fusion, self.rrf_k, self.weights, self.norm, self.depth = fusion, rrf_k, weights, norm, depth
+        self.fusion, self.rrf_k, self.norm, self.depth = fusion, rrf_k, norm, depth
+        self.weights = None if self.tuned else weights
         self.index_seconds: dict[str, float] = {}
 
     @staticmethod
@@ -231,7 +318,46 @@ class HybridRetriever(BaseRetriever):
             return dict(part.search_one(text, depth))
         return part.search(Queries({"q": text}), depth).scores.get("q", {})
 
+    def use_qrels(self, qrels, prepare=None) -> None:
+        """The judgments ``weights="tuned"`` cross-validates on (``prepare`` maps a fused run to their level, e.g.
+        chunks to documents). Ignored unless weights are tuned."""
+        self._qrels, self._prepare = qrels, prepare
+
+    def _fuser(self, k: int | None):
+        return lambda runs, w: fuse(runs, self.fusion, self.rrf_k, w, self.norm, top=k)
+
+    def search(self, queries: Queries, k: int = 100) -> Run:
+        """Each query searched alone (timed), as ``BaseRetriever.search``; with ``weights="tuned"``: each part
+        searches every query (timed per query by the part), then the out-of-fold fusion; a query's latency is
+        the sum of its parts' latencies plus its share of one fusion with the weights of its fold."""
+        if not self.tuned:
+            return super().search(queries, k)
+        depth = max(self.depth, k)
+        runs = [self._timed_part(part, label, queries, depth) for label, part in zip(self.labels, self.parts)]
+        return self._tuned_fuse(runs, k)
+
+    @staticmethod
+    def _timed_part(part, label: str, queries: Queries, depth: int) -> Run:
+        run = part.search(queries, depth)
+        return Run(run.scores, name=label, latency=dict(run.latency))
+
+    def _tuned_fuse(self, runs: list[Run], k: int) -> Run:
+        from lab.retrievers.fusion_cv import tune_fusion
+
+        if self._qrels is None:
+            raise ConfigError("hybrid: weights='tuned' picks weights by cross-validation over judged queries; run it "
+                              "through `lab run`, `lab sweep` or run_experiment (they pass the qrels), or give weights")
+        t0 = time.perf_counter()
+        self.tuning = tune_fusion(runs, self._qrels, self._fuser(k), folds=self.folds, seed=self.ctx.seed,
+                                  metric=self.tune_metric, step=self.tune_step, prepare=self._prepare)
+        # the tuning scores every candidate on every query; a user's query pays for one fusion only
+        share = (time.perf_counter() - t0) / max(len(self.tuning.run.scores), 1) / len(self.tuning.grid)
+        latency = {q: sum(r.latency.get(q, 0.0) for r in runs) + share for q in self.tuning.run.scores}
+        return Run(self.tuning.run.scores, name=self.name, latency=latency)
+
     def search_one(self, text: str, k: int) -> list[tuple[str, float]]:
+        if self.tuned:
+            raise ConfigError("hybrid: weights='tuned' fuses a whole query set (cross-validation); use search()")
         depth = max(self.depth, k)
         runs = [Run({"q": self._part_hits(part, text, depth)}, name=label)
                 for label, part in zip(self.labels, self.parts)]
@@ -249,6 +375,8 @@ class HybridRetriever(BaseRetriever):
         for label, part in zip(self.labels, self.parts):
             run = part.search_batch(queries, depth) if hasattr(part, "search_batch") else part.search(queries, depth)
             runs.append(Run(run.scores, name=label))
+        if self.tuned:
+            return Run(self._tuned_fuse(runs, k).scores, name=self.name)
         fused = fuse(runs, self.fusion, self.rrf_k, self.weights, self.norm, top=k)
         return Run(fused.scores, name=self.name)
 
@@ -259,7 +387,11 @@ class HybridRetriever(BaseRetriever):
             out["rrf_k"] = self.rrf_k
         else:
             out["norm"] = self.norm
-        out["weights"] = list(self.weights) if self.weights is not None else None
+        out["weights"] = TUNED if self.tuned else (list(self.weights) if self.weights is not None else None)
+        if self.tuned:
+            out.update({"folds": self.folds, "tune_metric": self.tune_metric, "tune_step": self.tune_step})
+            if self.tuning is not None:
+                out.update(self.tuning.describe())
         if self.index_seconds:
             out["index_seconds"] = {k: round(v, 3) for k, v in self.index_seconds.items()}
         return out
