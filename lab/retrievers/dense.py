@@ -23,6 +23,7 @@ from lab.cache import Cache, EmbeddingCache
 from lab.data.types import Corpus, Queries, Run
 from lab.errors import ConfigError
 from lab.retrievers.base import BaseRetriever, Context, register
+from lab.models.backends import BACKENDS
 from lab.retrievers.params import COUNT, one_of
 
 INDEX_TYPES = ("flat", "hnsw")
@@ -80,11 +81,12 @@ def build_index(vectors: np.ndarray, index: str = "flat", M: int = 32, ef_constr
     return idx
 
 
-@register("dense", rules={"batch_size": COUNT, "max_seq_length": COUNT, "index": one_of(*INDEX_TYPES), "M": COUNT,
+@register("dense", rules={"backend": one_of(*BACKENDS), "batch_size": COUNT, "max_seq_length": COUNT, "index": one_of(*INDEX_TYPES), "M": COUNT,
                           "ef_search": COUNT, "ef_construction": COUNT, "num_threads": COUNT})
 class DenseRetriever(BaseRetriever):
     """Bi-encoder + faiss. Params: model, batch_size, max_seq_length, query_prefix, passage_prefix,
-    index ("flat" | "hnsw"), M, ef_search, ef_construction, num_threads (torch threads for encoding).
+    index ("flat" | "hnsw"), M, ef_search, ef_construction, num_threads (threads for encoding), backend (torch,
+    onnx, onnx-int8, openvino; None: the default of :mod:`lab.models.backends`, for sentence-transformers models).
 
     ``embedder=`` takes an already loaded :class:`lab.models.Embedder` (shared between strategies).
     """
@@ -94,12 +96,14 @@ class DenseRetriever(BaseRetriever):
     def __init__(self, ctx: Context | None = None, model: str = "all-MiniLM-L6-v2", batch_size: int = 32,
                  max_seq_length: int | None = None, query_prefix: str | None = None,
                  passage_prefix: str | None = None, index: str = "flat", M: int = 32, ef_search: int = 128,
-                 ef_construction: int = 200, num_threads: int | None = None, embedder=None):
+                 ef_construction: int = 200, num_threads: int | None = None, backend: str | None = None,
+                 embedder=None):
         if index not in INDEX_TYPES:
             raise ConfigError(f"dense: index must be one of {INDEX_TYPES}, not {index!r}")
         super().__init__(ctx, model=model, batch_size=batch_size, max_seq_length=max_seq_length,
                          query_prefix=query_prefix, passage_prefix=passage_prefix, index=index, M=M,
-                         ef_search=ef_search, ef_construction=ef_construction, num_threads=num_threads)
+                         ef_search=ef_search, ef_construction=ef_construction, num_threads=num_threads,
+                         backend=backend)
         self._embedder = embedder
         self._cache = Cache(self.ctx.cache_dir)
         self.embeddings = EmbeddingCache(self._cache, progress=self.ctx.progress)
@@ -117,7 +121,7 @@ class DenseRetriever(BaseRetriever):
             self._embedder = load_embedder(p["model"], cache_dir=self.ctx.cache_dir, batch_size=p["batch_size"],
                                            max_seq_length=p["max_seq_length"], query_prefix=p["query_prefix"],
                                            passage_prefix=p["passage_prefix"], num_threads=p["num_threads"],
-                                           progress=self.ctx.progress)
+                                           progress=self.ctx.progress, backend=p["backend"])
         return self._embedder
 
     def index(self, corpus: Corpus) -> None:
@@ -207,6 +211,7 @@ class DenseRetriever(BaseRetriever):
                     "query_prefix": getattr(emb, "query_prefix", None),
                     "passage_prefix": getattr(emb, "passage_prefix", None),
                     "max_seq_length": getattr(emb, "max_seq_length", None),
+                    "backend": getattr(emb, "backend", None),
                     "index_type": "IndexFlatIP" if self.params["index"] == "flat" else "IndexHNSWFlat(IP)",
                     "faiss_version": faiss.__version__})
         if self.params["index"] != "hnsw":
