@@ -18,6 +18,10 @@ UI_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "MLFLOW_DISABLE_TELEMET
 def cmd_sweep(args) -> int:
     from lab.sweep import run_sweep
 
+    if args.halving:
+        from lab.halving import cmd_halving
+
+        return cmd_halving(args)
     rep = run_sweep(args.spec, jobs=args.jobs, executor=args.executor, dry_run=args.dry_run,
                     ray_address=args.ray_address, root=args.tracking_root, output_dir=args.output_dir,
                     progress=not args.no_progress, execution_timeout=args.timeout, publish=_publish_args(args))
@@ -124,6 +128,14 @@ def add_parsers(sub) -> None:
     s.add_argument("--output-dir", help="executed notebooks (default results/sweeps/<name>)")
     s.add_argument("--timeout", type=positive_int, help="seconds per notebook cell (default: no limit)")
     s.add_argument("--no-progress", action="store_true")
+    s.add_argument("--halving", action="store_true",
+                   help="successive halving over seeded query slices instead of every config on every query "
+                        "(in this process, no notebooks; see --eta, --min-queries, --compare-full)")
+    s.add_argument("--eta", type=positive_int, default=2, help="halving: keep 1/eta of the configs per rung (>= 2)")
+    s.add_argument("--min-queries", type=positive_int, default=20, help="halving: queries of the first slice")
+    s.add_argument("--compare-full", action="store_true", help="halving: also run the full grid and compare winners")
+    s.add_argument("--metric", default="ndcg@10", help="halving: the metric configs are ranked by")
+    s.add_argument("--json", metavar="FILE", help="halving: write the report (rungs, scores, saved) as JSON")
     _add_publish_options(s, "the sweep's headline metrics (overrides the spec's publish key)",
                          "the spec's, else ndcg@10 recall@10 recall@100 mrr@10")
     s.set_defaults(func=cmd_sweep)
