@@ -3,7 +3,9 @@
 Conventions
 - A passage is ``title + " " + text`` (stripped), as BEIR and MTEB embed it.
 - Score = inner product of L2-normalised vectors = cosine similarity (higher is better).
-- ``index="flat"`` (default) is exact search (faiss ``IndexFlatIP``); ``index="hnsw"`` is approximate
+- ``index="auto"`` (default) is "flat" up to :data:`ANN_THRESHOLD` passages and "hnsw" above; ``describe()``
+  logs the type built (``index_type``, ``index_chosen``).
+- ``index="flat"`` is exact search (faiss ``IndexFlatIP``); ``index="hnsw"`` is approximate
   (``IndexHNSWFlat`` with inner product; ``M`` links per node, ``ef_construction`` at build, ``ef_search`` at
   query time) for large corpora. HNSW indexes are stored in the cache (keyed by the vectors and the params).
 - Passage vectors go through :class:`lab.cache.EmbeddingCache`: a rerun encodes nothing. ``search`` encodes
@@ -26,7 +28,18 @@ from lab.retrievers.base import BaseRetriever, Context, register
 from lab.models.backends import BACKENDS
 from lab.retrievers.params import COUNT, one_of
 
-INDEX_TYPES = ("flat", "hnsw")
+INDEX_TYPES = ("auto", "flat", "hnsw")
+#: ``index="auto"`` (default) builds exact search up to this many passages and HNSW above it. Measured by
+#: benchmarks/scale.py (README, "Cost vs corpus size"): see the README for the figures behind the choice.
+ANN_THRESHOLD = 200_000
+
+
+def choose_index(n_passages: int, index: str = "auto") -> str:
+    """The index type to build: ``index`` itself unless "auto", then "flat" up to :data:`ANN_THRESHOLD` passages
+    and "hnsw" above."""
+    if index != "auto":
+        return index
+    return "hnsw" if n_passages > ANN_THRESHOLD else "flat"
 
 
 def passage_text(title: str, text: str) -> str:
@@ -85,7 +98,7 @@ def build_index(vectors: np.ndarray, index: str = "flat", M: int = 32, ef_constr
                           "ef_search": COUNT, "ef_construction": COUNT, "num_threads": COUNT})
 class DenseRetriever(BaseRetriever):
     """Bi-encoder + faiss. Params: model, batch_size, max_seq_length, query_prefix, passage_prefix,
-    index ("flat" | "hnsw"), M, ef_search, ef_construction, num_threads (threads for encoding), backend (torch,
+    index ("auto" | "flat" | "hnsw"), M, ef_search, ef_construction, num_threads (threads for encoding), backend (torch,
     onnx, onnx-int8, openvino; None: the default of :mod:`lab.models.backends`, for sentence-transformers models).
 
     ``embedder=`` takes an already loaded :class:`lab.models.Embedder` (shared between strategies).
@@ -95,7 +108,7 @@ class DenseRetriever(BaseRetriever):
 
     def __init__(self, ctx: Context | None = None, model: str = "all-MiniLM-L6-v2", batch_size: int = 32,
                  max_seq_length: int | None = None, query_prefix: str | None = None,
-                 passage_prefix: str | None = None, index: str = "flat", M: int = 32, ef_search: int = 128,
+                 passage_prefix: str | None = None, index: str = "auto", M: int = 32, ef_search: int = 128,
                  ef_construction: int = 200, num_threads: int | None = None, backend: str | None = None,
                  embedder=None):
         if index not in INDEX_TYPES:
@@ -109,6 +122,7 @@ class DenseRetriever(BaseRetriever):
         self.embeddings = EmbeddingCache(self._cache, progress=self.ctx.progress)
         self._index = None
         self._ids: list[str] = []
+        self.index_chosen: str | None = None
 
     # ------------------------------------------------------------------ parts
     @property
@@ -133,7 +147,8 @@ class DenseRetriever(BaseRetriever):
 
     def _build_or_load(self, vectors: np.ndarray):
         p = self.params
-        if p["index"] == "flat":
+        self.index_chosen = choose_index(len(vectors), p["index"])
+        if self.index_chosen == "flat":
             return build_index(vectors, "flat")
         import faiss
 
@@ -149,6 +164,10 @@ class DenseRetriever(BaseRetriever):
         idx = build_index(vectors, "hnsw", M=p["M"], ef_construction=p["ef_construction"], ef_search=p["ef_search"])
         self._cache.put_bytes(key, faiss.serialize_index(idx).tobytes())
         return idx
+
+    def _chosen(self) -> str:
+        """The index type built (before ``index()``: "flat" unless "hnsw" was asked for)."""
+        return self.index_chosen or ("hnsw" if self.params["index"] == "hnsw" else "flat")
 
     def _require_index(self):
         if self._index is None:
@@ -212,9 +231,10 @@ class DenseRetriever(BaseRetriever):
                     "passage_prefix": getattr(emb, "passage_prefix", None),
                     "max_seq_length": getattr(emb, "max_seq_length", None),
                     "backend": getattr(emb, "backend", None),
-                    "index_type": "IndexFlatIP" if self.params["index"] == "flat" else "IndexHNSWFlat(IP)",
+                    "index_type": "IndexHNSWFlat(IP)" if self._chosen() == "hnsw" else "IndexFlatIP",
+                    "index_chosen": self._chosen(), "ann_threshold": ANN_THRESHOLD,
                     "faiss_version": faiss.__version__})
-        if self.params["index"] != "hnsw":
+        if self._chosen() != "hnsw":
             for p in ("M", "ef_search", "ef_construction"):
                 out.pop(p, None)
         return out
