@@ -8,8 +8,8 @@ Data (real text, varied; vectors derived, and said so):
   ``i`` is one of them drawn at random plus Gaussian noise (sigma ``--noise`` per dimension), L2-normalised. Encoding 1M passages
   would take ~11 hours on 2 cores, so at every size the dense indexes search vectors *derived* from the encoder,
   not encodings of each passage. Queries: encoder vectors of SciFact test queries.
-- each (method, size) runs in its own process: index time (wall), peak memory (the process's max RSS minus its RSS
-  after the data is in memory), single-query latency P50/P95 over ``--queries`` queries (one thread), and for ANN
+- each (method, size) runs in its own process: index time (wall), peak memory (the process's peak RSS during the
+  build, reset through /proc/self/clear_refs, minus its RSS with the data in memory), single-query latency P50/P95 over ``--queries`` queries (one thread), and for ANN
   indexes recall@10 against flat (exact) search. HNSW: M 32, efConstruction 80, efSearch 64. IVF-PQ: nlist
   4*sqrt(N), 48 sub-quantisers x 8 bits, trained on min(N, 64*nlist) vectors, nprobe 16.
 - growth exponent: slope of log(cost) against log(N) (least squares over the sizes).
@@ -108,10 +108,20 @@ def rss_mb() -> float:
     return float("nan")
 
 
-def peak_mb() -> float:
-    import resource
+def reset_peak() -> float:
+    """Reset this process's peak RSS (Linux: ``echo 5 > /proc/self/clear_refs``) and return its RSS in MB."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    return rss_mb()
 
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+def peak_mb() -> float:
+    """Peak RSS (VmHWM) in MB since the last :func:`reset_peak`."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 def child(method: str, n: int, args) -> dict:
@@ -127,7 +137,7 @@ def child(method: str, n: int, args) -> dict:
         import Stemmer
 
         texts = passages(n, args.seed)
-        base = rss_mb()
+        base = reset_peak()
         stem = Stemmer.Stemmer("english")
         t0 = time.perf_counter()
         tok = bm25s.tokenize(texts, stopwords="en", stemmer=stem, show_progress=False)
@@ -143,7 +153,7 @@ def child(method: str, n: int, args) -> dict:
             lat.append(time.perf_counter() - t0)
         return {"method": method, "n": n, "index_s": index_s, "peak_mb": mem, **_lat(lat)}
     xb = vectors(n, pool, args.noise, args.seed)
-    base = rss_mb()
+    base = reset_peak()
     d = xb.shape[1]
     t0 = time.perf_counter()
     if method == "flat":
