@@ -98,3 +98,13 @@ def test_other_backends_close_to_torch(cache_dir, torch_emb, backend, max_abs, m
     ref, got = torch_emb.encode_passages(TEXTS), emb.encode_passages(TEXTS)
     assert np.abs(got - ref).max() < max_abs
     assert (got * ref).sum(axis=1).min() > min_cos
+
+
+@pytest.mark.slow
+def test_int8_vectors_depend_on_the_batch_fp32_do_not(cache_dir, onnx_emb):
+    """Why onnx-int8 is not the default: dynamic quantisation scales activations per batch (README)."""
+    int8 = load_embedder("minilm", cache_dir=cache_dir, progress=False, backend="onnx-int8")
+    alone = int8.encode_passages([TEXTS[0]])[0]
+    batched = int8.encode_passages(TEXTS)[0]
+    assert np.abs(alone - batched).max() > 1e-4
+    assert np.abs(onnx_emb.encode_passages([TEXTS[0]])[0] - onnx_emb.encode_passages(TEXTS)[0]).max() < 1e-5
