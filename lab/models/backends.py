@@ -106,8 +106,13 @@ def _quantize_int8(src: Path, dst: Path, work: Path) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
+    import contextlib
+
+    src, dst, work = src.resolve(), dst.resolve(), work.resolve()
     pre = work / "pre.onnx"
-    quant_pre_process(str(src), str(pre), skip_symbolic_shape=True)  # symbolic inference fails on this graph
+    # the pre-processing writes temporary files into the working directory: run it inside ``work``
+    with contextlib.chdir(work):
+        quant_pre_process(str(src), str(pre), skip_symbolic_shape=True)  # symbolic inference fails on this graph
     quantize_dynamic(str(pre), str(dst), weight_type=QuantType.QInt8, per_channel=INT8_SETTINGS["per_channel"],
                      reduce_range=INT8_SETTINGS["reduce_range"])
 
