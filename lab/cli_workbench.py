@@ -19,6 +19,13 @@ def cmd_sweep(args) -> int:
     from lab.errors import ConfigError
     from lab.sweep import run_sweep
 
+    if args.halving:
+        from lab.halving import cmd_halving
+
+        if args.scheduled:
+            raise ConfigError("--halving and --scheduled: choose one (halving explores a grid; a scheduled sweep "
+                              "runs every config)")
+        return cmd_halving(args)
     gate_opts = [o for o, v in (("--metric", args.metric), ("--max-drop", args.max_drop), ("--relative", args.relative),
                                 ("--significant-only", args.significant_only), ("--alpha", args.alpha),
                                 ("--schedule", args.schedule), ("--report-dir", args.report_dir)) if v]
@@ -224,6 +231,13 @@ def add_parsers(sub) -> None:
     s.add_argument("--rerun-on-code-change", action="store_true",
                    help="also run a config again when the code (git commit) changed since its finished run "
                    "(data, models and metrics version always count)")
+    s.add_argument("--halving", action="store_true",
+                   help="successive halving over seeded query slices instead of every config on every query "
+                        "(in this process, no notebooks; see --eta, --min-queries, --compare-full)")
+    s.add_argument("--eta", type=positive_int, default=2, help="halving: keep 1/eta of the configs per rung (>= 2)")
+    s.add_argument("--min-queries", type=positive_int, default=20, help="halving: queries of the first slice")
+    s.add_argument("--compare-full", action="store_true", help="halving: also run the full grid and compare winners")
+    s.add_argument("--json", metavar="FILE", help="halving: write the report (rungs, scores, saved) as JSON")
     _add_publish_options(s, "the sweep's headline metrics (overrides the spec's publish key)",
                          "the spec's, else ndcg@10 recall@10 recall@100 mrr@10")
     g = s.add_argument_group("scheduled sweeps (cron, CI schedule)")

@@ -121,6 +121,23 @@ def test_hnsw_agrees_with_flat_on_the_small_set(ctx, corpus, embedder, flat):
     assert [d for d, _ in again.search_one(QUERIES["q1"], 5)] == [d for d, _ in a.ranked("q1")]
 
 
+def test_auto_index_chooses_hnsw_above_the_threshold(ctx, corpus, embedder, monkeypatch):
+    from lab.retrievers import dense as D
+
+    assert D.choose_index(D.ANN_THRESHOLD) == "flat" and D.choose_index(D.ANN_THRESHOLD + 1) == "hnsw"
+    assert D.choose_index(10**9, "flat") == "flat" and D.choose_index(5, "hnsw") == "hnsw"
+    small = build("dense", {"embedder": embedder}, ctx)
+    small.index(corpus)
+    d = small.describe()
+    assert d["index"] == "auto" and d["index_chosen"] == "flat" and d["index_type"] == "IndexFlatIP"
+    monkeypatch.setattr(D, "ANN_THRESHOLD", len(DOCS) - 1)  # the same corpus is now "large"
+    big = build("dense", {"embedder": embedder, "M": 8}, ctx)
+    big.index(corpus)
+    d = big.describe()
+    assert d["index_chosen"] == "hnsw" and d["index_type"].startswith("IndexHNSW") and d["M"] == 8
+    assert [h for h, _ in big.search_one(QUERIES["q1"], 3)] == [h for h, _ in small.search_one(QUERIES["q1"], 3)]
+
+
 def test_hnsw_recall_against_exact_search_on_random_vectors():
     rng = np.random.default_rng(0)
     x = rng.standard_normal((3000, 64)).astype(np.float32)
@@ -148,7 +165,7 @@ def test_faiss_and_torch_threads_set_together_and_restored(flat):
 
 
 def test_errors_are_clear(ctx, embedder):
-    with pytest.raises(ConfigError, match="index='ivf' is not valid; index takes one of 'flat', 'hnsw'"):
+    with pytest.raises(ConfigError, match="index='ivf' is not valid; index takes one of 'auto', 'flat', 'hnsw'"):
         build("dense", {"index": "ivf"}, ctx)
     with pytest.raises(ConfigError, match="index\\(\\) first|before index"):
         build("dense", {"embedder": embedder}, ctx).search_one("x", 3)

@@ -72,7 +72,7 @@ def test_wrong_type_is_one_line_naming_the_param(name):
     ("rerank", {"first_stage_params": {"k2": 1}}, "first_stage_params: unknown param 'k2'; bm25 accepts"),
     ("rerank", {"first_stage": "dense", "first_stage_params": {"k1": 1}}, "unknown param 'k1'; dense accepts"),
     ("hyde", {"batch_size": 0}, "batch_size=0 is not valid"),
-    ("hyde", {"foo": 1}, "hyde accepts: M, batch_size"),
+    ("hyde", {"foo": 1}, "hyde accepts: M, backend, batch_size"),
     ("multi_query", {"base_params": {"bm25": {"b": 3}}}, "base_params: bm25: param b=3"),
     ("hybrid_rerank", {"first_stage": "bm25"}, "takes one of 'hybrid' (default 'hybrid')"),
     ("nosuch", {}, "unknown strategy 'nosuch'; registered: bm25"),

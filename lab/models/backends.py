@@ -1,0 +1,265 @@
+"""Inference backends for sentence-transformers embedders: torch, ONNX Runtime (fp32, int8) and OpenVINO.
+
+Conventions
+- ``torch`` runs the sentence-transformers model as loaded. The others run a graph exported locally from the same
+  weights, once, and stored under ``<cache_dir>/models/exports/<key>/``; ``key`` is a sha256 over the model identity
+  (a content hash of its weight, config and tokenizer files), the backend and every export setting (opset,
+  quantisation mode, exporter versions), so new weights or settings export anew. Nothing is downloaded.
+- The exported graph is the whole sentence-transformers pipeline (transformer, pooling, normalisation) with
+  inputs ``input_ids``, ``attention_mask``, ``token_type_ids`` (batch and sequence axes dynamic) and one output,
+  the sentence embedding; texts are tokenised by the model's own tokenizer with its ``max_seq_length``.
+- ``onnx`` is ``torch.onnx.export`` (TorchScript exporter, opset 17) run by onnxruntime with all graph
+  optimisations. ``onnx-int8`` is onnxruntime's dynamic quantisation (``quantize_dynamic``: int8 weights,
+  activations quantised per batch at run time) of that graph, per output channel, after onnxruntime's
+  pre-processing (shape inference and graph optimisation); see the ONNX Runtime "Quantize ONNX models" guide.
+  ``openvino`` is the fp32 ONNX graph converted by ``openvino.convert_model`` and compiled for the CPU.
+- Threads: batches run on ``num_threads`` intra-op threads; a single text (a query as it arrives) runs on a
+  second session/compiled model with ``single_text_threads`` threads (default 1), as the torch path does.
+- Vectors are L2-normalised float32 whatever the backend. ``onnx-int8`` vectors depend slightly on the batch a text
+  is encoded in (activations are quantised with one scale per batch); the other backends' do not.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from lab.errors import ConfigError
+
+#: Backends a sentence-transformers embedder can run on.
+BACKENDS = ("torch", "onnx", "onnx-int8", "openvino")
+#: The backend used when none is given. benchmarks/encode_speed.py found onnx-int8 within 0.005 nDCG@10 of torch on
+#: SciFact (0.6497 against 0.6451) and faster, but kept torch: dynamic quantisation scales activations per batch, so
+#: a text's vector depends on the texts batched with it (a cosine moved by ~1e-3 here), which breaks "a query alone
+#: ranks as in a batch" and the per-text embedding cache. A static (calibrated) int8 export would not; not done yet.
+DEFAULT_BACKEND = "torch"
+#: Export settings that are part of the export key.
+ONNX_OPSET = 17
+INT8_SETTINGS = {"weight_type": "QInt8", "per_channel": True, "reduce_range": False, "preprocess": "onnx-shapes+ort-optimize"}
+
+
+def check_backend(backend: str) -> str:
+    """``backend`` itself when it is one of :data:`BACKENDS`; else a ConfigError naming the choices."""
+    if backend not in BACKENDS:
+        raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
+    return backend
+
+
+def export_settings(backend: str) -> dict:
+    """Everything besides the weights that shapes an export of ``backend`` (part of its cache key)."""
+    import torch
+
+    s = {"backend": backend, "opset": ONNX_OPSET, "torch": torch.__version__, "graph": "st-pipeline-v1"}
+    if backend == "onnx-int8":
+        import onnxruntime
+
+        s.update(INT8_SETTINGS, onnxruntime=onnxruntime.__version__)
+    if backend == "openvino":
+        import openvino
+
+        s["openvino"] = openvino.__version__
+    return s
+
+
+def export_key(model_identity: str, backend: str) -> str:
+    """sha256 (hex) of the model identity, the backend and its export settings."""
+    payload = json.dumps({"model": model_identity, **export_settings(backend)}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+# ------------------------------------------------------------------------------------------------- export
+def _export_onnx(st_model, path: Path) -> None:
+    """The sentence-transformers pipeline as one ONNX graph (fp32)."""
+    import warnings
+
+    import torch
+
+    class Pipeline(torch.nn.Module):
+        def __init__(self, st):
+            super().__init__()
+            self.st = st
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            feats = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
+            return self.st(feats)["sentence_embedding"]
+
+    # the example batch has padding, so the traced graph keeps the attention-mask path
+    example = st_model.tokenizer(["a short text", "a somewhat longer text to pad the first one against"],
+                                 padding=True, return_tensors="pt", return_token_type_ids=True)
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+    axes = {n: {0: "batch", 1: "sequence"} for n in names}
+    axes["sentence_embedding"] = {0: "batch"}
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(Pipeline(st_model).eval(), tuple(example[n] for n in names), str(path),
+                          input_names=names, output_names=["sentence_embedding"], dynamic_axes=axes,
+                          opset_version=ONNX_OPSET, dynamo=False)
+
+
+def _quantize_int8(src: Path, dst: Path, work: Path) -> None:
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    import contextlib
+
+    src, dst, work = src.resolve(), dst.resolve(), work.resolve()
+    pre = work / "pre.onnx"
+    # the pre-processing writes temporary files into the working directory: run it inside ``work``
+    with contextlib.chdir(work):
+        quant_pre_process(str(src), str(pre), skip_symbolic_shape=True)  # symbolic inference fails on this graph
+    quantize_dynamic(str(pre), str(dst), weight_type=QuantType.QInt8, per_channel=INT8_SETTINGS["per_channel"],
+                     reduce_range=INT8_SETTINGS["reduce_range"])
+
+
+def _convert_openvino(src: Path, dst: Path) -> None:
+    import openvino as ov
+
+    ov.save_model(ov.convert_model(str(src)), str(dst), compress_to_fp16=False)
+
+
+def exported_model(st_model, model_identity: str, backend: str, cache_dir: str | Path) -> Path:
+    """Path of the exported graph for ``backend`` (``model.onnx`` or ``model.xml``), exporting it once.
+
+    The export is written to a temporary folder and moved into place with one rename, so concurrent processes
+    never read half a file; one that loses the race keeps the winner's copy.
+    """
+    check_backend(backend)
+    if backend == "torch":
+        raise ConfigError("the torch backend runs the model as loaded; there is nothing to export")
+    key = export_key(model_identity, backend)
+    root = Path(cache_dir) / "models" / "exports"
+    target = root / f"{backend}-{key[:16]}"
+    name = "model.xml" if backend == "openvino" else "model.onnx"
+    if (target / name).is_file():
+        return target / name
+    root.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(dir=root, prefix=".export-"))
+    try:
+        out = work / "out"
+        out.mkdir()
+        fp32 = work / "fp32.onnx"
+        _export_onnx(st_model, fp32)
+        if backend == "onnx":
+            shutil.move(str(fp32), out / name)
+        elif backend == "onnx-int8":
+            _quantize_int8(fp32, out / name, work)
+        else:
+            _convert_openvino(fp32, out / name)
+        (out / "export.json").write_text(json.dumps({"model": model_identity, **export_settings(backend)},
+                                                    indent=1, sort_keys=True))
+        try:
+            os.rename(out, target)
+        except OSError:
+            if not (target / name).is_file():
+                raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return target / name
+
+
+# ------------------------------------------------------------------------------------------------- runners
+class OnnxRunner:
+    """One onnxruntime session: feeds -> sentence embeddings."""
+
+    def __init__(self, path: Path, threads: int):
+        import onnxruntime as ort
+
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = int(threads)
+        so.inter_op_num_threads = 1
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        so.log_severity_level = 3
+        self.session = ort.InferenceSession(str(path), sess_options=so, providers=["CPUExecutionProvider"])
+        self.inputs = {i.name for i in self.session.get_inputs()}
+
+    def __call__(self, feeds: dict) -> np.ndarray:
+        return self.session.run(None, {k: v for k, v in feeds.items() if k in self.inputs})[0]
+
+
+class OpenVinoRunner:
+    """One OpenVINO compiled model on the CPU: feeds -> sentence embeddings."""
+
+    def __init__(self, path: Path, threads: int):
+        import openvino as ov
+
+        core = ov.Core()
+        cfg = {"INFERENCE_NUM_THREADS": int(threads), "PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": 1}
+        self.compiled = core.compile_model(str(path), "CPU", cfg)
+        self.inputs = {i.get_any_name() for i in self.compiled.inputs}
+
+    def __call__(self, feeds: dict) -> np.ndarray:
+        res = self.compiled({k: v for k, v in feeds.items() if k in self.inputs})
+        return np.asarray(res[self.compiled.outputs[0]])
+
+
+class ExportedEmbedder:
+    """A sentence-transformers embedder run on an exported graph (``onnx``, ``onnx-int8``, ``openvino``).
+
+    Wraps a torch :class:`lab.models.embedders.STEmbedder` (for its tokenizer, prefixes and settings) and keeps
+    its interface; ``cache_identity`` adds ``backend=NAME@<export key>``, so each backend has its own vectors.
+    """
+
+    def __init__(self, base, backend: str, cache_dir: str | Path):
+        self.base = base
+        self.backend = check_backend(backend)
+        self.name = base.name
+        self.identity = base.identity
+        self.dim = base.dim
+        self.query_prefix, self.passage_prefix = base.query_prefix, base.passage_prefix
+        self.max_seq_length = base.max_seq_length
+        self.batch_size, self.num_threads = base.batch_size, base.num_threads
+        self.single_text_threads, self.progress = base.single_text_threads, base.progress
+        self.path = exported_model(base.model, base.identity, backend, cache_dir)
+        self.export_key = export_key(base.identity, backend)
+        self._runners: dict[int, object] = {}
+
+    def _runner(self, threads: int):
+        if threads not in self._runners:
+            cls = OpenVinoRunner if self.backend == "openvino" else OnnxRunner
+            self._runners[threads] = cls(self.path, threads)
+        return self._runners[threads]
+
+    def cache_identity(self, kind: str) -> str:
+        return f"{self.base.cache_identity(kind)}|backend={self.backend}@{self.export_key[:12]}"
+
+    def describe(self) -> dict:
+        return {**self.base.describe(), "backend": self.backend, "export_key": self.export_key[:12]}
+
+    def token_lengths(self, texts: Sequence[str], prefix: str = "") -> list[int]:
+        return self.base.token_lengths(texts, prefix)
+
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self.encode(texts, self.query_prefix)
+
+    def encode_passages(self, texts: Sequence[str]) -> np.ndarray:
+        return self.encode(texts, self.passage_prefix)
+
+    def encode(self, texts: Sequence[str], prefix: str = "") -> np.ndarray:
+        """Normalised float32 vectors of ``prefix + text``, in input order (batches longest first)."""
+        from lab.models.embedders import PROGRESS_MIN_TEXTS, length_batches
+        from lab.progress import progress
+
+        texts = list(texts)
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        if len(texts) == 1:
+            batches = [np.zeros(1, dtype=np.int64)]
+        else:
+            _, batches = length_batches(self.token_lengths(texts, prefix), self.batch_size)
+        run = self._runner(self.single_text_threads if len(texts) == 1 else self.num_threads)
+        tok = self.base.model.tokenizer
+        show = self.progress and len(texts) >= PROGRESS_MIN_TEXTS
+        for b in progress(batches, desc=f"encode {self.name} ({self.backend})", enabled=show, unit="batch"):
+            feeds = tok([prefix + texts[i] for i in b], padding=True, truncation=True,
+                        max_length=self.max_seq_length, return_tensors="np", return_token_type_ids=True)
+            vecs = np.asarray(run({k: np.asarray(v, dtype=np.int64) for k, v in feeds.items()}), dtype=np.float32)
+            norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+            out[b] = vecs / np.maximum(norms, 1e-12)
+        return out
