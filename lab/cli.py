@@ -298,7 +298,8 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-SUBCOMMAND_MODULES = ("lab.cli_workbench", "lab.demo", "lab.cli_train", "lab.cli_report", "lab.cli_testset",
+SUBCOMMAND_MODULES = ("lab.cli_workbench", "lab.demo", "lab.cli_train", "lab.cli_report", "lab.cli_ingest",
+                      "lab.cli_testset",
                       "lab.cli_answers", "lab.robustness")
 
 

@@ -2,7 +2,9 @@
 
 Conventions
 - ``fingerprint(folder)`` hashes the dataset's data files: every regular file under the folder except
-  hidden ones (name starting with ".") and documentation (``*.md``), in order of their relative POSIX path.
+  hidden ones (name starting with "."), documentation (``*.md``) and ``ingest_report.json`` (the log `lab
+  ingest` writes beside a corpus: its timings and rerun counts change when the corpus does not), in order of
+  their relative POSIX path.
 - A ``.gz`` file is hashed by its decompressed content under its name without ``.gz``: re-compressing it,
   or storing it uncompressed, does not change the fingerprint. CRLF line ends are hashed as LF (a checkout
   with ``core.autocrlf`` gives the same value); the readers treat them the same.
@@ -20,6 +22,8 @@ from lab.data.types import Dataset
 from lab.errors import DataError
 
 SHORT = 16
+#: Files that describe how a dataset was made rather than what it holds (not hashed).
+LOGS = frozenset({"ingest_report.json"})
 
 
 def dataset_files(folder: Path | str) -> list[Path]:
@@ -27,7 +31,7 @@ def dataset_files(folder: Path | str) -> list[Path]:
     folder = Path(folder)
     if not folder.is_dir():
         raise DataError(folder, "dataset folder not found", hint="pass a BEIR dataset folder or a loaded Dataset")
-    files = [p for p in folder.rglob("*") if p.is_file() and not p.name.endswith(".md")
+    files = [p for p in folder.rglob("*") if p.is_file() and not p.name.endswith(".md") and p.name not in LOGS
              and not any(part.startswith(".") for part in p.relative_to(folder).parts)]
     names = {}
     for p in files:

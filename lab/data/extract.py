@@ -1,0 +1,568 @@
+"""Text extraction from document files: one small extractor per format, each a pure function of the file's bytes.
+
+Every extractor returns an :class:`Extracted` (normalised text, title, headings, format-specific metadata) or
+raises :class:`Unreadable` with a reason a user can act on. Nothing here downloads anything or touches a model.
+
+Libraries (maintained, offline, permissive licences), and why:
+- PDF: ``pypdf`` (BSD-3-Clause, pure Python, no system libraries). Its text extraction keeps reading order well
+  enough for retrieval, reads the outline (bookmarks) for headings, and tells an encrypted file from a corrupt one.
+  pdfminer.six gives finer layout control but is several times slower; PyMuPDF is AGPL.
+- DOCX: ``python-docx`` (MIT): paragraphs, their styles (Heading 1..9, Title) and tables in body order.
+- HTML: ``lxml`` (BSD-3-Clause) with explicit removal of navigation, headers, footers, sidebars, scripts and
+  styles (HTML5 elements, ARIA roles, and the class/id names documentation generators use: Sphinx, MkDocs,
+  texinfo, DocBook). For documentation pages this is more predictable than a news-article extractor such as
+  trafilatura, which may drop short reference pages as boilerplate.
+- Text encodings: ``charset-normalizer`` (MIT) when a file is neither valid UTF-8 nor marked by a byte-order mark.
+
+Conventions
+- Text is normalised the same way for every format (:func:`normalise`): Unicode NFC, Latin ligatures
+  (U+FB00-FB06) spelled out, soft hyphens and zero-width spaces removed, other control characters and every kind
+  of horizontal space become one space, lines stripped, at most one blank line between paragraphs.
+- Markdown, reStructuredText and plain text are kept as text (markup included); only whitespace is normalised.
+- ``headings``: a list of ``{"level", "title", "start", "end"}`` in text order; ``start``/``end`` are Python
+  string offsets into the normalised text (end exclusive, as evidence spans). For markdown, reStructuredText,
+  text, HTML and DOCX, ``text[start:end]`` is the heading's line as it appears in the text (markdown keeps its
+  ``#`` marks; the underline of an underlined heading is dropped). PDF headings are the outline entries (bookmarks); their span is where the title is found on its
+  page, or the empty span at the page start when it is not found (``"found": false``).
+- Title: the first heading, else the HTML ``<title>`` (PDF: the Title in the document information, markdown:
+  ``title:`` in front matter), else ``None`` (the caller uses the file stem).
+- PDF pages are separated by a blank line; ``page_offsets`` gives each page's start offset in the text. Lines
+  repeated at the top or bottom of pages (running heads, page numbers) are dropped, and a word hyphenated
+  across a line or page break is joined (the hyphen is kept when the hyphenated form occurs elsewhere in the
+  document, as in "well-known"). Dot leaders of tables of contents become " ... ".
+"""
+from __future__ import annotations
+
+import io
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from typing import Callable
+
+#: Bump when extraction output changes, so `lab ingest` re-reads files it would otherwise reuse.
+EXTRACTOR_VERSION = 1
+
+#: Extension (lower case, with dot) -> format name.
+FORMATS = {".md": "markdown", ".markdown": "markdown", ".rst": "rst", ".txt": "text",
+           ".html": "html", ".htm": "html", ".pdf": "pdf", ".docx": "docx"}
+
+
+class Unreadable(Exception):
+    """A file that cannot be read as a document; ``kind`` is a short stable key, the message the reason."""
+
+    def __init__(self, kind: str, reason: str):
+        self.kind, self.reason = kind, reason
+        super().__init__(reason)
+
+
+@dataclass
+class Extracted:
+    text: str
+    title: str | None = None
+    headings: list[dict] = field(default_factory=list)
+    meta: dict = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------------------------- normalisation
+
+_LIGATURES = str.maketrans({"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\ufb03": "ffi", "\ufb04": "ffl",
+                            "\ufb05": "st", "\ufb06": "st"})
+_REMOVE = re.compile("[\u00ad\u200b\u2060\ufeff]")
+_CONTROL = re.compile("[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f]")
+_HSPACE = re.compile(r"[ \t\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000]+")
+_BLANKS = re.compile(r"\n{3,}")
+
+
+def normalise(text: str) -> str:
+    """Whitespace-normalised text (see the module conventions); idempotent."""
+    text = unicodedata.normalize("NFC", text).translate(_LIGATURES)
+    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\f", "\n\n")
+    text = _CONTROL.sub(" ", _REMOVE.sub("", text))
+    text = "\n".join(_HSPACE.sub(" ", line).strip() for line in text.split("\n"))
+    return _BLANKS.sub("\n\n", text).strip()
+
+
+def _assemble(blocks: list[tuple]) -> tuple[str, list[dict], list[int]]:
+    """Join blocks ``(text, heading level or None[, heading title])`` with blank lines; return the text, the
+    headings (offsets of their blocks) and each block's start offset (an empty block: where the next would start).
+    """
+    parts: list[str] = []
+    headings, offsets, pos = [], [], 0
+    for raw, level, *rest in blocks:
+        block = normalise(raw)
+        if level is not None:
+            block = " ".join(block.split())  # a heading is one line
+        start = pos + 2 if parts else pos
+        offsets.append(start)
+        if not block:
+            continue
+        if level is not None:
+            title = " ".join((rest[0] if rest and rest[0] else block).split())
+            headings.append({"level": level, "title": title, "start": start, "end": start + len(block)})
+        parts.append(block)
+        pos = start + len(block)
+    return "\n\n".join(parts), headings, [min(o, pos) for o in offsets]
+
+
+# ------------------------------------------------------------------------------------------------- text files
+
+_BOMS = ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe\x00\x00", "utf-32-le"), (b"\x00\x00\xfe\xff", "utf-32-be"),
+         (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
+
+
+def decode_text(data: bytes) -> tuple[str, str]:
+    """(text, encoding name): a byte-order mark, else strict UTF-8, else charset-normalizer's best guess.
+    Raises Unreadable for binary data (NUL bytes without a UTF-16/32 mark) and for bytes no encoding fits."""
+    for bom, encoding in _BOMS:
+        if data.startswith(bom):
+            try:
+                return data[len(bom):].decode(encoding.replace("-sig", "")), encoding
+            except UnicodeDecodeError:
+                raise Unreadable("undecodable", f"starts with a {encoding} byte-order mark but is not "
+                                 f"{encoding}") from None
+    if b"\x00" in data[:8192]:
+        raise Unreadable("binary", "binary file (contains NUL bytes), not text")
+    try:
+        return data.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        pass
+    from charset_normalizer import from_bytes
+
+    best = from_bytes(data).best()
+    if best is None:
+        raise Unreadable("undecodable", "no text encoding fits its bytes (not UTF-8; charset detection failed)")
+    text = str(best)
+    bad = sum(1 for ch in text if unicodedata.category(ch) in ("Cc", "Co", "Cn") and ch not in "\n\r\t\f")
+    if bad > max(2, len(text) // 100):
+        raise Unreadable("undecodable", f"decodes as {best.encoding} only with {bad} control or unassigned "
+                         "characters: probably not text")
+    return text, best.encoding
+
+
+_UNDERLINE = re.compile(r"^([=\-~^\"'`#*+_:.<>])\1{2,}$")
+_ATX = re.compile(r"^ {0,3}(#{1,6})(?:\s+(.*?))?(?:\s+#+)?\s*$")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+
+
+def _width(s: str) -> int:
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in s)
+
+
+def _lines(raw: str) -> list[str]:
+    return unicodedata.normalize("NFC", raw).replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+
+def _underlined(lines: list[str], skip: set[int], markdown: bool = False,
+                tight: bool = False) -> dict[int, tuple[str, list[int]]]:
+    """Title line index -> (adornment style, adornment line indices) for lines underlined by a run of one
+    punctuation character at least as wide as the title (markdown setext: any run of ``=`` or ``-``; ``tight``,
+    for plain text: at most 3 characters wider, so separator lines under code are not taken for underlines),
+    optionally overlined by the same run; the title starts a paragraph."""
+    found: dict[int, tuple[str, list[int]]] = {}
+    for i in range(len(lines) - 1):
+        title, under = lines[i].strip(), lines[i + 1].strip()
+        if i in skip or i + 1 in skip or not title or _UNDERLINE.match(title) or not _UNDERLINE.match(under):
+            continue
+        indent = len(lines[i]) - len(lines[i].lstrip())
+        if markdown:
+            if under[0] not in "=-" or indent > 3:
+                continue
+        elif indent or len(under) < _width(title) or (tight and len(under) > _width(title) + 3):
+            continue
+        over = i > 0 and lines[i - 1].strip() == under
+        if i > (1 if over else 0) and lines[i - 2 if over else i - 1].strip():
+            continue  # not at the start of a paragraph
+        found[i] = (("over" if over else "") + under[0], [i - 1, i + 1] if over else [i + 1])
+    return found
+
+
+def _line_blocks(lines: list[str], headings: dict[int, tuple[int, str]], drop: set[int]) -> list[tuple]:
+    """Blocks of a text file: heading lines alone, other lines grouped into paragraphs at blank lines."""
+    blocks: list[tuple] = []
+    buf: list[str] = []
+    for i, line in enumerate(lines):
+        if i in headings:
+            if buf:
+                blocks.append(("\n".join(buf), None))
+                buf = []
+            level, title = headings[i]
+            blocks.append((line, level, title))
+        elif i in drop:
+            continue
+        elif not line.strip():
+            if buf:
+                blocks.append(("\n".join(buf), None))
+                buf = []
+        else:
+            buf.append(line)
+    if buf:
+        blocks.append(("\n".join(buf), None))
+    return blocks
+
+
+def _fenced(lines: list[str]) -> set[int]:
+    inside, fence, out = False, "", set()
+    for i, line in enumerate(lines):
+        m = _FENCE.match(line)
+        if m and (not inside or m.group(1).startswith(fence)):
+            inside, fence = (not inside), m.group(1)[:3]
+            out.add(i)
+        elif inside:
+            out.add(i)
+    return out
+
+
+def extract_markdown(data: bytes) -> Extracted:
+    """Markdown kept as text (``#`` marks included); headings: ATX (``# Title``) and setext (underlined by
+    ``===`` or ``---``, the underline dropped) outside fenced code and front matter; title also from ``title:``
+    in YAML front matter."""
+    raw, encoding = decode_text(data)
+    lines = _lines(raw)
+    skip = _fenced(lines)
+    front_title = None
+    if lines and lines[0].strip() == "---":
+        end = next((i for i in range(1, len(lines)) if lines[i].strip() in ("---", "...")), None)
+        if end is not None:
+            skip.update(range(end + 1))
+            for line in lines[1:end]:
+                m = re.match(r"^title:\s*(.+)$", line.strip())
+                if m:
+                    front_title = m.group(1).strip().strip("\"'") or None
+    heads: dict[int, tuple[int, str]] = {}
+    for i, line in enumerate(lines):
+        m = _ATX.match(line)
+        if i not in skip and m and (m.group(2) or "").strip():
+            heads[i] = (len(m.group(1)), m.group(2).strip())
+    drop: set[int] = set()
+    for i, (style, adornment) in _underlined(lines, skip | set(heads), markdown=True).items():
+        heads[i] = (1 if style == "=" else 2, lines[i].strip())
+        drop.update(adornment)
+    text, headings, _ = _assemble(_line_blocks(lines, heads, drop))
+    return Extracted(text, headings[0]["title"] if headings else front_title, headings, {"encoding": encoding})
+
+
+def extract_rst(data: bytes, tight: bool = False) -> Extracted:
+    """reStructuredText kept as text; headings: section titles (underlined, optionally overlined, adornment
+    lines dropped), levels in the order their adornment styles first appear (as docutils does)."""
+    raw, encoding = decode_text(data)
+    lines = _lines(raw)
+    styles: list[str] = []
+    heads: dict[int, tuple[int, str]] = {}
+    drop: set[int] = set()
+    for i, (style, adornment) in sorted(_underlined(lines, set(), tight=tight).items()):
+        if style not in styles:
+            styles.append(style)
+        heads[i] = (styles.index(style) + 1, lines[i].strip())
+        drop.update(adornment)
+    text, headings, _ = _assemble(_line_blocks(lines, heads, drop))
+    return Extracted(text, headings[0]["title"] if headings else None, headings, {"encoding": encoding})
+
+
+def extract_text(data: bytes) -> Extracted:
+    """Plain text; headings are lines underlined (optionally overlined) by a run of ``=``, ``-``, ``~`` etc. at
+    least as wide (and at most 3 wider), as in reStructuredText."""
+    return extract_rst(data, tight=True)
+
+
+# ------------------------------------------------------------------------------------------------------- HTML
+
+_DROP_TAGS = {"script", "style", "noscript", "template", "nav", "footer", "aside", "form", "button", "iframe",
+              "svg", "canvas", "select", "textarea", "object", "embed", "head", "menu", "dialog"}
+_DROP_ROLES = {"navigation", "banner", "contentinfo", "search", "complementary", "menu", "menubar"}
+#: class/id words (split on space, "-", "_") that mark navigation in documentation generators' output.
+_NAV_WORDS = {"nav", "navbar", "navigation", "navheader", "navfooter", "breadcrumb", "breadcrumbs", "sidebar",
+              "sphinxsidebar", "sphinxsidebarwrapper", "related", "footer", "menu", "toolbar", "skip", "skiplink",
+              "topbar", "sidenav", "pagination", "prevnext", "headerlink", "copiable", "banner", "cookie"}
+_HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
+_BLOCKS = {"p", "div", "section", "article", "main", "body", "li", "ul", "ol", "dl", "dt", "dd", "table", "thead",
+           "tbody", "tfoot", "tr", "blockquote", "pre", "figure", "figcaption", "caption", "hr", "address",
+           "details", "summary", "center", "fieldset", "legend", "header"}
+_CELLS = {"td", "th"}
+_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
+
+
+def _words(el) -> set[str]:
+    raw = " ".join(filter(None, (el.get("class"), el.get("id"))))
+    return {w for w in re.split(r"[\s_\-]+", raw.lower()) if w}
+
+
+def _is_boilerplate(el) -> bool:
+    tag = el.tag.lower() if isinstance(el.tag, str) else ""
+    if tag in _DROP_TAGS or (el.get("role") or "").lower() in _DROP_ROLES or el.get("hidden") is not None:
+        return True
+    if "display:none" in (el.get("style") or "").replace(" ", "").lower():
+        return True
+    words = _words(el)
+    if words & _NAV_WORDS:
+        return True
+    # a page or section header is navigation unless it holds the page's heading (texinfo "header" divs are
+    # Next/Previous/Up links; an <article><header><h1> is content)
+    if tag == "header" or "header" in words:
+        return not any(h in _HEADINGS for h in (d.tag for d in el.iter() if isinstance(d.tag, str)))
+    return False
+
+
+def _html_decode(data: bytes) -> tuple[str, str]:
+    for bom, encoding in _BOMS:
+        if data.startswith(bom):
+            return data[len(bom):].decode(encoding.replace("-sig", ""), errors="replace"), encoding
+    m = _META_CHARSET.search(data[:4096])
+    if m:
+        name = m.group(1).decode("ascii").lower()
+        try:
+            return data.decode(name), name
+        except (LookupError, UnicodeDecodeError):
+            pass  # a wrong declaration: detect instead
+    return decode_text(data)
+
+
+def extract_html(data: bytes) -> Extracted:
+    """HTML without navigation, headers, footers, sidebars, scripts and styles; headings from h1-h6; title the
+    first heading, else ``<title>``. Encoding: byte-order mark, ``<meta charset>``, UTF-8, detection."""
+    import lxml.html
+    from lxml import etree
+
+    raw, encoding = _html_decode(data)
+    raw = re.sub(r"^\s*<\?xml[^>]*\?>", "", raw)  # lxml refuses str input with an encoding declaration
+    if not raw.strip():
+        raise Unreadable("empty", "empty file (no text)")
+    try:
+        root = lxml.html.document_fromstring(raw)
+    except (etree.ParserError, ValueError) as exc:
+        raise Unreadable("corrupt", f"not parseable as HTML ({exc})") from None
+    page_title = None
+    title_el = root.find(".//title")
+    if title_el is not None and title_el.text_content().strip():
+        page_title = " ".join(title_el.text_content().split())
+    for el in list(root.iter()):
+        if el.getparent() is not None and isinstance(el.tag, str) and _is_boilerplate(el):
+            el.drop_tree()
+    blocks: list[tuple[str, int | None]] = []
+    buf: list[str] = []
+
+    def flush():
+        if buf:
+            blocks.append(("".join(buf), None))
+            buf.clear()
+
+    def walk(el):
+        tag = el.tag.lower() if isinstance(el.tag, str) else ""
+        if tag in _HEADINGS:
+            flush()
+            blocks.append((el.text_content(), _HEADINGS[tag]))
+        elif tag == "pre":
+            flush()
+            blocks.append((el.text_content(), None))
+        elif tag == "br":
+            buf.append("\n")
+        elif tag:  # comments and processing instructions have no str tag: only their tail counts
+            block = tag in _BLOCKS
+            if block:
+                flush()
+            if tag in _CELLS:
+                buf.append(" ")
+            if el.text:
+                buf.append(el.text)
+            for child in el:
+                walk(child)
+            if block:
+                flush()
+            elif tag in _CELLS:
+                buf.append(" ")
+        if el.tail:
+            buf.append(el.tail)
+
+    body = root.find("body")
+    walk(body if body is not None else root)
+    flush()
+    text, headings, _ = _assemble(blocks)
+    return Extracted(text, headings[0]["title"] if headings else page_title, headings,
+                     {"encoding": encoding, "html_title": page_title})
+
+
+# ------------------------------------------------------------------------------------------------------- DOCX
+
+def extract_docx(data: bytes) -> Extracted:
+    """DOCX body in order: paragraphs (styles "Title" and "Heading N", or an outline level, are headings) and
+    tables (one line per row, cells joined by " | "). Headers, footers and comments are not body text."""
+    import zipfile
+
+    if data.startswith(b"\xd0\xcf\x11\xe0"):
+        raise Unreadable("encrypted", "encrypted (password-protected) or legacy binary Word file, not DOCX")
+    if not zipfile.is_zipfile(io.BytesIO(data)):
+        raise Unreadable("corrupt", "not a valid DOCX (not a zip package)")
+    import docx
+    from docx.opc.exceptions import PackageNotFoundError
+    from docx.table import Table
+
+    try:
+        document = docx.Document(io.BytesIO(data))
+    except (PackageNotFoundError, KeyError, ValueError, zipfile.BadZipFile) as exc:
+        raise Unreadable("corrupt", f"not a valid DOCX ({type(exc).__name__}: {exc})") from None
+    blocks: list[tuple[str, int | None]] = []
+    for item in document.iter_inner_content():
+        if isinstance(item, Table):
+            for row in item.rows:
+                cells = []
+                for cell in row.cells:
+                    value = " ".join(cell.text.split())
+                    if not cells or value != cells[-1]:  # merged cells repeat their text
+                        cells.append(value)
+                blocks.append((" | ".join(cells), None))
+            continue
+        blocks.append((item.text, _docx_level(item)))
+    text, headings, _ = _assemble(blocks)
+    core_title = (document.core_properties.title or "").strip() or None
+    return Extracted(text, headings[0]["title"] if headings else core_title, headings, {})
+
+
+def _docx_level(paragraph) -> int | None:
+    name = (paragraph.style.name if paragraph.style is not None else "") or ""
+    if name == "Title":
+        return 1
+    m = re.match(r"^Heading (\d)$", name)
+    if m:
+        return int(m.group(1))
+    ppr = paragraph._p.pPr
+    lvl = None if ppr is None else ppr.find("{http://schemas.openxmlformats.org/wordprocessingml/2006/main}outlineLvl")
+    if lvl is not None:
+        value = lvl.get("{http://schemas.openxmlformats.org/wordprocessingml/2006/main}val")
+        if value is not None and value.isdigit() and int(value) < 9:
+            return int(value) + 1
+    return None
+
+
+# -------------------------------------------------------------------------------------------------------- PDF
+
+def _page_lines(pages: list[str]) -> list[list[str]]:
+    """Each page's non-empty lines with running heads/feet removed: the first or last line when the same line
+    (digits ignored; at least 5 characters with a letter) is first or last on at least 3 pages ("Chapter 6:
+    Programming 36"), and a bare page number (arabic or lower-case roman) among the first or last two."""
+    lines = [[ln.strip() for ln in normalise(p).split("\n") if ln.strip()] for p in pages]
+    key = lambda s: re.sub(r"\d+", "#", s.lower())  # noqa: E731
+    counts: dict[str, int] = {}
+    for page in lines:
+        for ln in {key(x) for x in page[:1] + page[-1:]}:
+            counts[ln] = counts.get(ln, 0) + 1
+    running = {k for k, c in counts.items() if c >= 3 and len(k) >= 5 and re.search(r"[^\W\d_]", k)}
+    out = []
+    for page in lines:
+        keep = list(page)
+        for idx in (0, -1, 1, -2):
+            if len(keep) > abs(idx) and ((idx in (0, -1) and key(keep[idx]) in running)
+                                         or re.fullmatch(r"[-–—\s]*(\d+|[ivxlc]{1,7})[-–—\s]*", keep[idx])):
+                keep[idx] = ""
+        out.append([x for x in keep if x])
+    return out
+
+
+def _dehyphenate(pages: list[list[str]]) -> list[list[str]]:
+    """Join words hyphenated across a line or page break ("exam-" + "ple"); keep the hyphen when the document
+    uses the hyphenated form elsewhere."""
+    all_text = "\n".join("\n".join(p) for p in pages)
+    flat = [(pi, li) for pi, p in enumerate(pages) for li in range(len(p))]
+    for (pa, la), (pb, lb) in zip(flat, flat[1:]):
+        left, right = pages[pa][la], pages[pb][lb]
+        m, n = re.search(r"(\w+)-$", left), re.match(r"^([a-z]\w*)(.*)$", right)
+        if not m or not n or not m.group(1)[-1].isalpha():
+            continue
+        head, tail = m.group(1), n.group(1)
+        joined = head + ("-" if re.search(rf"\b{re.escape(head)}-{re.escape(tail)}\b", all_text) else "") + tail
+        pages[pa][la] = left[: m.start()]
+        pages[pb][lb] = joined + n.group(2)
+    return [[ln for ln in p if ln.strip()] for p in pages]
+
+
+_LEADERS = re.compile(r"(?:\s?\.){4,}\s?")  # table-of-contents dot leaders ". . . . ."
+
+
+def extract_pdf(data: bytes) -> Extracted:
+    """PDF text page by page (pypdf), running heads and page numbers dropped, hyphenation joined; ``pages`` and
+    ``page_offsets`` in meta; headings from the outline. Encrypted files are read when the empty user password
+    opens them (owner-only protection), else skipped."""
+    import logging
+
+    import pypdf
+    from pypdf.errors import DependencyError, FileNotDecryptedError, PdfReadError
+
+    if not data.lstrip()[:5].startswith(b"%PDF"):
+        raise Unreadable("corrupt", "not a PDF (no %PDF header)")
+    logging.getLogger("pypdf").setLevel(logging.ERROR)  # pypdf logs recoverable damage as warnings
+    try:
+        reader = pypdf.PdfReader(io.BytesIO(data))
+        if reader.is_encrypted:
+            try:
+                if not reader.decrypt(""):
+                    raise Unreadable("encrypted", "encrypted PDF: needs a password")
+            except (FileNotDecryptedError, NotImplementedError, DependencyError) as exc:
+                raise Unreadable("encrypted", f"encrypted PDF: cannot be opened ({exc})") from None
+        texts = [page.extract_text() or "" for page in reader.pages]
+        outline = list(_outline(reader))
+        info_title = ((reader.metadata or {}).get("/Title") or "").strip() or None
+    except Unreadable:
+        raise
+    except FileNotDecryptedError:
+        raise Unreadable("encrypted", "encrypted PDF: needs a password") from None
+    except (PdfReadError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError,
+            AssertionError, ZeroDivisionError, OSError) as exc:
+        raise Unreadable("corrupt", f"corrupt PDF ({type(exc).__name__}: {exc})") from None
+    pages = [[_LEADERS.sub(" ... ", ln) for ln in p] for p in _dehyphenate(_page_lines(texts))]
+    text, _, offsets = _assemble([("\n".join(p), None) for p in pages])
+    bounds = offsets + [len(text)]
+    headings = []
+    for level, title, page in outline:
+        start, end, found = _find_on_page(text, title, bounds[page] if page is not None else 0,
+                                          bounds[page + 1] if page is not None else len(text))
+        headings.append({"level": level, "title": title, "start": start, "end": end, "found": found})
+    headings.sort(key=lambda h: h["start"])
+    title = headings[0]["title"] if headings else info_title
+    return Extracted(text, title, headings, {"pages": len(texts), "page_offsets": offsets[: len(texts)]})
+
+
+def _outline(reader):
+    def walk(items, depth):
+        for item in items:
+            if isinstance(item, list):
+                yield from walk(item, depth + 1)
+                continue
+            title = " ".join(normalise(str(getattr(item, "title", "") or "")).split())
+            if not title:
+                continue
+            try:
+                page = reader.get_destination_page_number(item)
+            except Exception:  # noqa: BLE001 - a broken bookmark only loses its page
+                page = None
+            yield depth + 1, title, page if page is not None and 0 <= page < len(reader.pages) else None
+
+    try:
+        yield from walk(reader.outline, 0)
+    except (KeyError, ValueError, TypeError, AttributeError, RecursionError):
+        return
+
+
+def _find_on_page(text: str, title: str, lo: int, hi: int) -> tuple[int, int, bool]:
+    i = text.find(title, lo, hi)
+    if i < 0:
+        words = [re.escape(w) for w in title.split()]
+        m = re.compile(r"\s+".join(words), re.I).search(text, lo, hi) if words else None
+        if m:
+            return m.start(), m.end(), True
+        return lo, lo, False
+    return i, i + len(title), True
+
+
+EXTRACTORS: dict[str, Callable[[bytes], Extracted]] = {
+    "markdown": extract_markdown, "rst": extract_rst, "text": extract_text,
+    "html": extract_html, "pdf": extract_pdf, "docx": extract_docx,
+}
+
+
+def extract(data: bytes, fmt: str) -> Extracted:
+    """Run the extractor of ``fmt`` on ``data``; Unreadable for empty input or a file without text."""
+    if not data.strip():
+        raise Unreadable("empty", "empty file" + (" (0 bytes)" if not data else " (whitespace only)"))
+    out = EXTRACTORS[fmt](data)
+    if not out.text.strip():
+        what = "no text layer (a scanned PDF? run OCR first)" if fmt == "pdf" else "no text after extraction"
+        raise Unreadable("no_text", what)
+    return out
