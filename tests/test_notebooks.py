@@ -244,7 +244,7 @@ def test_01_testset_stats_on_ord_qa(tmp_path, kernel, store):
 
 
 def test_01_logs_source_links_a_faq_log(tmp_path, kernel, store):
-    """source='logs': the FAQ fixture is linked to ORD-QA units (route C), the set is written and described."""
+    """source='logs': the FAQ fixture is linked to ORD-QA units (FAQ import), the set is written and described."""
     nb = execute("01_testset_generation.ipynb", tmp_path, kernel, store, dataset="data/ord-qa", experiment="t01l",
                  source="logs", logs=str(ROOT / "tests" / "fixtures" / "testset" / "openroad_faq.csv"),
                  out=str(tmp_path / "faq-set"))

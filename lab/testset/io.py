@@ -1,4 +1,4 @@
-"""What the test-set routes share: the retrieval units of a dataset, writing a BEIR-layout set with its
+"""What the test-set commands share: the retrieval units of a dataset, writing a BEIR-layout set with its
 provenance, spreadsheet-friendly CSV in and out, and evidence tiers as a side file.
 
 Conventions
@@ -9,7 +9,7 @@ Conventions
 - A written set is a BEIR folder that :func:`lab.data.beir.load_dataset` reads unchanged: ``corpus.jsonl`` (all
   units), ``queries.jsonl`` (``_id``, ``text``, ``metadata``), ``qrels/<split>.tsv`` (header ``query-id corpus-id
   score``), plus ``provenance.json`` (what made it: source dataset and fingerprint, units, models, prompt,
-  params, seed, reports) and route-specific side files (``candidates.jsonl``, ``unlinked.jsonl``,
+  params, seed, reports) and command-specific side files (``candidates.jsonl``, ``unlinked.jsonl``,
   ``tiers.json``) that the reader ignores.
 - CSV for people: written UTF-8 *with* a byte-order mark (Excel then opens it as UTF-8), comma-separated, every
   field quoted when needed, ``\\r\\n`` line ends (the csv module's default). Read back with or without the BOM;
