@@ -134,6 +134,11 @@ class GenerationConfig:
             raise ConfigError(f"grades must lie in 0..3, got grade={self.grade}, extra_grade={self.extra_grade}")
         if self.rounds < 1 or self.retries < 0 or self.batch_size < 1:
             raise ConfigError("rounds and batch_size must be >= 1, retries >= 0")
+        if self.max_passage_chars < 200:
+            raise ConfigError(f"max_passage_chars={self.max_passage_chars}: passages need at least 200 characters "
+                              "(default 1000)")
+        if self.min_passage_words < 0:
+            raise ConfigError(f"min_passage_words={self.min_passage_words}: must be >= 0 (default 25)")
 
     @property
     def attempts_cap(self) -> int:
