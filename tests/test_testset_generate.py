@@ -165,3 +165,22 @@ def test_committed_ord_qa_generated_set():
     gate = prov["gate_report"]
     assert gate["candidates"] == sum(gate["dropped_at"].values()) + gate["accepted"]
     assert (GENERATED / "SOURCE.md").is_file()
+
+
+def test_chinese_passages_get_the_chinese_prompt_and_windows_reach_the_end():
+    """Questions follow the passage's language: a Chinese window is sent with the Chinese prompt, an English one
+    with the English prompt; windows cover the whole document, not its first characters."""
+    from lab.testset.generate import _candidates
+
+    zh = "# 线电阻\n\n" + "set_wire_rc 命令设置用于估计布线延迟的电阻和电容，时钟网络和数据网络可以分别设置。" * 30
+    en = "# Wire RC\n\n" + "The set_wire_rc command sets the resistance and capacitance of routing wires. " * 40
+    corpus = Corpus({"zh": Document("zh", zh), "en": Document("en", en)})
+    cfg = GenerationConfig(n=1, rounds=1, min_passage_words=10)
+    passages, _, _ = sample_order(corpus, 0, "doc", 10, cfg.max_passage_chars)
+    cands = list(_candidates(passages, cfg))
+    assert {c.unit_id for c in cands} == {"zh", "en"} and len(cands) == len(passages) > 2
+    for c in cands:
+        assert c.language == c.unit_id and c.prompt.endswith(c.passage)
+        assert c.prompt.startswith("给定以下文档段落") == (c.unit_id == "zh")
+    for uid, text in (("zh", zh), ("en", en)):
+        assert max(c.span[1] for c in cands if c.unit_id == uid) == len(text.rstrip())
