@@ -143,12 +143,12 @@ def add_parsers(sub) -> None:
     g.add_argument("--max-overlap", type=float, default=0.8, help="gate: share of question terms in the passage")
     g.add_argument("--min-answer-support", type=float, default=0.5, help="gate: share of answer terms in the passage")
     g.add_argument("--min-similarity", type=float, default=0.83,
-                   help="gate: cosine question-passage with --topic-model (default 0.83, set for multilingual-e5-small)")
+                   help="gate: cosine question-passage with --topic-model (0.83 is set for multilingual-e5-small)")
     g.add_argument("--duplicate-threshold", type=float, default=0.95,
                    help="gate: cosine between questions (and with the dataset's own queries) with --topic-model")
     g.add_argument("--topic-model", default="multilingual-e5-small",
-                   help="embedding model of the on-topic and duplicate gates (default: the packaged multilingual-e5-small, "
-                        "not the default dense retriever)")
+                   help="embedding model of the on-topic and duplicate gates (default: the packaged "
+                        "multilingual-e5-small, not the default dense retriever)")
     g.add_argument("--answerability", default="lexical", choices=["lexical", "llm"])
     g.add_argument("--extra-relevant", action="store_true",
                    help="second pass: the LLM judges BM25's top candidates as extra relevant units")

@@ -28,8 +28,9 @@ Conventions
   fails (an LLMError, or llama.cpp refusing its own output) counts as unparseable (``llm_errors``).
 - Relevance: the source unit gets grade ``grade`` (qrels at unit level: the document, without chunking). The
   evidence span (the window, narrowed to the sentences that support the answer when found; lab.testset.spans)
-  goes to ``evidence.jsonl``, so span relevance scores any chunking of the same documents. An optional second pass (``extra_relevant``) asks the LLM to
-  judge BM25's top ``extra_candidates`` other units for each question; a "yes" adds it with ``extra_grade``.
+  goes to ``evidence.jsonl``, so span relevance scores any chunking of the same documents. An optional second
+  pass (``extra_relevant``) asks the LLM to judge BM25's top ``extra_candidates`` other units for each question;
+  a "yes" adds it with ``extra_grade``.
 - Output: a BEIR folder (see lab.testset.io) whose corpus is every unit, with ``evidence.jsonl``,
   ``candidates.jsonl`` (every candidate, its passage span, raw text, gate results and measures),
   ``gate_report.json`` and ``provenance.json`` (source dataset fingerprint,

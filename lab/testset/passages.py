@@ -50,8 +50,8 @@ class Passage:
 
 def _heading_item(item: Any) -> tuple[int, str] | None:
     if isinstance(item, Mapping):
-        off = next((item[k] for k in _OFFSET_KEYS if isinstance(item.get(k), int) and not isinstance(item.get(k), bool)),
-                   None)
+        off = next((item[k] for k in _OFFSET_KEYS
+                    if isinstance(item.get(k), int) and not isinstance(item.get(k), bool)), None)
         title = next((item[k] for k in _TITLE_KEYS if isinstance(item.get(k), str)), "")
         return (off, title.strip()) if off is not None else None
     if isinstance(item, (list, tuple)) and item and isinstance(item[0], int):
