@@ -184,3 +184,29 @@ def test_chinese_passages_get_the_chinese_prompt_and_windows_reach_the_end():
         assert c.prompt.startswith("给定以下文档段落") == (c.unit_id == "zh")
     for uid, text in (("zh", zh), ("en", en)):
         assert max(c.span[1] for c in cands if c.unit_id == uid) == len(text.rstrip())
+
+
+ASYMPTOTE = REPO / "data" / "asymptote-generated"
+
+
+@pytest.mark.skipif(not ASYMPTOTE.is_dir(), reason="data/asymptote-generated not built (lab testset generate)")
+def test_committed_asymptote_generated_set():
+    """Generated offline from an ingested documentation folder (corpus only): >= 100 gated questions, each with
+    the exact passage the model saw and an evidence span inside it, qrels at document level."""
+    ds = load_dataset(ASYMPTOTE, progress=False)
+    prov = json.loads((ASYMPTOTE / "provenance.json").read_text(encoding="utf-8"))
+    queries, qrels = ds.split("test")
+    assert len(qrels) >= 100 and len(ds.corpus) == 163 and prov["units"]["chunking"] == {"chunker": "none"}
+    assert prov["topic_model"]["name"] == "multilingual-e5-small" and not prov["topic_model"]["same_as_default_dense"]
+    spans = {e.query_id: e for e in ds.evidence}
+    assert set(spans) == set(qrels)
+    for q in qrels:
+        meta = queries.metadata[q]
+        ps, pe = meta["passage_span"]
+        e = spans[q]
+        assert list(qrels[q]) == [meta["source_unit"]] == [e.doc_id]
+        assert ds.corpus[e.doc_id].text[ps:pe] == meta["passage"] and ps <= e.start < e.end <= pe
+    assert len({queries.metadata[q]["passage_span"][0] > 0 for q in qrels}) == 2  # not only first characters
+    gate = prov["gate_report"]
+    assert gate["candidates"] == sum(gate["dropped_at"].values()) + gate["accepted"]
+    assert (ASYMPTOTE / "SOURCE.md").is_file()
