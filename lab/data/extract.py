@@ -22,8 +22,9 @@ Conventions
 - ``headings``: a list of ``{"level", "title", "start", "end"}`` in text order; ``start``/``end`` are Python
   string offsets into the normalised text (end exclusive, as evidence spans). For markdown, reStructuredText,
   text, HTML and DOCX, ``text[start:end]`` is the heading's line as it appears in the text (markdown keeps its
-  ``#`` marks; the underline of an underlined heading is dropped). PDF headings are the outline entries (bookmarks); their span is where the title is found on its
-  page, or the empty span at the page start when it is not found (``"found": false``).
+  ``#`` marks; the underline of an underlined heading is dropped). PDF headings are the outline entries
+  (bookmarks); their span is where the title is found on its page, or the empty span at the page start when it
+  is not found (``"found": false``).
 - Title: the first heading, else the HTML ``<title>`` (PDF: the Title in the document information, markdown:
   ``title:`` in front matter), else ``None`` (the caller uses the file stem).
 - PDF pages are separated by a blank line; ``page_offsets`` gives each page's start offset in the text. Lines
@@ -111,7 +112,8 @@ _BOMS = ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe\x00\x00", "utf-32-le"), (b"
 
 
 def decode_text(data: bytes) -> tuple[str, str]:
-    """(text, encoding name): a byte-order mark, else strict UTF-8, else charset-normalizer's best guess.
+    """(text, encoding name): a byte-order mark, else strict UTF-8, else charset-normalizer's best guess
+    (windows-1252 preferred when it fits as well).
     Raises Unreadable for binary data (NUL bytes without a UTF-16/32 mark) and for bytes no encoding fits."""
     for bom, encoding in _BOMS:
         if data.startswith(bom):
@@ -128,7 +130,13 @@ def decode_text(data: bytes) -> tuple[str, str]:
         pass
     from charset_normalizer import from_bytes
 
-    best = from_bytes(data).best()
+    matches = list(from_bytes(data))
+    best = matches[0] if matches else None
+    # short Western texts fit several single-byte code pages equally well; prefer windows-1252, the most common
+    # legacy one (the WHATWG fallback), when it fits about as well as the first guess
+    for m in matches:
+        if m.encoding == "cp1252" and m.chaos <= best.chaos + 0.1 and m.coherence >= best.coherence:
+            best = m
     if best is None:
         raise Unreadable("undecodable", "no text encoding fits its bytes (not UTF-8; charset detection failed)")
     text = str(best)
@@ -278,12 +286,16 @@ _BLOCKS = {"p", "div", "section", "article", "main", "body", "li", "ul", "ol", "
            "tbody", "tfoot", "tr", "blockquote", "pre", "figure", "figcaption", "caption", "hr", "address",
            "details", "summary", "center", "fieldset", "legend", "header"}
 _CELLS = {"td", "th"}
+_SPACE = re.compile(r"\s+")  # HTML source line breaks are spaces; only <br> and block ends break lines
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
 
 
-def _words(el) -> set[str]:
-    raw = " ".join(filter(None, (el.get("class"), el.get("id"))))
-    return {w for w in re.split(r"[\s_\-]+", raw.lower()) if w}
+def _words(value: str | None) -> set[str]:
+    return {w for w in re.split(r"[\s_\-]+", (value or "").lower()) if w}
+
+
+def _has_heading(el) -> bool:
+    return any(d.tag in _HEADINGS for d in el.iter() if isinstance(d.tag, str))
 
 
 def _is_boilerplate(el) -> bool:
@@ -292,13 +304,16 @@ def _is_boilerplate(el) -> bool:
         return True
     if "display:none" in (el.get("style") or "").replace(" ", "").lower():
         return True
-    words = _words(el)
-    if words & _NAV_WORDS:
+    if tag in ("main", "article", "section", "body"):
+        return False
+    classes, ids = _words(el.get("class")), _words(el.get("id"))
+    if classes & _NAV_WORDS:
         return True
-    # a page or section header is navigation unless it holds the page's heading (texinfo "header" divs are
-    # Next/Previous/Up links; an <article><header><h1> is content)
-    if tag == "header" or "header" in words:
-        return not any(h in _HEADINGS for h in (d.tag for d in el.iter() if isinstance(d.tag, str)))
+    # ids are often slugs of a section's own heading (Sphinx: <div id="navigation"> around "Navigation"), so an
+    # id counts only on an element without headings; a header is navigation unless it holds a heading
+    # (texinfo "header" divs are Next/Previous/Up links; an <article><header><h1> is content)
+    if ids & _NAV_WORDS or tag == "header" or "header" in classes | ids:
+        return not _has_heading(el)
     return False
 
 
@@ -362,7 +377,7 @@ def extract_html(data: bytes) -> Extracted:
             if tag in _CELLS:
                 buf.append(" ")
             if el.text:
-                buf.append(el.text)
+                buf.append(_SPACE.sub(" ", el.text))
             for child in el:
                 walk(child)
             if block:
@@ -370,7 +385,7 @@ def extract_html(data: bytes) -> Extracted:
             elif tag in _CELLS:
                 buf.append(" ")
         if el.tail:
-            buf.append(el.tail)
+            buf.append(_SPACE.sub(" ", el.tail))
 
     body = root.find("body")
     walk(body if body is not None else root)
@@ -423,7 +438,7 @@ def _docx_level(paragraph) -> int | None:
     m = re.match(r"^Heading (\d)$", name)
     if m:
         return int(m.group(1))
-    ppr = paragraph._p.pPr
+    ppr = paragraph.paragraph_format.element.pPr  # the w:p element's properties (public ElementProxy.element)
     lvl = None if ppr is None else ppr.find("{http://schemas.openxmlformats.org/wordprocessingml/2006/main}outlineLvl")
     if lvl is not None:
         value = lvl.get("{http://schemas.openxmlformats.org/wordprocessingml/2006/main}val")
@@ -433,6 +448,9 @@ def _docx_level(paragraph) -> int | None:
 
 
 # -------------------------------------------------------------------------------------------------------- PDF
+
+_PAGE_NUMBER = re.compile(r"[-–—\s]*(\d+|(?=[ivx])x{0,3}(?:ix|iv|v?i{0,3}))[-–—\s]*")
+
 
 def _page_lines(pages: list[str]) -> list[list[str]]:
     """Each page's non-empty lines with running heads/feet removed: the first or last line when the same line
@@ -450,7 +468,7 @@ def _page_lines(pages: list[str]) -> list[list[str]]:
         keep = list(page)
         for idx in (0, -1, 1, -2):
             if len(keep) > abs(idx) and ((idx in (0, -1) and key(keep[idx]) in running)
-                                         or re.fullmatch(r"[-–—\s]*(\d+|[ivxlc]{1,7})[-–—\s]*", keep[idx])):
+                                         or _PAGE_NUMBER.fullmatch(keep[idx])):
                 keep[idx] = ""
         out.append([x for x in keep if x])
     return out
@@ -459,7 +477,7 @@ def _page_lines(pages: list[str]) -> list[list[str]]:
 def _dehyphenate(pages: list[list[str]]) -> list[list[str]]:
     """Join words hyphenated across a line or page break ("exam-" + "ple"); keep the hyphen when the document
     uses the hyphenated form elsewhere."""
-    all_text = "\n".join("\n".join(p) for p in pages)
+    hyphenated = set(re.findall(r"\w+-\w+", "\n".join("\n".join(p) for p in pages)))
     flat = [(pi, li) for pi, p in enumerate(pages) for li in range(len(p))]
     for (pa, la), (pb, lb) in zip(flat, flat[1:]):
         left, right = pages[pa][la], pages[pb][lb]
@@ -467,7 +485,7 @@ def _dehyphenate(pages: list[list[str]]) -> list[list[str]]:
         if not m or not n or not m.group(1)[-1].isalpha():
             continue
         head, tail = m.group(1), n.group(1)
-        joined = head + ("-" if re.search(rf"\b{re.escape(head)}-{re.escape(tail)}\b", all_text) else "") + tail
+        joined = head + ("-" if f"{head}-{tail}" in hyphenated else "") + tail
         pages[pa][la] = left[: m.start()]
         pages[pb][lb] = joined + n.group(2)
     return [[ln for ln in p if ln.strip()] for p in pages]
@@ -483,11 +501,21 @@ def extract_pdf(data: bytes) -> Extracted:
     import logging
 
     import pypdf
-    from pypdf.errors import DependencyError, FileNotDecryptedError, PdfReadError
 
     if not data.lstrip()[:5].startswith(b"%PDF"):
         raise Unreadable("corrupt", "not a PDF (no %PDF header)")
-    logging.getLogger("pypdf").setLevel(logging.ERROR)  # pypdf logs recoverable damage as warnings
+    logger = logging.getLogger("pypdf")
+    level = logger.level
+    logger.setLevel(logging.ERROR)  # pypdf logs damage it recovers from as warnings: not the user's business here
+    try:
+        return _read_pdf(data, pypdf)
+    finally:
+        logger.setLevel(level)
+
+
+def _read_pdf(data: bytes, pypdf) -> Extracted:
+    from pypdf.errors import DependencyError, FileNotDecryptedError, PdfReadError
+
     try:
         reader = pypdf.PdfReader(io.BytesIO(data))
         if reader.is_encrypted:
@@ -498,7 +526,8 @@ def extract_pdf(data: bytes) -> Extracted:
                 raise Unreadable("encrypted", f"encrypted PDF: cannot be opened ({exc})") from None
         texts = [page.extract_text() or "" for page in reader.pages]
         outline = list(_outline(reader))
-        info_title = ((reader.metadata or {}).get("/Title") or "").strip() or None
+        info = (reader.metadata or {}).get("/Title")
+        info_title = " ".join(normalise(info).split()) or None if isinstance(info, str) else None
     except Unreadable:
         raise
     except FileNotDecryptedError:

@@ -261,10 +261,14 @@ def ingest(src: Path | str, out: Path | str, exclude: list[str] | tuple[str, ...
     docs.sort(key=lambda d: d["_id"])
     report.documents = len(docs)
     report.by_format = by_format
-    out.mkdir(parents=True, exist_ok=True)
-    _write_atomic(out / CORPUS, "".join(json.dumps(d, ensure_ascii=False) + "\n" for d in docs))
-    report.seconds = time.perf_counter() - t0
-    _write_atomic(out / REPORT, json.dumps(report.to_dict(), indent=1, ensure_ascii=False) + "\n")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        _write_atomic(out / CORPUS, "".join(json.dumps(d, ensure_ascii=False) + "\n" for d in docs))
+        report.seconds = time.perf_counter() - t0
+        _write_atomic(out / REPORT, json.dumps(report.to_dict(), indent=1, ensure_ascii=False) + "\n")
+    except OSError as exc:
+        raise DataError(exc.filename or out, f"cannot write the corpus: {exc.strerror or exc}",
+                        hint="check that --out is writable and the disk has space") from None
     return report
 
 
