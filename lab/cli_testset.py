@@ -1,6 +1,6 @@
-"""`lab testset ...`: generate (route B), export-review / import-review (spot check), import-logs (route C),
-export-annotation / import-annotation (route A), judge (pooled LLM judgements); `perturb` comes from lab.perturb
-when it is there."""
+"""`lab testset ...`: generate (generated questions), export-review / import-review (spot check), import-logs
+(FAQ import), export-annotation / import-annotation (annotation sheet), judge (pooled LLM judgements); `perturb`
+comes from lab.perturb when it is there."""
 from __future__ import annotations
 
 import json
@@ -33,7 +33,7 @@ def cmd_generate(args) -> int:
 
     gates = GateConfig(max_overlap=args.max_overlap, min_answer_support=args.min_answer_support,
                        min_similarity=args.min_similarity, duplicate_threshold=args.duplicate_threshold,
-                       answerability=args.answerability)
+                       answerability=args.answerability, topic_model=args.topic_model)
     cfg = GenerationConfig(n=args.n, seed=args.seed, stratify=args.stratify, grade=args.grade,
                            max_attempts=args.max_attempts, rounds=args.rounds, retries=args.retries,
                            json_mode=args.json_mode, max_tokens=args.max_tokens,
@@ -72,7 +72,7 @@ def cmd_import_review(args) -> int:
     rep = import_review(args.set, args.review, out=args.out, split=args.split,
                         ci_strategy=None if args.ci_strategy == "none" else args.ci_strategy, seed=args.seed,
                         cache_dir=args.cache_dir, progress=_progress(args), tracking_root=_root(args),
-                        experiment=args.experiment)
+                        experiment=args.experiment, target_half_width=args.target_half_width)
     print(to_json(rep) if args.json else format_report(rep))
     return 0
 
@@ -136,8 +136,10 @@ def add_parsers(sub) -> None:
     t = sub.add_parser("testset", help="build test sets: generate, review, import logs, annotate")
     tsub = t.add_subparsers(dest="testset_command", required=True)
 
-    g = tsub.add_parser("generate", help="route B: LLM-generated questions with quality gates -> BEIR set")
-    g.add_argument("--dataset", required=True, help="BEIR folder whose units are sampled, e.g. data/ord-qa")
+    g = tsub.add_parser("generate", help="generated questions: an LLM writes them from passages, quality gates "
+                                         "filter them -> BEIR set with evidence spans")
+    g.add_argument("--dataset", required=True,
+                   help="folder with corpus.jsonl (queries and qrels optional), e.g. one `lab ingest` wrote")
     g.add_argument("--out", required=True, help="folder for the generated set")
     g.add_argument("--n", type=positive_int, default=100, help="questions wanted (default 100)")
     g.add_argument("--llm", default="local", help="LLM spec: local (packaged SmolLM2-135M), a .gguf path, openai:MODEL")
@@ -154,12 +156,18 @@ def add_parsers(sub) -> None:
     g.add_argument("--json-mode", default="schema", choices=["schema", "prompt"],
                    help="schema: send a JSON schema (constrained decoding); prompt: the prompt alone")
     g.add_argument("--max-tokens", type=positive_int, default=200)
-    g.add_argument("--max-passage-chars", type=positive_int, default=1000)
-    g.add_argument("--min-passage-words", type=non_negative_int, default=25)
+    g.add_argument("--max-passage-chars", type=positive_int, default=1000,
+                   help="passages are windows of at most this many characters over each document, by section")
+    g.add_argument("--min-passage-words", type=non_negative_int, default=25, help="shorter passages are skipped")
     g.add_argument("--max-overlap", type=float, default=0.8, help="gate: share of question terms in the passage")
     g.add_argument("--min-answer-support", type=float, default=0.5, help="gate: share of answer terms in the passage")
-    g.add_argument("--min-similarity", type=float, default=0.3, help="gate: MiniLM cosine question-passage")
-    g.add_argument("--duplicate-threshold", type=float, default=0.9, help="gate: MiniLM cosine between questions")
+    g.add_argument("--min-similarity", type=float, default=0.83,
+                   help="gate: cosine question-passage with --topic-model (0.83 is set for multilingual-e5-small)")
+    g.add_argument("--duplicate-threshold", type=float, default=0.95,
+                   help="gate: cosine between questions (and with the dataset's own queries) with --topic-model")
+    g.add_argument("--topic-model", default="multilingual-e5-small",
+                   help="embedding model of the on-topic and duplicate gates (default: the packaged "
+                        "multilingual-e5-small, not the default dense retriever)")
     g.add_argument("--answerability", default="lexical", choices=["lexical", "llm"])
     g.add_argument("--extra-relevant", action="store_true",
                    help="second pass: the LLM judges BM25's top candidates as extra relevant units")
@@ -183,11 +191,13 @@ def add_parsers(sub) -> None:
     i.add_argument("--out", help="write the reviewed set here (default: update SET in place)")
     i.add_argument("--split", default="test")
     i.add_argument("--ci-strategy", default="bm25", help="strategy run for the recall@10 CI (none: skip)")
+    i.add_argument("--target-half-width", type=float, default=0.02,
+                   help="report how many questions give a recall@10 CI this narrow (default 0.02)")
     i.add_argument("--seed", type=int, default=0)
     _common(i)
     i.set_defaults(func=cmd_import_review)
 
-    lg = tsub.add_parser("import-logs", help="route C: FAQ / ticket logs linked to units -> BEIR set")
+    lg = tsub.add_parser("import-logs", help="FAQ import: FAQ / ticket logs linked to passages -> BEIR set")
     lg.add_argument("file", help="CSV (header: question[, answer][, reference]) or JSON Lines")
     lg.add_argument("--dataset", required=True)
     lg.add_argument("--out", required=True)
@@ -198,7 +208,7 @@ def add_parsers(sub) -> None:
     _common(lg)
     lg.set_defaults(func=cmd_import_logs)
 
-    ea = tsub.add_parser("export-annotation", help="route A: pooled candidates of several strategies as a sheet")
+    ea = tsub.add_parser("export-annotation", help="annotation sheet: pooled candidates of several strategies")
     ea.add_argument("--dataset", required=True)
     ea.add_argument("--strategies", default="bm25,dense", help="comma-separated strategy names")
     ea.add_argument("--depth", type=positive_int, default=10)
@@ -210,7 +220,7 @@ def add_parsers(sub) -> None:
     _common(ea)
     ea.set_defaults(func=cmd_export_annotation)
 
-    ia = tsub.add_parser("import-annotation", help="route A: graded judgements and tiers back as qrels")
+    ia = tsub.add_parser("import-annotation", help="annotation sheet: graded judgements and tiers back as qrels")
     ia.add_argument("sheet")
     ia.add_argument("--out", required=True)
     ia.add_argument("--dataset", help="default: from the sheet's .meta.json")

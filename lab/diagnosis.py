@@ -87,8 +87,8 @@ def coverage_gap(figures: Mapping[str, float]) -> Finding | None:
         f"recall@100 {r:.3f} < {RECALL_AT_DEPTH_MIN}: relevant chunks are missing even from the top 100",
         "Chunking splits or dilutes the evidence, or the embedding model does not match the domain vocabulary "
         "(BM25: the query uses other words than the documents).",
-        "Grid chunk size and overlap first (params/chunk_size_grid.yaml; seed 000: chunk size moved Recall@10 by "
-        "12 points), then compare embedding models (params/embedding_comparison.yaml) and add BM25 through hybrid "
+        "Grid chunk size and overlap first (params/chunk_size_grid.yaml; chunk size alone can move Recall@10 by "
+        "more than 10 points), then compare embedding models (params/embedding_comparison.yaml) and add BM25 through hybrid "
         "(RRF).")
 
 
@@ -101,8 +101,8 @@ def ranking_gap(figures: Mapping[str, float]) -> Finding | None:
         "ranking_gap", "high", "mrr@10", m, MRR_MIN,
         f"recall@100 {r:.3f} is good but mrr@10 {m:.3f} < {MRR_MIN}: the evidence is retrieved, then ranked low",
         "The first stage finds the evidence but orders it poorly (no reranker, or a stale one).",
-        "Add a reranker over the top 50 (strategy rerank or hybrid_rerank; seed 000: +3-5 nDCG points for "
-        "~200 ms), or fuse BM25 and dense (hybrid) if only one is used.")
+        "Add a reranker over the top 50 (strategy rerank or hybrid_rerank; a cross-encoder typically adds "
+        "3-5 nDCG points for ~200 ms), or fuse BM25 and dense (hybrid) if only one is used.")
 
 
 def early_recall_gap(figures: Mapping[str, float]) -> Finding | None:
@@ -212,8 +212,8 @@ def uncertain_estimate(figures: Mapping[str, float]) -> Finding | None:
         "uncertain_estimate", "info", "ndcg@10", hi - lo, CI_WIDTH_MAX,
         f"ndcg@10 95% CI is {hi - lo:.3f} wide ([{lo:.3f}, {hi:.3f}])",
         "Too few test queries: differences between configurations below this width are noise.",
-        "Grow the test set (lab testset; seed 000 reaches +-2% with ~2000 LLM-generated, 200 hand-checked "
-        "questions) before tuning further.")
+        "Grow the test set (lab testset generate; `lab testset import-review` says how many questions give "
+        "+-0.02) before tuning further.")
 
 
 def cheaper_equivalent(figures: Mapping[str, float]) -> Finding | None:

@@ -493,7 +493,7 @@ def render_diagnosis(table: pd.DataFrame, names: Mapping[str, str] | None = None
                                                           "SPEEDUP_MIN"))
     return (_table(["severity", "rule", "runs (value)", "finding (first run listed)", "likely cause", "next step"],
                    rows)
-            + f'<p class="muted">Rules: lab/diagnosis.py (after seed 003 section 5.1), applied to every run; '
+            + f'<p class="muted">Rules: symptom, likely cause, next step (lab/diagnosis.py), applied to every run; '
               f"thresholds {esc(consts)}.</p>")
 
 

@@ -51,6 +51,10 @@ ds = load(resolve_repo_path(dataset), progress=progress)
 print(f"repo:    {repo_root()}\\ndataset: {ds.name} ({len(ds.corpus):,} documents; splits {sorted(ds.qrels)})\\n"
       f"MLflow:  {tracking_uri(tracking_root)}, experiment {experiment!r}")'''
 
+#: Notebook 01's setup: the dataset is loaded by its own "Source" cell (a folder may be ingested first, and
+#: generating needs only a corpus).
+SETUP_01 = SETUP.split("\nds = load(")[0]
+
 LOG_FIGURES = '''\
 for _name, _fig in figures.items():
     display(_fig)
@@ -70,15 +74,22 @@ def testset_generation() -> list:
 The test set every other notebook scores against: queries, their relevance judgements (qrels), grades and, where
 the dataset has them, evidence spans (the passages that hold the answer, for chunk-level relevance).
 
-Three sources (`source`):
+Four sources (`source`):
 - `"beir"`: **import** a BEIR-layout folder as it is and show what it holds.
-- `"llm"`: **generate** questions from the folder's corpus with an LLM (route B of seed 000: sampled passages,
-  the seed's prompt, quality gates: valid JSON, is a question, length, no repetition, key words not copied,
-  answerable from the passage, on topic, no near-duplicates), written as a new BEIR set with `provenance.json`.
-  The gate funnel is shown and logged. Same as `lab testset generate`.
-- `"logs"`: **import** a FAQ / ticket log (CSV or JSONL: question, optional answer and document reference), each
-  row linked to a passage by its reference or by BM25 + dense match above a threshold (route C); the rows left
+- `"llm"`: **generated questions** from the folder's corpus (`corpus.jsonl` is enough): passages sampled from
+  anywhere in each document (windows by section), an LLM writes a question in the passage's language, quality
+  gates (valid JSON, is a question, same language as the passage, length, no repetition, no copied markup, key
+  words not copied, answerable from the passage, on topic, no near-duplicates) filter them; written as a new
+  BEIR set with the evidence span of every question (`evidence.jsonl`, for chunk-level span relevance in
+  notebook 02) and `provenance.json`. The gate funnel is shown and logged. Same as `lab testset generate`.
+- `"folder"`: **your own documents**: a folder of md / rst / txt / html / pdf / docx files is ingested
+  (`lab ingest FOLDER --out DIR`), then questions are generated from it as for `"llm"`.
+- `"logs"`: **FAQ import**: a FAQ / ticket log (CSV or JSONL: question, optional answer and document reference),
+  each row linked to a passage by its reference or by BM25 + dense match above a threshold; the rows left
   unlinked are listed. Same as `lab testset import-logs`.
+
+The packaged 135M model makes this run offline anywhere, but it is a pipeline check, not a question writer:
+for a set you report on, use `llm = "openai:MODEL"` (any OpenAI-compatible endpoint).
 
 Then a spot check by people: `lab testset export-review SET review.csv` (keep / fix / drop, grade), fill it,
 `lab testset import-review SET review.csv` (acceptance rate, and the CI half-width the set gives Recall@10).
@@ -87,8 +98,11 @@ Run it as it is, or as a sweep over the bundled datasets: `lab sweep params/test
         params_cell('''\
 dataset = "data/scifact"    # BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv); repo-relative
 split = "test"
-source = "beir"             # "beir": the folder as it is; "llm": generate questions from its corpus; "logs": link a log
-out = None                  # llm / logs: folder for the new set (default data/<name>-generated, data/<name>-logs)
+source = "beir"             # "beir": the folder as it is; "llm": generate questions from its corpus; "folder": ingest
+                            # a folder of documents, then generate; "logs": link a FAQ log
+folder = None               # folder: the documents (md, rst, txt, html, pdf, docx), read recursively
+ingest_out = None           # folder: where the ingested corpus goes (default data/<folder name>)
+out = None                  # llm / folder / logs: folder for the new set (default data/<name>-generated, -logs)
 n = 100                     # llm: questions wanted (candidates are generated until n pass the gates)
 llm = "local"               # llm: "local" (packaged SmolLM2-135M, offline), a .gguf path, or "openai:MODEL"
 concurrency = 4             # llm: requests in flight (local: llama.cpp slots decoded in one batch)
@@ -99,11 +113,33 @@ progress = True
 tracking_root = "mlruns"    # MLflow store: folder (repo-relative) or URI
 experiment = "testset"
 mlflow_run_id = None        # set by `lab sweep`: log into this run instead of starting one'''),
-        new_code_cell(SETUP),
+        new_code_cell(SETUP_01),
+        new_markdown_cell("""\
+## Source
+A BEIR folder, or (`source = "folder"`) your own documents, ingested first into a corpus (`lab ingest`): the
+summary counts files per format and lists the files that could not be read, with the reason."""),
+        new_code_cell('''\
+from lab.testset.io import load_source
+
+source_metrics, source_figures = {}, {}
+if source == "folder":
+    from lab.data.ingest import ingest
+
+    if not folder:
+        raise ValueError("source='folder' needs folder = 'path/to/your/documents' (md, rst, txt, html, pdf, docx)")
+    _src = resolve_repo_path(folder)
+    dataset = str(resolve_repo_path(ingest_out or f"data/{_src.name}"))
+    ingested = ingest(_src, dataset, progress=progress)
+    print(ingested.summary())
+    source_metrics = {"ingest_documents": ingested.documents, "ingest_skipped": len(ingested.skipped),
+                      "ingest_seconds": ingested.seconds}
+# generating or linking needs only the corpus; "beir" needs queries and qrels
+ds = load(resolve_repo_path(dataset), progress=progress) if source == "beir" else load_source(dataset, progress=progress)
+print(f"repo:    {repo_root()}\\ndataset: {ds.name} ({len(ds.corpus):,} documents; splits {sorted(ds.qrels)})\\n"
+      f"MLflow:  {tracking_uri(tracking_root)}, experiment {experiment!r}")'''),
         new_markdown_cell("## Queries and judgements"),
         new_code_cell('''\
-source_metrics, source_figures = {}, {}
-if source == "llm":
+if source in ("llm", "folder"):
     from lab.testset.generate import GenerationConfig, generate_testset
 
     generated = generate_testset(ds, resolve_repo_path(out or f"data/{ds.name}-generated"), llm=llm,
@@ -113,9 +149,11 @@ if source == "llm":
     if not generated.report.accepted:
         raise RuntimeError(f"no candidate passed the gates (see {generated.folder}/candidates.jsonl): raise n's "
                            "attempts with `lab testset generate --max-attempts`, loosen a gate, or use a stronger llm")
-    source_metrics = {f"gen_{k}": v for k, v in generated.report.metrics().items()}
+    source_metrics.update({f"gen_{k}": v for k, v in generated.report.metrics().items()})
     source_figures["gate_funnel"] = plots.gate_funnel(generated.report)
     ds, split = load(generated.folder, progress=progress), "test"
+    # Optional step, next: pooled LLM relevance judgements of the generated set (`lab testset judge`) go here,
+    # adding judged labels to its qrels before the statistics below.
 elif source == "logs":
     from lab.testset.logs import format_report, import_logs
 
@@ -127,10 +165,11 @@ elif source == "logs":
     print(format_report(imported))
     if not imported["counts"]["linked"]:
         raise RuntimeError(f"no row of {logs} was linked: lower link_threshold or give references")
-    source_metrics = {f"logs_{k}": v for k, v in imported["counts"].items()}
+    source_metrics.update({f"logs_{k}": v for k, v in imported["counts"].items()})
     ds, split = load(imported["folder"], progress=progress), "test"
 elif source != "beir":
-    raise ValueError(f"source={source!r}: use 'beir' (import a BEIR folder), 'llm' (generate) or 'logs' (import a log)")
+    raise ValueError(f"source={source!r}: use 'beir' (import a BEIR folder), 'llm' (generate from its corpus), "
+                     "'folder' (ingest a folder of documents, then generate) or 'logs' (import a FAQ log)")
 from lab.text import detect_language
 
 queries, qrels = ds.split(split)
@@ -189,7 +228,8 @@ run_id = mlflow_run_id or cl.create_run(get_or_create_experiment(experiment, tra
                                         run_name=f"testset {ds.name}/{split}").info.run_id
 run_ids = [run_id]
 log_params(run_id, {"dataset": ds.name, "split": split, "source": source,
-                    **({"n": n, "llm": llm, "concurrency": concurrency} if source == "llm" else {}),
+                    **({"n": n, "llm": llm, "concurrency": concurrency} if source in ("llm", "folder") else {}),
+                    **({"folder": folder} if source == "folder" else {}),
                     **({"logs": logs, "link_threshold": link_threshold} if source == "logs" else {})}, cl=cl)
 log_metrics(run_id, {**stats, **source_metrics}, cl=cl)
 set_tags(run_id, {"dataset": ds.name, "dataset_fingerprint": fingerprint(ds.path), "seed": seed,

@@ -160,3 +160,32 @@ def test_compare_refuses_mismatches():
     strict = evaluate({"q1": {"a": 2}}, {"q1": {"a": 1.0}}, ["mrr@10"], rel_threshold=2)
     with pytest.raises(ValueError, match="rel_threshold"):
         compare(ev, strict, "mrr@10")
+
+
+def test_binary_metrics_get_a_wilson_interval_that_does_not_collapse():
+    """12 hits out of 12: the bootstrap says [1, 1]; Wilson says [0.757, 1] (Brown, Cai & DasGupta 2001)."""
+    from lab.metrics.stats import wilson_interval
+
+    df = pd.DataFrame({"hit_rate@10": np.ones(12), "ndcg@10": np.linspace(0.2, 1.0, 12)})
+    ci = bootstrap_ci(df, seed=0).set_index("metric")
+    assert ci.attrs["interval"] == {"hit_rate@10": "wilson", "ndcg@10": "percentile bootstrap"}
+    assert ci.loc["hit_rate@10", "ci_low"] == pytest.approx(0.7575, abs=1e-4) and ci.loc["hit_rate@10", "ci_high"] == 1.0
+    lo, hi = wilson_interval(3, 4)
+    assert lo == pytest.approx(0.3006, abs=1e-4) and hi == pytest.approx(0.9544, abs=1e-4)  # textbook values
+    assert wilson_interval(0, 0) == (0.0, 1.0)
+
+
+def test_questions_needed_for_a_half_width():
+    from lab.metrics.stats import questions_needed, wilson_interval
+
+    hits = np.array([1] * 70 + [0] * 30, dtype=float)
+    n = questions_needed(hits, 0.02)
+    lo, hi = wilson_interval(round(0.7 * n), n)
+    assert 1900 < n < 2100 and (hi - lo) / 2 <= 0.02  # z^2 p (1 - p) / h^2 = 2017
+    lo, hi = wilson_interval(round(0.7 * (n - 5)), n - 5)
+    assert (hi - lo) / 2 > 0.02
+    assert questions_needed(np.ones(12), 0.02) == questions_needed(np.r_[np.ones(6), np.zeros(6)], 0.02)  # p=0.5
+    scores = np.random.default_rng(0).random(200)
+    assert questions_needed(scores, 0.02) == int(np.ceil((1.959964 * scores.std(ddof=1) / 0.02) ** 2))
+    with pytest.raises(ValueError):
+        questions_needed(scores, 0.0)

@@ -244,7 +244,7 @@ def test_01_testset_stats_on_ord_qa(tmp_path, kernel, store):
 
 
 def test_01_logs_source_links_a_faq_log(tmp_path, kernel, store):
-    """source='logs': the FAQ fixture is linked to ORD-QA units (route C), the set is written and described."""
+    """source='logs': the FAQ fixture is linked to ORD-QA units (FAQ import), the set is written and described."""
     nb = execute("01_testset_generation.ipynb", tmp_path, kernel, store, dataset="data/ord-qa", experiment="t01l",
                  source="logs", logs=str(ROOT / "tests" / "fixtures" / "testset" / "openroad_faq.csv"),
                  out=str(tmp_path / "faq-set"))
@@ -274,7 +274,63 @@ def test_01_llm_source_generates_with_gates(tmp_path, kernel, store):
     assert "figures/gate_funnel.png" in artifacts(store, run.info.run_id, "figures")
     prov = json.loads((tmp_path / "gen" / "provenance.json").read_text(encoding="utf-8"))
     assert prov["llm"]["identity"].startswith("gguf:SmolLM2-135M-Instruct") and prov["seed"] == 0
-    assert len(outputs(nb, "image/png")) == 4
+    assert m["evidence_spans"] == 1  # the generated question's evidence span, drawn as a fifth figure
+    assert len(outputs(nb, "image/png")) == 5
+
+
+def _docs_folder(root: Path) -> Path:
+    """A tiny folder of real documentation files (three ORD-QA passages, from the OpenROAD docs) in three formats."""
+    src = {json.loads(ln)["_id"]: json.loads(ln)["text"]
+           for ln in (ROOT / "data" / "ord-qa" / "corpus.jsonl").read_text(encoding="utf-8").splitlines()}
+    folder = root / "docs"
+    (folder / "guides").mkdir(parents=True)
+    (folder / "guides" / "install.md").write_text(src["install_2"], encoding="utf-8")
+    (folder / "restructure.txt").write_text(src["restructure_0"], encoding="utf-8")
+    body = "".join(f"<p>{p}</p>" for p in src["antenna_rule_checker_0"].split("\n\n"))
+    (folder / "antenna.html").write_text(f"<html><head><title>Antenna checker</title></head><body><nav>Home | Docs"
+                                         f"</nav>{body}<footer>(c) OpenROAD</footer></body></html>", encoding="utf-8")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def folder_set(tmp_path_factory, kernel, store):
+    """Notebook 01 with source='folder' on the tiny folder: ingest, generate one question with SmolLM2."""
+    tmp = tmp_path_factory.mktemp("folder")
+    nb = execute("01_testset_generation.ipynb", tmp, kernel, store, dataset="data/ord-qa", experiment="t01f",
+                 source="folder", folder=str(_docs_folder(tmp)), ingest_out=str(tmp / "ingested"), n=1,
+                 out=str(tmp / "gen"), concurrency=1)
+    return nb, tmp / "ingested", tmp / "gen"
+
+
+def test_01_folder_source_ingests_then_generates_with_evidence(folder_set, store):
+    """source='folder': three files (md, txt, html) ingested, one generated question with its evidence span."""
+    from lab.data.beir import load_dataset
+
+    nb, ingested, gen = folder_set
+    (run,) = runs_of(store, "t01f")
+    m = run.data.metrics
+    assert run.info.status == "FINISHED" and run.data.params["source"] == "folder"
+    assert m["ingest_documents"] == 3 and m["ingest_skipped"] == 0 and m["documents"] == 3
+    assert m["gen_accepted"] == m["queries"] == 1 and m["evidence_spans"] == 1
+    assert sorted(json.loads(ln)["_id"] for ln in (ingested / "corpus.jsonl").read_text().splitlines()) == [
+        "antenna", "guides/install", "restructure"]
+    ds = load_dataset(gen, progress=False)
+    (span,) = ds.evidence
+    meta = ds.queries.metadata[span.query_id]
+    ps, pe = meta["passage_span"]
+    assert ds.corpus[span.doc_id].text[ps:pe] == meta["passage"] and ps <= span.start < span.end <= pe
+    assert {"figures/gate_funnel.png", "figures/evidence_span_length.png"} <= artifacts(store, run.info.run_id,
+                                                                                        "figures")
+
+
+def test_02_span_relevance_on_a_generated_set(tmp_path, kernel, store, folder_set):
+    """Notebook 02's default span relevance works on a generated set: chunks scored by overlap with its spans."""
+    _, _, gen = folder_set
+    execute("02_chunk_size_grid.ipynb", tmp_path, kernel, store, dataset=str(gen), experiment="t02g",
+            chunkers=["recursive"], chunk_sizes=[64], overlaps=[0])
+    (run,) = runs_of(store, "t02g")
+    assert run.info.status == "FINISHED" and run.data.tags["relevance_mode"] == "span"
+    assert run.data.metrics["n_queries"] == 1 and 0.0 <= run.data.metrics["recall_at_10"] <= 1.0
 
 
 def test_02_chunk_size_grid_span_relevance(tmp_path, kernel, store, scifact_slice):

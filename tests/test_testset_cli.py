@@ -49,3 +49,28 @@ def test_bad_log_row_is_one_line_error(tmp_path, capsys):
                  str(tmp_path / "out"), "--no-mlflow"])
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("error: ") and "line 3, field 'question'" in err and str(bad) in err
+
+
+def test_corpus_only_folder(tmp_path, capsys):
+    """A folder with only corpus.jsonl (what `lab ingest` writes): import-logs links to it; export-annotation, which
+    needs questions, says so in one line (exit 2)."""
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    src = (REPO / "data" / "ord-qa" / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
+    (folder / "corpus.jsonl").write_text("\n".join(src[:40]) + "\n", encoding="utf-8")
+    code = main(["testset", "export-annotation", "--dataset", str(folder), "--out", str(tmp_path / "p.csv"),
+                 "--no-mlflow", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: ") and "lab testset generate" in err and len(err.splitlines()) == 1
+    faq = tmp_path / "faq.csv"
+    faq.write_text("question,reference\nHow do I install OpenROAD?,install_0\n", encoding="utf-8")
+    assert main(["testset", "import-logs", str(faq), "--dataset", str(folder), "--out", str(tmp_path / "faq-set"),
+                 "--no-mlflow", "--no-progress"]) == 0
+    assert "install_0" in (tmp_path / "faq-set" / "qrels" / "test.tsv").read_text()
+
+
+def test_bad_generation_option_is_one_line_error_before_any_work(tmp_path, capsys):
+    code = main(["testset", "generate", "--dataset", str(tmp_path / "missing"), "--out", str(tmp_path / "o"),
+                 "--max-passage-chars", "50", "--no-mlflow"])
+    err = capsys.readouterr().err
+    assert code == 2 and "max_passage_chars=50" in err and len(err.strip().splitlines()) == 1

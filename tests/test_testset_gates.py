@@ -6,7 +6,7 @@ import pytest
 
 from lab.errors import ConfigError
 from lab.testset.gates import (GATES, GateConfig, GateReport, check_text_gates, greedy_duplicates, is_question,
-                               length_ok, repetition, term_coverage)
+                               length_ok, markup_in, repeated_in_token, repetition, same_language, term_coverage)
 from lab.text import Tokenizer
 
 PASSAGE = ("The set_wire_rc command sets the resistance and capacitance used to estimate delay of routing wires. "
@@ -56,7 +56,8 @@ def test_overlap_and_support_use_content_terms(tok):
     assert term_coverage(copied, terms, tok) > 0.75 > term_coverage(reworded, terms, tok)
     assert term_coverage("What is it?", terms, tok) == 1.0  # no content term: nothing new, fails low_overlap
     res, meas = check_text_gates(reworded, "Use the -signal and -clock flags of set_wire_rc.", terms, GateConfig(), tok)
-    assert all(res.values()) and set(res) == {"is_question", "length", "no_repetition", "low_overlap", "answerable"}
+    assert all(res.values()) and set(res) == {"is_question", "same_language", "length", "no_repetition", "no_markup",
+                                              "low_overlap", "answerable"}
     res, meas = check_text_gates(copied, "It is 1000 on a 3D map tile.", terms, GateConfig(), tok)
     assert not res["low_overlap"] and not res["answerable"] and meas["answer_support"] < 0.5
     res, _ = check_text_gates(reworded, "x", terms, GateConfig(answerability="llm"), tok)
@@ -87,3 +88,45 @@ def test_config_validation():
         GateConfig(answerability="oracle")
     with pytest.raises(ConfigError):
         GateConfig(max_overlap=1.5)
+
+
+def test_repetition_inside_a_token_or_identifier(tok):
+    """What SmolLM2 wrote on a real folder: the trigram measure saw nothing (0.0), the token loop is caught."""
+    q = "What is the purpose of the libffi_cif_cif_cif_ structure?"
+    assert repetition(q) == 0.0 and repeated_in_token(q) is not None
+    assert repeated_in_token("What is cif_cif?") == "cif_cif" and repeated_in_token("abababab x") == "abababab"
+    for fine in ("What does set_wire_rc do?", "How does murmur hashing work?", "Why 1000000 cells?",
+                 "What is www.example.com?", "Which --verbose flag?"):
+        assert repeated_in_token(fine) is None, fine
+    assert repeated_in_token("What is foo_bar_bar?", allowed="the foo_bar_bar type") is None  # the passage's own
+    terms = set(tok(PASSAGE))
+    res, meas = check_text_gates(q, "The libffi_cif_cif_cif_ struct.", terms, GateConfig(), tok, "en", PASSAGE)
+    assert not res["no_repetition"] and meas["repetition"] == 1.0 and meas["token_repetition"] == 1.0
+
+
+@pytest.mark.parametrize("text,kind", [
+    ("What does ![build](https://img.shields.io/x.svg) show?", "markdown image or badge"),
+    ("What is [the guide](https://example.org)?", "markdown link"),
+    ("## Install\nHow?", "markdown heading"), ("What is **bold** here?", "emphasis"),
+    ("What does <div class='x'> hold?", "html tag"), ("Why ```python?", "code fence"),
+    ("| a | b | c |", "table"), ("What does :ref:`install` link?", "reStructuredText"),
+    (".. note:: read this", "reStructuredText"), ("What is ========?", "rule line"),
+])
+def test_markup_is_caught(text, kind):
+    assert markup_in(text) == kind
+
+
+@pytest.mark.parametrize("text", ["What does `--strict` do?", "What does std::vector<int> hold?",
+                                  "Which value of a-b is #1?", "What is 3 * 4?"])
+def test_plain_text_is_not_markup(text):
+    assert markup_in(text) is None
+
+
+def test_question_follows_the_passage_language(tok):
+    assert same_language("如何为时钟网络单独设置线电阻？", "zh") and same_language("Which flag sets clock RC?", "en")
+    assert not same_language("How do I set the clock wire resistance?", "zh")
+    assert not same_language("如何设置线电阻？", "en")
+    zh_passage = "set_wire_rc 命令设置用于估计布线延迟的电阻和电容。时钟网络和数据网络可以分别设置。"
+    res, _ = check_text_gates("Which command sets wire resistance?", "set_wire_rc", set(tok(zh_passage)),
+                              GateConfig(), tok, "zh", zh_passage)
+    assert res["same_language"] is False

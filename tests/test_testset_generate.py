@@ -72,11 +72,15 @@ def _corpus() -> Corpus:
 
 def test_sample_order_is_stratified_seeded_and_skips_short_units():
     corpus = _corpus()
-    order, skipped, strata = sample_order(corpus, seed=1, stratify="section", min_passage_words=10)
+    passages, skipped, strata = sample_order(corpus, seed=1, stratify="section", min_passage_words=10)
+    order = [p.unit_id for p in passages]
+    # each unit is one section (its heading and body); "tiny" is one window, too short
     assert skipped == 1 and "tiny" not in order and len(order) == 8 == len(set(order))
-    assert {strata[u] for u in order[:3]} == {"a", "b", "c"}  # round-robin: every section before any repeats
-    assert Counter(strata[u] for u in order[:5]) == Counter({"a": 2, "b": 2, "c": 1})
-    assert sample_order(corpus, 1, "section", 10)[0] == order and sample_order(corpus, 2, "section", 10)[0] != order
+    assert {strata[p.key] for p in passages[:3]} == {"a", "b", "c"}  # round-robin: every section before any repeats
+    assert Counter(strata[p.key] for p in passages[:5]) == Counter({"a": 2, "b": 2, "c": 1})
+    assert all(p.text == corpus[p.unit_id].text[p.start:p.end] and p.section.endswith("heading") for p in passages)
+    assert sample_order(corpus, 1, "section", 10)[0] == passages
+    assert sample_order(corpus, 2, "section", 10)[0] != passages
     assert stratum_of(corpus["a0"], "doc") == "a0" and stratum_of(Document("x", "# Head\ntext"), "section") == "Head"
     assert stratum_of(Document("x@0-5", "t", metadata={"doc_id": "x"}), "doc") == "x"
 
@@ -95,24 +99,28 @@ def test_generation_params_per_round_and_retry():
         GenerationConfig(grade=4)
 
 
-def _mini_dataset(tmp_path) -> Path:
-    """Three real ord-qa passages as a BEIR folder."""
+def _mini_dataset(tmp_path, corpus_only: bool = False) -> Path:
+    """Three real ord-qa passages as a BEIR folder (``corpus_only``: corpus.jsonl alone, as `lab ingest` writes)."""
     src = REPO / "data" / "ord-qa" / "corpus.jsonl"
     keep = {"restructure_0", "partition_manager_0", "antenna_rule_checker_0"}
     folder = tmp_path / "mini"
     (folder / "qrels").mkdir(parents=True)
     lines = [ln for ln in src.read_text(encoding="utf-8").splitlines() if json.loads(ln)["_id"] in keep]
     (folder / "corpus.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    if corpus_only:
+        (folder / "qrels").rmdir()
+        return folder
     (folder / "queries.jsonl").write_text('{"_id": "q", "text": "zoom"}\n', encoding="utf-8")
     (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq\trestructure_0\t1\n", encoding="utf-8")
     return folder
 
 
 def test_tiny_real_generation_counts_every_candidate(tmp_path):
-    """Two real SmolLM2 calls: whatever the model writes, every candidate is counted once and the set loads."""
+    """Two real SmolLM2 calls on a folder with only corpus.jsonl: whatever the model writes, every candidate is
+    counted once, the set loads, and each accepted question's evidence span lies inside the passage it came from."""
     cfg = GenerationConfig(n=2, max_attempts=2, retries=0, min_passage_words=5)
-    res = generate_testset(_mini_dataset(tmp_path), tmp_path / "gen", config=cfg, cache_dir=tmp_path / "cache",
-                           progress=False, tracking_root=None)
+    res = generate_testset(_mini_dataset(tmp_path, corpus_only=True), tmp_path / "gen", config=cfg,
+                           cache_dir=tmp_path / "cache", progress=False, tracking_root=None)
     rep = res.report
     assert rep.candidates == 2 and rep.accepted + sum(rep.dropped_at.values()) == rep.candidates
     for g in GATES:
@@ -123,10 +131,22 @@ def test_tiny_real_generation_counts_every_candidate(tmp_path):
     assert prov["llm"]["identity"].startswith("gguf:SmolLM2-135M-Instruct") and prov["prompt"]["version"] == PROMPT_VERSION
     assert prov["seed"] == 0 and prov["llm_usage"]["calls"] == 2 and prov["units"]["n_units"] == 3
     assert json.loads((res.folder / "gate_report.json").read_text())["candidates"] == 2
+    assert prov["topic_model"]["name"] == "multilingual-e5-small" and not prov["topic_model"]["same_as_default_dense"]
+    assert rep.extra["existing_queries_guarded"] == 0 and "route" not in prov
+    for ln in lines:
+        c = json.loads(ln)
+        s, e = c["passage_span"]
+        assert 0 <= s < e  # a window of the unit's text, not its first characters by construction
     if rep.accepted:  # SmolLM2 passes the gates on these passages (llama.cpp b-version dependent)
         ds = load_dataset(res.folder, progress=False)
         assert len(ds.corpus) == 3 and len(ds.queries) == rep.accepted
         assert prov["source_units"] == [ds.queries.metadata[q]["source_unit"] for q in ds.queries]
+        assert {e.query_id for e in ds.evidence} == set(ds.queries)  # one evidence span per question
+        for e in ds.evidence:
+            meta = ds.queries.metadata[e.query_id]
+            ps, pe = meta["passage_span"]
+            assert e.doc_id == meta["source_unit"] and ps <= e.start < e.end <= pe
+            assert ds.corpus[e.doc_id].text[ps:pe] == meta["passage"]
     else:
         assert not (res.folder / "queries.jsonl").exists() and prov["source_units"] == []
 
@@ -179,3 +199,48 @@ def test_generation_stops_after_n_consecutive_endpoint_failures_and_keeps_what_w
 def test_max_consecutive_failures_is_checked():
     with pytest.raises(ConfigError, match="max_consecutive_failures=0: expected an integer >= 1"):
         GenerationConfig(max_consecutive_failures=0)
+
+
+def test_chinese_passages_get_the_chinese_prompt_and_windows_reach_the_end():
+    """Questions follow the passage's language: a Chinese window is sent with the Chinese prompt, an English one
+    with the English prompt; windows cover the whole document, not its first characters."""
+    from lab.testset.generate import _candidates
+
+    zh = "# 线电阻\n\n" + "set_wire_rc 命令设置用于估计布线延迟的电阻和电容，时钟网络和数据网络可以分别设置。" * 30
+    en = "# Wire RC\n\n" + "The set_wire_rc command sets the resistance and capacitance of routing wires. " * 40
+    corpus = Corpus({"zh": Document("zh", zh), "en": Document("en", en)})
+    cfg = GenerationConfig(n=1, rounds=1, min_passage_words=10)
+    passages, _, _ = sample_order(corpus, 0, "doc", 10, cfg.max_passage_chars)
+    cands = list(_candidates(passages, cfg))
+    assert {c.unit_id for c in cands} == {"zh", "en"} and len(cands) == len(passages) > 2
+    for c in cands:
+        assert c.language == c.unit_id and c.prompt.endswith(c.passage)
+        assert c.prompt.startswith("给定以下文档段落") == (c.unit_id == "zh")
+    for uid, text in (("zh", zh), ("en", en)):
+        assert max(c.span[1] for c in cands if c.unit_id == uid) == len(text.rstrip())
+
+
+ASYMPTOTE = REPO / "data" / "asymptote-generated"
+
+
+@pytest.mark.skipif(not ASYMPTOTE.is_dir(), reason="data/asymptote-generated not built (lab testset generate)")
+def test_committed_asymptote_generated_set():
+    """Generated offline from an ingested documentation folder (corpus only): >= 100 gated questions, each with
+    the exact passage the model saw and an evidence span inside it, qrels at document level."""
+    ds = load_dataset(ASYMPTOTE, progress=False)
+    prov = json.loads((ASYMPTOTE / "provenance.json").read_text(encoding="utf-8"))
+    queries, qrels = ds.split("test")
+    assert len(qrels) >= 100 and len(ds.corpus) == 163 and prov["units"]["chunking"] == {"chunker": "none"}
+    assert prov["topic_model"]["name"] == "multilingual-e5-small" and not prov["topic_model"]["same_as_default_dense"]
+    spans = {e.query_id: e for e in ds.evidence}
+    assert set(spans) == set(qrels)
+    for q in qrels:
+        meta = queries.metadata[q]
+        ps, pe = meta["passage_span"]
+        e = spans[q]
+        assert list(qrels[q]) == [meta["source_unit"]] == [e.doc_id]
+        assert ds.corpus[e.doc_id].text[ps:pe] == meta["passage"] and ps <= e.start < e.end <= pe
+    assert len({queries.metadata[q]["passage_span"][0] > 0 for q in qrels}) == 2  # not only first characters
+    gate = prov["gate_report"]
+    assert gate["candidates"] == sum(gate["dropped_at"].values()) + gate["accepted"]
+    assert (ASYMPTOTE / "SOURCE.md").is_file()

@@ -74,3 +74,25 @@ def test_tiers_roundtrip_and_bad_tier(tmp_path):
     (tmp_path / "tiers.json").write_text(json.dumps({"q": {"a": "gold"}}))
     with pytest.raises(DataError, match="gold"):
         read_tiers(tmp_path)
+
+
+def test_load_source_needs_only_a_corpus(tmp_path):
+    """A folder `lab ingest` wrote (corpus.jsonl alone) is a source of units; queries, when present, are read (the
+    generator keeps its questions away from them); no corpus is a one-line error that says what to do."""
+    from lab.errors import DataError
+    from lab.testset.io import load_source, load_units
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "corpus.jsonl").write_text('{"_id": "guides/install", "title": "Install", "text": "Run make."}\n',
+                                         encoding="utf-8")
+    ds = load_source(folder)
+    assert [d.id for d in ds.corpus] == ["guides/install"] and len(ds.queries) == 0 and ds.qrels == {}
+    assert load_units(folder).corpus["guides/install"].text == "Run make."
+    (folder / "queries.jsonl").write_text('{"_id": "q1", "text": "How do I build it?"}\n', encoding="utf-8")
+    assert load_source(folder).queries["q1"] == "How do I build it?"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(DataError, match="corpus file not found") as e:
+        load_source(empty)
+    assert "lab ingest" in str(e.value)

@@ -155,3 +155,29 @@ def test_committed_reviewed_ord_qa_set_matches_its_sheet():
     review = json.loads((rev / "provenance.json").read_text(encoding="utf-8"))["reviews"][-1]
     assert (review["keep"], review["fix"], review["drop"]) == tuple(
         sum(r["verdict"] == v for r in sheet.values()) for v in ("keep", "fix", "drop"))
+
+
+def test_small_all_hit_set_gets_a_wilson_interval_and_questions_needed(tmp_path):
+    """The import-review of 12 questions that bm25 all finds printed 1.0000 [1.0000, 1.0000]; now Wilson."""
+    import json as _json
+
+    from lab.testset.spotcheck import ci_halfwidth, format_report
+
+    src = REPO / "data" / "ord-qa"
+    folder = tmp_path / "small"
+    (folder / "qrels").mkdir(parents=True)
+    docs = [_json.loads(ln) for ln in (src / "corpus.jsonl").read_text(encoding="utf-8").splitlines()][:12]
+    (folder / "corpus.jsonl").write_text("".join(_json.dumps(d) + "\n" for d in docs), encoding="utf-8")
+    # each question is its document's own first line: bm25 finds every one in its top 10
+    (folder / "queries.jsonl").write_text("".join(_json.dumps({"_id": f"q{i}", "text": d["text"][:200]}) + "\n"
+                                                  for i, d in enumerate(docs)), encoding="utf-8")
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
+        f"q{i}\t{d['_id']}\t1\n" for i, d in enumerate(docs)), encoding="utf-8")
+    ci = ci_halfwidth(folder, "bm25", cache_dir=tmp_path / "cache")
+    assert ci["mean"] == 1.0 and ci["interval"] == "wilson" and ci["ci_low"] == pytest.approx(0.7575, abs=1e-4)
+    assert ci["half_width"] > 0.1 and 0 < ci["half_width_at_2000"] < 0.01 and ci["questions_needed"] > 2000
+    text = format_report({"reviewed": 12, "keep": 12, "fix": 0, "drop": 0, "unreviewed": 0, "grade_changes": 0,
+                          "acceptance_rate": 1.0, "acceptance_ci95": list(wilson_interval(12, 12)),
+                          "queries_after": 12, "folder": str(folder), "ci": ci})
+    assert "[0.7575, 1.0000] (Wilson 95%) over 12 questions" in text and "seed 000" not in text
+    assert "75.8%-100.0%" in text

@@ -6,7 +6,13 @@ Conventions
   draw counts times the values). Indices are drawn in blocks of BLOCK from ``np.random.default_rng(seed)``,
   so results depend only on the seed, n and n_resamples.
 - Confidence intervals are percentile intervals: the (1 - confidence) / 2 and 1 - (1 - confidence) / 2
-  quantiles of the resampled means, numpy's linear interpolation.
+  quantiles of the resampled means, numpy's linear interpolation; except for a metric whose per-query values
+  are all 0 or 1 (hit rate, recall with one relevant document, an acceptance rate), which gets the Wilson score
+  interval (Wilson 1927; Brown, Cai & DasGupta 2001): the bootstrap of 12 hits out of 12 is [1, 1], Wilson's
+  is [0.76, 1]. ``bootstrap_ci(...).attrs["interval"]`` says which interval each metric got.
+- Questions needed for a target half-width h (:func:`questions_needed`): for a 0/1 metric the n at which the
+  Wilson interval of the observed rate is at most h on both sides; for other metrics the normal
+  approximation n = (z * sd / h)^2 with the per-query standard deviation observed.
 - p-values are two-sided and use the add-one rule p = (1 + #{|T*| >= |T|}) / (1 + B) (Phipson & Smyth 2010),
   so they are never 0 and are valid at every B. T* of the paired bootstrap is centred on the observed mean
   difference (the null distribution of a shift); T* of the randomisation test flips the sign of each
@@ -109,7 +115,77 @@ def bootstrap_ci(per_query, n_resamples: int = 1000, confidence: float = 0.95, s
     lo, hi = _bounds(confidence)
     means = bootstrap_means(x, n_resamples, seed)
     q = np.quantile(means, [lo, hi], axis=0)
-    return pd.DataFrame({"metric": names, "mean": x.mean(axis=0), "ci_low": q[0], "ci_high": q[1]})
+    kinds = {}
+    for j, name in enumerate(names):
+        col = x[:, j]
+        if col.size and is_binary(col):
+            q[0, j], q[1, j] = wilson_interval(int(col.sum()), int(col.size), confidence)
+            kinds[name] = "wilson"
+        else:
+            kinds[name] = "percentile bootstrap"
+    out = pd.DataFrame({"metric": names, "mean": x.mean(axis=0), "ci_low": q[0], "ci_high": q[1]})
+    out.attrs["interval"] = kinds
+    return out
+
+
+def is_binary(values) -> bool:
+    """True when every value is 0 or 1 (a per-query hit / miss)."""
+    v = np.asarray(values, dtype=np.float64)
+    return bool(np.all((v == 0.0) | (v == 1.0)))
+
+
+def _z(confidence: float) -> float:
+    from scipy.stats import norm
+
+    lo, hi = _bounds(confidence)
+    return float(norm.ppf(hi))
+
+
+def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a proportion k / n; (0, 1) when n is 0. It never collapses to a point: 12 of 12
+    gives [0.757, 1.0] at 95 %."""
+    if n == 0:
+        return 0.0, 1.0
+    z = _z(confidence)
+    p = k / n
+    den = 1 + z * z / n
+    mid = (p + z * z / (2 * n)) / den
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    return max(0.0, float(mid - half)), min(1.0, float(mid + half))
+
+
+def questions_needed(values, half_width: float, confidence: float = 0.95, max_n: int = 10_000_000) -> int:
+    """Questions needed for a CI of ``half_width`` on the mean of a metric, given its per-query ``values`` seen
+    so far (see module conventions). 0/1 values: the smallest n whose Wilson interval at the observed rate is
+    within ``half_width`` of it on both sides (at least the n of the worst case p = 0.5 when nothing varies yet
+    and the observed rate is 0 or 1 with fewer than 30 values: a small all-hit set says little about p)."""
+    if half_width <= 0:
+        raise ValueError(f"half_width={half_width}: must be > 0")
+    v = np.asarray(values, dtype=np.float64).ravel()
+    z = _z(confidence)
+    if v.size == 0:
+        raise ValueError("questions_needed: no per-query values")
+    if is_binary(v):
+        p = float(v.mean())
+        if p in (0.0, 1.0) and v.size < 30:
+            p = 0.5
+        lo_n, hi_n = 1, max_n
+        if _wilson_within(p, hi_n, half_width, confidence) is False:
+            return max_n
+        while lo_n < hi_n:  # smallest n whose interval is within half_width (monotone in n)
+            mid = (lo_n + hi_n) // 2
+            if _wilson_within(p, mid, half_width, confidence):
+                hi_n = mid
+            else:
+                lo_n = mid + 1
+        return lo_n
+    sd = float(v.std(ddof=1)) if v.size > 1 else 0.0
+    return max(1, int(np.ceil((z * sd / half_width) ** 2)))
+
+
+def _wilson_within(p: float, n: int, half_width: float, confidence: float) -> bool:
+    lo, hi = wilson_interval(int(round(p * n)), n, confidence)
+    return max(hi - lo, 0.0) / 2 <= half_width
 
 
 def _p_value(null: np.ndarray, observed: float) -> float:

@@ -1,4 +1,4 @@
-"""Route A: an annotation sheet of pooled candidates, and graded judgements with evidence tiers back as qrels.
+"""Annotation sheet: an annotation sheet of pooled candidates, and graded judgements with evidence tiers back as qrels.
 
 Export (:func:`export_annotation`): every strategy named retrieves the top ``depth`` units for each query of
 the split; the candidates are pooled (union, each unit once per query) and shuffled per query with
@@ -64,6 +64,10 @@ def export_annotation(dataset, out_csv: str | Path, strategies: Sequence[str] = 
         raise ConfigError("export-annotation needs --depth >= 1 and at least one strategy")
     t0 = time.perf_counter()
     units = load_units(dataset, chunking, progress=progress)
+    if split not in units.dataset.qrels:
+        raise ConfigError(f"{units.dataset.path}: export-annotation pools candidates for each question of split "
+                          f"{split!r}, and the folder has none (splits: {sorted(units.dataset.qrels) or 'none'}); "
+                          "write questions first (lab testset generate / import-logs), then export their pool")
     queries, _ = units.dataset.split(split)
     if max_queries:
         keep = sorted(random.Random(seed).sample(sorted(queries), min(max_queries, len(queries))))
@@ -200,7 +204,7 @@ def import_annotation(sheet: str | Path, out: str | Path, dataset=None, chunking
         agree = sum((qrels[q][u] >= 1) == (old[q][u] >= 1) for q, u in pairs)
         report["existing_qrels_pairs_judged"] = len(pairs)
         report["existing_qrels_agreement"] = agree / len(pairs) if pairs else None
-    provenance = {"kind": "annotation", "route": "A", "created": now_utc(), "sheet": str(sheet),
+    provenance = {"kind": "annotation", "created": now_utc(), "sheet": str(sheet),
                   "sheet_meta": {k: v for k, v in meta.items() if k != "pool"}, "units": units.describe(),
                   "report": report}
     folder = write_beir_set(out, units.corpus, queries, qrels, provenance, split=split)

@@ -7,20 +7,30 @@ checked on every candidate, so the report also says how often each one fails on 
                       lenient repair of :func:`lab.testset.generate.parse_qa`, counted as ``repaired``)
 ``is_question``       ends with ``?``/``？`` or starts with an interrogative (what, how, which ...; 什么, 如何 ...);
                       one sentence, no numbered list, not cut off on a function word ("... output of ?")
+``same_language``     the question is in the passage's language (lab.text.detect_language: share of Han characters):
+                      a Chinese passage needs a Chinese question, an English one an English question
 ``length``            question length in [min, max] words (Chinese: Han characters), answer non-empty and at most
                       ``max_answer_words`` words (chars / 2 for Chinese)
 ``no_repetition``     share of repeated word trigrams in question and answer at most ``max_repetition`` (a small
-                      model looping on a phrase)
+                      model looping on a phrase), and no repetition inside a token or identifier that the passage
+                      does not hold itself (:func:`repeated_in_token`: "libffi_cif_cif_cif_", "abababab")
+``no_markup``         no markup copied into the question or the answer (:func:`markup_in`: HTML tags, markdown
+                      images, links, headings, emphasis, tables and code fences, reStructuredText directives and
+                      roles, rule lines); inline `code` is allowed
 ``low_overlap``       lexical overlap with the passage at most ``max_overlap``: the share of the question's content
                       terms (lab.text.Tokenizer: stop words removed, Snowball stems; jieba words for Chinese) that
                       occur in the passage. The seed prompt asks for questions that do not copy the key words.
 ``answerable``        the answer is supported by the passage. Method "lexical" (default): at least
                       ``min_answer_support`` of the answer's content terms occur in the passage. Method "llm": the
                       generating LLM (or another) is asked whether the passage supports the answer (yes/no).
-``on_topic``          cosine similarity (packaged all-MiniLM-L6-v2) between question and passage at least
-                      ``min_similarity``: the question is about this passage, not a generic one.
-``not_duplicate``     cosine similarity (same model) with every question accepted before it below
-                      ``duplicate_threshold`` (greedy, in candidate order).
+``on_topic``          cosine similarity between question and passage at least ``min_similarity``: the question is
+                      about this passage, not a generic one. The model (``topic_model``, default the packaged
+                      multilingual-e5-small) is not the default dense retriever (all-MiniLM-L6-v2), so the gate
+                      does not favour the questions that retriever finds; the report says which model it was
+                      and whether it is the one under test.
+``not_duplicate``     cosine similarity (same model) with every question accepted before it, and with every query
+                      the source dataset already holds (leakage guard), below ``duplicate_threshold`` (greedy, in
+                      candidate order).
 """
 from __future__ import annotations
 
@@ -30,8 +40,10 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-GATES = ("valid_json", "is_question", "length", "no_repetition", "low_overlap", "answerable", "on_topic",
-         "not_duplicate")
+GATES = ("valid_json", "is_question", "same_language", "length", "no_repetition", "no_markup", "low_overlap",
+         "answerable", "on_topic", "not_duplicate")
+#: The packaged model of the on-topic and duplicate gates (multilingual: Chinese and English questions alike).
+TOPIC_MODEL = "multilingual-e5-small"
 ANSWERABILITY = ("lexical", "llm")
 
 _EN_WH = frozenset("""what how which why when where who whom whose is are was were can could does do did should
@@ -43,7 +55,10 @@ _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
 @dataclass(frozen=True)
 class GateConfig:
-    """Thresholds of the gates (see the module docstring). Defaults were set on ord-qa with SmolLM2-135M."""
+    """Thresholds of the gates (see the module docstring). Defaults were set on ord-qa with SmolLM2-135M; the
+    similarity thresholds are for the default ``topic_model``: e5 cosines sit high (on 300 ord-qa candidates, a
+    question against its own passage: median 0.876, quartiles 0.842-0.898; against another ord-qa passage: median
+    0.802, 95th percentile 0.846), so set them again for another model (all-MiniLM-L6-v2: about 0.3 and 0.9)."""
 
     min_question_words: int = 4
     max_question_words: int = 40
@@ -54,8 +69,9 @@ class GateConfig:
     max_overlap: float = 0.8
     answerability: str = "lexical"
     min_answer_support: float = 0.5
-    min_similarity: float = 0.3
-    duplicate_threshold: float = 0.9
+    min_similarity: float = 0.83
+    duplicate_threshold: float = 0.95
+    topic_model: str = TOPIC_MODEL
 
     def __post_init__(self):
         from lab.errors import ConfigError
@@ -134,6 +150,52 @@ def repetition(text: str, n: int = 3) -> float:
     return 1.0 - len(set(grams)) / len(grams)
 
 
+#: A unit of 2+ characters (with a letter) repeated 3+ times in a row inside a token ("cif_cif_cif_", "abababab"),
+#: or a 3+ letter part repeated at once across an identifier separator ("cif_cif").
+_TOKEN_LOOP = re.compile(r"(?i)((?=[0-9_.\-/:]*[a-z])[a-z0-9_.\-/:]{2,}?)\1{2,}"
+                         r"|(?<![a-z0-9])([a-z][a-z0-9]{2,})[_.\-]\2(?![a-z0-9])")
+
+
+def repeated_in_token(text: str, allowed: str = "") -> str | None:
+    """The first repeated piece inside a token of ``text`` (see _TOKEN_LOOP) that ``allowed`` (the passage) does
+    not contain; None when there is none. A small model looping inside an identifier writes these."""
+    low = allowed.lower()
+    for m in _TOKEN_LOOP.finditer(text):
+        if m.group(0).lower() not in low:
+            return m.group(0)
+    return None
+
+
+_MARKUP = [
+    ("html tag", re.compile(r"(?i)</?(?:a|abbr|b|blockquote|br|code|details|div|em|footer|h[1-6]|header|hr|i|iframe|img|"
+                            r"kbd|li|nav|ol|p|picture|pre|script|section|small|source|span|strong|style|sub|summary|"
+                            r"sup|table|tbody|td|th|thead|tr|u|ul|video)(?:\s[^<>]*)?/?>")),
+    ("markdown image or badge", re.compile(r"!\[[^\]]*\]\(")),
+    ("markdown link", re.compile(r"\[[^\]]+\]\((?:https?:|/|#|\.)")),
+    ("markdown heading", re.compile(r"(?m)^\s*#{1,6}\s")),
+    ("emphasis", re.compile(r"\*\*[^*]+\*\*|__[^_\s][^_]*__")),
+    ("code fence", re.compile(r"```|~~~")),
+    ("table", re.compile(r"\|[^|\n]*\|[^|\n]*\||\|\s*:?-{3,}")),
+    ("reStructuredText", re.compile(r"(?m)^\s*\.\. [a-z\-]+::|:[a-z]+:`|`[^`]+`_")),
+    ("rule line", re.compile(r"[=\-*_~#]{4,}")),
+]
+
+
+def markup_in(text: str) -> str | None:
+    """The kind of markup ``text`` holds (see _MARKUP), or None. Inline `code` in single backticks is not markup."""
+    for kind, pattern in _MARKUP:
+        if pattern.search(text):
+            return kind
+    return None
+
+
+def same_language(question: str, passage_language: str) -> bool:
+    """True when the question's language (lab.text.detect_language) is the passage's."""
+    from lab.text import detect_language
+
+    return detect_language(question) == ("zh" if passage_language == "zh" else "en")
+
+
 def term_coverage(text: str, reference_terms: set[str], tokenizer) -> float:
     """Share of the distinct content terms of ``text`` (``tokenizer``: lab.text.Tokenizer) found in
     ``reference_terms``; 1.0 when ``text`` has no content term (nothing new: treated as fully covered)."""
@@ -166,7 +228,8 @@ class GateReport:
     how many candidates passed / failed gate g when checked (a gate is not checked after valid_json fails, and
     not_duplicate only on candidates that passed every other gate); ``dropped_at[g]``: candidates whose first
     failed gate was g; ``accepted``: candidates kept. ``repaired``: outputs parsed only after the lenient repair;
-    ``retries``: extra generations after unparseable output; ``skipped_units``: units never sent (too short).
+    ``retries``: extra generations after unparseable output; ``skipped_units``: passages never sent (too short);
+    ``units_eligible``: passages that could be sent.
     """
 
     config: dict
@@ -234,9 +297,22 @@ class GateReport:
             checked = self.passed[g] + self.failed[g]
             remaining -= self.dropped_at[g]
             lines.append(f"{g:<15} {checked:>8} {self.failed[g]:>7} {self.dropped_at[g]:>13} {remaining:>10}")
-        lines.append(f"candidates {self.candidates}, accepted {self.accepted} (yield {self.yield_rate:.1%}); "
-                     f"repaired JSON {self.repaired}, retries {self.retries}, units skipped (too short) "
-                     f"{self.skipped_units}; answerability: {self.answerability_method}")
+        from lab.metrics.stats import wilson_interval
+
+        lo, hi = wilson_interval(self.accepted, self.candidates)
+        lines.append(f"candidates {self.candidates}, accepted {self.accepted} (yield {self.yield_rate:.1%}, Wilson 95% "
+                     f"{lo:.1%}-{hi:.1%}); repaired JSON {self.repaired}, retries {self.retries}, passages skipped "
+                     f"(too short) {self.skipped_units} of {self.skipped_units + self.units_eligible}; "
+                     f"answerability: {self.answerability_method}")
+        if "evidence_narrowed" in self.extra:
+            lines.append(f"evidence spans: {self.extra['evidence_narrowed']} narrowed to the supporting sentences, "
+                         f"{self.extra.get('evidence_whole_passage', 0)} the whole passage")
+        if self.extra.get("topic_model_note"):
+            lines.append(str(self.extra["topic_model_note"]))
+        if self.extra.get("existing_queries_guarded"):
+            lines.append(f"the dataset's {self.extra['existing_queries_guarded']} own queries were never shown to the "
+                         f"model; {self.extra.get('dropped_as_existing_query', 0)} generated questions too close to "
+                         "one of them were dropped")
         return "\n".join(lines)
 
 
@@ -252,17 +328,23 @@ def summarize(values: Iterable[float]) -> dict:
 
 
 def check_text_gates(question: str, answer: str, passage_terms: set[str], cfg: GateConfig, tokenizer,
-                     language: str = "en") -> tuple[dict[str, bool], dict[str, float]]:
-    """The gates that need no model: is_question, length, no_repetition, low_overlap and lexical answerable
-    (only when ``cfg.answerability == "lexical"``). Returns (results, measured values)."""
+                     language: str = "en", passage: str = "") -> tuple[dict[str, bool], dict[str, float]]:
+    """The gates that need no model: is_question, same_language, length, no_repetition, no_markup, low_overlap
+    and lexical answerable (only when ``cfg.answerability == "lexical"``). ``passage``: the text the model saw
+    (a repeated identifier it holds itself is not the model's loop). Returns (results, measured values)."""
     overlap = term_coverage(question, passage_terms, tokenizer)
     support = term_coverage(answer, passage_terms, tokenizer) if answer.strip() else 0.0
     rep = max(repetition(question), repetition(answer))
-    res = {"is_question": is_question(question, language), "length": length_ok(question, answer, cfg, language),
-           "no_repetition": rep <= cfg.max_repetition, "low_overlap": overlap <= cfg.max_overlap}
+    loop = repeated_in_token(question, passage) or repeated_in_token(answer, passage)
+    markup = markup_in(question) or markup_in(answer)
+    res = {"is_question": is_question(question, language), "same_language": same_language(question, language),
+           "length": length_ok(question, answer, cfg, language),
+           "no_repetition": rep <= cfg.max_repetition and loop is None, "no_markup": markup is None,
+           "low_overlap": overlap <= cfg.max_overlap}
     if cfg.answerability == "lexical":
         res["answerable"] = support >= cfg.min_answer_support
-    return res, {"overlap": overlap, "answer_support": support, "repetition": rep}
+    return res, {"overlap": overlap, "answer_support": support, "repetition": 1.0 if loop else rep,
+                 "token_repetition": float(loop is not None), "markup": float(markup is not None)}
 
 
 def first_failure(results: dict[str, bool | None], order: Sequence[str] = GATES) -> str | None:

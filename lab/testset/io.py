@@ -1,4 +1,4 @@
-"""What the test-set routes share: the retrieval units of a dataset, writing a BEIR-layout set with its
+"""What the test-set commands share: the retrieval units of a dataset, writing a BEIR-layout set with its
 provenance, spreadsheet-friendly CSV in and out, and evidence tiers as a side file.
 
 Conventions
@@ -9,7 +9,7 @@ Conventions
 - A written set is a BEIR folder that :func:`lab.data.beir.load_dataset` reads unchanged: ``corpus.jsonl`` (all
   units), ``queries.jsonl`` (``_id``, ``text``, ``metadata``), ``qrels/<split>.tsv`` (header ``query-id corpus-id
   score``), plus ``provenance.json`` (what made it: source dataset and fingerprint, units, models, prompt,
-  params, seed, reports) and route-specific side files (``candidates.jsonl``, ``unlinked.jsonl``,
+  params, seed, reports) and command-specific side files (``candidates.jsonl``, ``unlinked.jsonl``,
   ``tiers.json``) that the reader ignores.
 - CSV for people: written UTF-8 *with* a byte-order mark (Excel then opens it as UTF-8), comma-separated, every
   field quoted when needed, ``\\r\\n`` line ends (the csv module's default). Read back with or without the BOM;
@@ -78,12 +78,44 @@ def parse_chunking(spec: str | Mapping | None) -> dict | None:
     return out
 
 
-def load_units(dataset: str | Path | Dataset, chunking: str | Mapping | None = None, progress: bool = True) -> Units:
-    """The units of ``dataset`` (see module conventions)."""
-    from lab.experiment import load
+def load_source(path: str | Path, progress: bool = True) -> Dataset:
+    """A dataset folder as a source of units: ``corpus.jsonl`` is required; ``queries.jsonl`` and ``qrels/`` are
+    optional (a folder that ``lab ingest`` wrote holds only the corpus). When both are present the folder is
+    loaded as a BEIR dataset, checked as usual; a folder with queries but no qrels gives queries without
+    splits; without queries, no queries and no splits."""
+    from lab.data.beir import load_dataset, read_corpus, read_queries
     from lab.paths import existing_or_repo_path
 
-    ds = dataset if isinstance(dataset, Dataset) else load(existing_or_repo_path(dataset), progress=progress)
+    folder = existing_or_repo_path(path)
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise DataError(folder, "dataset folder not found",
+                        hint="give a folder holding corpus.jsonl (e.g. one written by `lab ingest`)")
+    have = lambda stem: any((folder / f"{stem}.jsonl{gz}").is_file() for gz in ("", ".gz"))  # noqa: E731
+    qrels_dir = folder / "qrels"
+    has_qrels = qrels_dir.is_dir() and any(p.is_file() and not p.name.startswith(".") for p in qrels_dir.iterdir())
+    if have("queries") and has_qrels:
+        return load_dataset(folder, progress=progress)
+    if not have("corpus"):
+        raise DataError(folder / "corpus.jsonl", "corpus file not found (looked for corpus.jsonl and "
+                                                  "corpus.jsonl.gz)",
+                        hint="a folder of documents becomes one with `lab ingest SRC --out DIR`")
+    corpus_path = next(folder / f"corpus.jsonl{gz}" for gz in ("", ".gz") if (folder / f"corpus.jsonl{gz}").is_file())
+    name = folder.resolve().name
+    corpus = read_corpus(corpus_path, name=name, progress=progress)
+    from lab.data.types import Queries
+
+    queries = Queries({}, {})
+    if have("queries"):
+        qpath = next(folder / f"queries.jsonl{gz}" for gz in ("", ".gz") if (folder / f"queries.jsonl{gz}").is_file())
+        queries = read_queries(qpath, progress=progress)
+    return Dataset(str(folder), corpus, queries, {}, [], name=name)
+
+
+def load_units(dataset: str | Path | Dataset, chunking: str | Mapping | None = None, progress: bool = True) -> Units:
+    """The units of ``dataset`` (see module conventions); a folder needs only ``corpus.jsonl``
+    (:func:`load_source`)."""
+    ds = dataset if isinstance(dataset, Dataset) else load_source(dataset, progress=progress)
     spec = parse_chunking(chunking)
     if spec is None:
         return Units(ds, ds.corpus, {"chunker": "none"})

@@ -1,4 +1,4 @@
-"""Route C: FAQ or ticket logs (CSV or JSON Lines) linked to the units of a dataset, written as a BEIR set.
+"""FAQ import: FAQ or ticket logs (CSV or JSON Lines) linked to the units of a dataset, written as a BEIR set.
 
 Input rows: ``question`` (required; also read from a column named query), ``answer`` (optional; also reply,
 response, resolution), ``reference`` (optional document reference; also doc, doc_id, document, source, url,
@@ -240,7 +240,7 @@ def import_logs(path: str | Path, dataset, out: str | Path, *, link_threshold: f
               "references_not_found": sum("names no unit" in lk.note for lk in links)}
     report = {"counts": counts, "link_threshold": link_threshold,
               "unlinked": [lk.record() for lk in links if lk.method in ("unlinked", "duplicate")]}
-    provenance = {"kind": "logs", "route": "C", "created": now_utc(), "source_file": str(path),
+    provenance = {"kind": "logs", "created": now_utc(), "source_file": str(path),
                   "source_sha256": _sha(path), "units": units.describe(),
                   "linking": {"fusion": "rrf k=60 of bm25 and dense (all-MiniLM-L6-v2) top 20",
                               "score": "dense cosine of question+answer with the linked unit",

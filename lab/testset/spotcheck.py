@@ -1,7 +1,9 @@
 """Spot check of a test set by people: export a seeded sample as a spreadsheet, import the verdicts back.
 
 Sheet columns (:data:`REVIEW_COLUMNS`): ``qid``, ``unit_id`` (the judged unit: the query's best-graded one),
-``passage`` (that unit's text), ``question``, ``answer``, then what the reviewer fills: ``verdict`` (keep /
+``passage`` (for generated questions exactly the passage the model saw, ``metadata.passage``; else that unit's
+text), ``evidence`` (the text of the question's evidence span, when the set has one), ``question``, ``answer``,
+then what the reviewer fills: ``verdict`` (keep /
 fix / drop; empty = not reviewed), ``fixed_question`` (required for fix), ``grade`` (0-3; prefilled with the
 current grade, a change rewrites that qrel), ``note`` (free text, kept in the query's metadata).
 
@@ -12,9 +14,11 @@ Then: drop removes the query and its qrels, fix replaces the question text (the 
 reviewed query's ``metadata.review``, and the review (counts, file sha256) appended to ``provenance.json``.
 
 Report: acceptance rate = (keep + fix) / reviewed, with a Wilson 95 % interval; and the precision the set gives
-a metric: a real run (``ci_strategy``, default bm25) on the reviewed set, its per-query recall@10, the percentile
-bootstrap 95 % CI (lab.metrics.stats.bootstrap_ci, 1000 resamples, seeded) and its half-width, plus that
-half-width projected to 2,000 questions (times sqrt(n / 2000): seed 000 reports about +/-2 % there).
+a metric: a real run (``ci_strategy``, default bm25) on the reviewed set, its per-query recall@10, the 95 % CI of
+lab.metrics.stats.bootstrap_ci (percentile bootstrap, 1000 resamples, seeded; the Wilson interval when every
+query scores 0 or 1, so a small all-hit set does not get a zero-width interval) and its half-width, that
+half-width projected to 2,000 questions (Wilson at the observed rate for 0/1 scores, else times sqrt(n / 2000)),
+and the questions needed for a target half-width (default +/-0.02; lab.metrics.stats.questions_needed).
 """
 from __future__ import annotations
 
@@ -27,7 +31,12 @@ from pathlib import Path
 
 from lab.errors import ConfigError, DataError
 
-REVIEW_COLUMNS = ("qid", "unit_id", "passage", "question", "answer", "verdict", "fixed_question", "grade", "note")
+from lab.metrics.stats import questions_needed, wilson_interval  # noqa: F401  wilson_interval re-exported
+
+REVIEW_COLUMNS = ("qid", "unit_id", "passage", "evidence", "question", "answer", "verdict", "fixed_question", "grade",
+                  "note")
+#: The half-width a test set is usually sized for (+/-2 points of Recall@10).
+TARGET_HALF_WIDTH = 0.02
 VERDICTS = ("keep", "fix", "drop")
 
 
@@ -49,11 +58,17 @@ def export_review(set_dir: str | Path, out_csv: str | Path, sample: int = 50, se
     if sample < 1:
         raise ConfigError(f"--sample {sample}: review at least one question")
     picked = sorted(random.Random(seed).sample(qids, min(sample, len(qids))))
+    spans = {}
+    for e in ds.evidence:
+        spans.setdefault((e.query_id, e.doc_id), []).append((e.start, e.end))
     rows = []
     for q in picked:
         unit = _best_unit(qrels[q])
         meta = queries.metadata.get(q, {})
-        rows.append({"qid": q, "unit_id": unit, "passage": unit_text(ds.corpus[unit]) if unit in ds.corpus else "",
+        doc = ds.corpus[unit] if unit in ds.corpus else None
+        passage = meta.get("passage") if isinstance(meta.get("passage"), str) else (unit_text(doc) if doc else "")
+        evidence = " [...] ".join(doc.text[s:e] for s, e in sorted(spans.get((q, unit), []))) if doc else ""
+        rows.append({"qid": q, "unit_id": unit, "passage": passage, "evidence": evidence,
                      "question": queries[q], "answer": meta.get("answer", ""), "verdict": "", "fixed_question": "",
                      "grade": qrels[q][unit], "note": ""})
     path = write_csv(out_csv, REVIEW_COLUMNS, rows)
@@ -102,40 +117,39 @@ def read_review(path: str | Path, known: dict[str, dict[str, int]]) -> list[dict
     return out
 
 
-def wilson_interval(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
-    """Wilson score interval of a proportion k / n (95 % by default); (0, 1) when n is 0."""
-    if n == 0:
-        return 0.0, 1.0
-    p = k / n
-    den = 1 + z * z / n
-    mid = (p + z * z / (2 * n)) / den
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    return max(0.0, mid - half), min(1.0, mid + half)
-
-
 def ci_halfwidth(set_dir: str | Path, strategy: str = "bm25", metric: str = "recall@10", split: str = "test",
                  seed: int = 0, n_resamples: int = 1000, cache_dir: str | Path = ".cache",
-                 progress: bool = False) -> dict:
-    """The bootstrap CI of ``metric`` that a real ``strategy`` run gives on the set, its half-width and the
-    half-width projected to 2,000 questions."""
+                 progress: bool = False, target_half_width: float = TARGET_HALF_WIDTH) -> dict:
+    """The CI of ``metric`` that a real ``strategy`` run gives on the set (see module docstring), its half-width,
+    the half-width projected to 2,000 questions and the questions needed for ``target_half_width``."""
     from lab.experiment import run_experiment
     from lab.metrics import bootstrap_ci
     from lab.retrievers.base import Context
 
     ctx = Context(cache_dir=Path(cache_dir), progress=progress, seed=seed)
     res = run_experiment(str(set_dir), strategy, {}, split=split, k=100, metrics=[metric], ctx=ctx)
-    ci = bootstrap_ci(res.evaluation.per_query[[metric]], n_resamples=n_resamples, seed=seed).iloc[0]
+    table = bootstrap_ci(res.evaluation.per_query[[metric]], n_resamples=n_resamples, seed=seed)
+    ci = table.iloc[0]
+    interval = table.attrs.get("interval", {}).get(metric, "percentile bootstrap")
+    values = res.evaluation.per_query[metric].to_numpy(dtype=float)
     n = res.evaluation.n_queries
     half = (float(ci.ci_high) - float(ci.ci_low)) / 2
+    if interval == "wilson":
+        lo, hi = wilson_interval(round(float(ci["mean"]) * 2000), 2000)
+        at_2000 = (hi - lo) / 2
+    else:
+        at_2000 = half * math.sqrt(n / 2000)
     return {"strategy": strategy, "metric": metric, "n_queries": n, "mean": float(ci["mean"]),
-            "ci_low": float(ci.ci_low), "ci_high": float(ci.ci_high), "half_width": half,
-            "half_width_at_2000": half * math.sqrt(n / 2000), "n_resamples": n_resamples, "seed": seed}
+            "ci_low": float(ci.ci_low), "ci_high": float(ci.ci_high), "interval": interval, "half_width": half,
+            "half_width_at_2000": at_2000, "target_half_width": target_half_width,
+            "questions_needed": questions_needed(values, target_half_width), "n_resamples": n_resamples,
+            "seed": seed}
 
 
 def import_review(set_dir: str | Path, review_csv: str | Path, out: str | Path | None = None, split: str = "test",
                   ci_strategy: str | None = "bm25", seed: int = 0, cache_dir: str | Path = ".cache",
                   progress: bool = False, tracking_root: str | Path | None = "mlruns",
-                  experiment: str = "testset") -> dict:
+                  experiment: str = "testset", target_half_width: float = TARGET_HALF_WIDTH) -> dict:
     """Apply a filled review sheet to a set (``out`` None: in place; else a copy at ``out``); returns the report."""
     from lab.data.beir import load_dataset
     from lab.testset.io import now_utc, read_provenance, write_jsonl, write_provenance
@@ -200,7 +214,7 @@ def import_review(set_dir: str | Path, review_csv: str | Path, out: str | Path |
               "review_sha256": hashlib.sha256(review_csv.read_bytes()).hexdigest()[:16]}
     if ci_strategy:
         report["ci"] = ci_halfwidth(target, ci_strategy, split=split, seed=seed, cache_dir=cache_dir,
-                                    progress=progress)
+                                    progress=progress, target_half_width=target_half_width)
     prov = read_provenance(target)
     prov.setdefault("reviews", []).append({"date": now_utc(), **{k: v for k, v in report.items() if k != "folder"}})
     write_provenance(target, prov)
@@ -215,7 +229,8 @@ def import_review(set_dir: str | Path, review_csv: str | Path, out: str | Path |
             c = report["ci"]
             metrics.update({f"{c['metric']}": c["mean"], f"{c['metric']}_ci_low": c["ci_low"],
                             f"{c['metric']}_ci_high": c["ci_high"], f"{c['metric']}_ci_half_width": c["half_width"],
-                            f"{c['metric']}_ci_half_width_at_2000": c["half_width_at_2000"]})
+                            f"{c['metric']}_ci_half_width_at_2000": c["half_width_at_2000"],
+                            f"{c['metric']}_questions_needed": c["questions_needed"]})
         run_id = log_testset_run("review", f"review {set_dir.name} ({reviewed} reviewed)",
                                  {"set": str(set_dir), "out": str(target), "split": split, "ci_strategy": ci_strategy,
                                   "seed": seed}, metrics,
@@ -237,9 +252,11 @@ def format_report(report: dict) -> str:
              + f"; {report['queries_after']} questions in {report['folder']}"]
     c = report.get("ci")
     if c:
+        how = "Wilson" if c.get("interval") == "wilson" else "bootstrap"
         lines.append(f"{c['metric']} of {c['strategy']}: {c['mean']:.4f} [{c['ci_low']:.4f}, {c['ci_high']:.4f}] "
-                     f"over {c['n_queries']} questions: +/-{c['half_width']:.4f}; projected to 2,000 questions "
-                     f"+/-{c['half_width_at_2000']:.4f} (seed 000: about +/-0.02)")
+                     f"({how} 95%) over {c['n_queries']} questions: +/-{c['half_width']:.4f}; projected to 2,000 "
+                     f"questions +/-{c['half_width_at_2000']:.4f}; about {c['questions_needed']:,} questions "
+                     f"give +/-{c['target_half_width']:g}")
     return "\n".join(lines)
 
 

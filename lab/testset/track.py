@@ -1,4 +1,4 @@
-"""MLflow records of the test-set routes: one run per generation, review import, log import or annotation step.
+"""MLflow records of the test-set commands: one run per generation, review import, log import or annotation step.
 
 Conventions: experiment "testset" by default, in the store of ``lab.tracking`` (``mlruns/`` at the repo root).
 Params are flattened (dotted keys), metrics are plain numbers (``@`` mapped by lab.tracking), tags carry the
