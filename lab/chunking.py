@@ -189,7 +189,7 @@ def _inside_word(text: str, pos: int) -> bool:
     return a.isalnum() and b.isalnum() and not _is_cjk(a) and not _is_cjk(b)
 
 
-def _strip(text: str, s: int, e: int) -> tuple[int, int]:
+def strip_span(text: str, s: int, e: int) -> tuple[int, int]:
     """``[s, e)`` without leading and trailing whitespace (empty spans collapse to ``(s, s)``)."""
     while s < e and text[s].isspace():
         s += 1
@@ -202,7 +202,7 @@ def _split(text: str, s: int, e: int, ends: Iterable[int]) -> list[tuple[int, in
     """``[s, e)`` cut at the positions ``ends``, each piece stripped, empty pieces dropped."""
     out, prev = [], s
     for cut in list(ends) + [e]:
-        a, b = _strip(text, prev, cut)
+        a, b = strip_span(text, prev, cut)
         if b > a:
             out.append((a, b))
         prev = cut
@@ -284,7 +284,7 @@ def fixed_spans(text: str, units: np.ndarray, size: int, overlap: int) -> list[t
         j = min(i + size, n)
         if j < n:
             j = _word_safe(text, starts, j, i + size // 2)  # shrink a window by half at most
-        spans.append(_strip(text, int(units[i, 0]), int(units[j - 1, 1])))
+        spans.append(strip_span(text, int(units[i, 0]), int(units[j - 1, 1])))
         if j >= n:
             break
         nxt = max(i + 1, j - overlap)
@@ -303,7 +303,7 @@ def _word_pieces(text: str, units: np.ndarray, s: int, e: int, size: int) -> lis
     for a, b in zip(bounds, bounds[1:]):
         for c in range(a, b, size):
             d = min(c + size, b)
-            pieces.append(_strip(text, int(units[c, 0]) if c > i0 else s, int(units[d - 1, 1]) if d < i1 else e))
+            pieces.append(strip_span(text, int(units[c, 0]) if c > i0 else s, int(units[d - 1, 1]) if d < i1 else e))
     return [p for p in pieces if p[1] > p[0]]
 
 

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from ordqa_slices import mini_ordqa
 
 from lab.data.beir import load_dataset
 from lab.errors import DataError
@@ -18,29 +19,12 @@ from lab.testset.io import read_tiers
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _mini_ordqa(folder: Path, n_queries: int = 6, n_other: int = 30) -> Path:
-    """The ord-qa passages relevant to its first n_queries questions plus n_other more, with those questions."""
-    src = REPO / "data" / "ord-qa"
-    rows = [r.split("\t") for r in (src / "qrels" / "test.tsv").read_text(encoding="utf-8").splitlines()[1:]]
-    keep_q = list(dict.fromkeys(q for q, _, _ in rows))[:n_queries]
-    relevant = {d for q, d, _ in rows if q in keep_q}
-    docs = [ln for i, ln in enumerate((src / "corpus.jsonl").read_text(encoding="utf-8").splitlines())
-            if json.loads(ln)["_id"] in relevant or i < n_other]
-    queries = [ln for ln in (src / "queries.jsonl").read_text(encoding="utf-8").splitlines()
-               if json.loads(ln)["_id"] in keep_q]
-    (folder / "qrels").mkdir(parents=True)
-    (folder / "corpus.jsonl").write_text("\n".join(docs) + "\n", encoding="utf-8")
-    (folder / "queries.jsonl").write_text("\n".join(queries) + "\n", encoding="utf-8")
-    (folder / "qrels" / "test.tsv").write_text(
-        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{g}\n" for q, d, g in rows if q in keep_q),
-        encoding="utf-8")
-    return folder
 
 
 @pytest.fixture(scope="module")
 def sheet(tmp_path_factory):
     base = tmp_path_factory.mktemp("annot")
-    ds_dir = _mini_ordqa(base / "mini")
+    ds_dir = mini_ordqa(base / "mini")
     out = export_annotation(ds_dir, base / "sheet.csv", strategies=["bm25", "dense"], depth=5, seed=0,
                             cache_dir=base / "cache", progress=False, tracking_root=None)
     return base, ds_dir, out

@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 import pytest
+from ordqa_slices import mini_ordqa
 
 from lab.cli import main
 from lab.data.beir import load_dataset
@@ -17,23 +18,6 @@ from lab.testset.judge import (GRAMMAR_TOKENS, PROMPT, PROMPT_VERSION, JudgeConf
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _mini_ordqa(folder: Path, n_queries: int, n_other: int) -> Path:
-    """The ord-qa passages relevant to its first n_queries questions plus its first n_other passages."""
-    src = REPO / "data" / "ord-qa"
-    rows = [r.split("\t") for r in (src / "qrels" / "test.tsv").read_text(encoding="utf-8").splitlines()[1:]]
-    keep_q = list(dict.fromkeys(q for q, _, _ in rows))[:n_queries]
-    relevant = {d for q, d, _ in rows if q in keep_q}
-    docs = [ln for i, ln in enumerate((src / "corpus.jsonl").read_text(encoding="utf-8").splitlines())
-            if json.loads(ln)["_id"] in relevant or i < n_other]
-    queries = [ln for ln in (src / "queries.jsonl").read_text(encoding="utf-8").splitlines()
-               if json.loads(ln)["_id"] in keep_q]
-    (folder / "qrels").mkdir(parents=True)
-    (folder / "corpus.jsonl").write_text("\n".join(docs) + "\n", encoding="utf-8")
-    (folder / "queries.jsonl").write_text("\n".join(queries) + "\n", encoding="utf-8")
-    (folder / "qrels" / "test.tsv").write_text(
-        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{g}\n" for q, d, g in rows if q in keep_q),
-        encoding="utf-8")
-    return folder
 
 
 def test_parse_grade():
@@ -57,7 +41,7 @@ def test_prompt_is_umbrela_and_versioned():
 @pytest.fixture(scope="module")
 def judged(tmp_path_factory):
     base = tmp_path_factory.mktemp("judge")
-    ds_dir = _mini_ordqa(base / "mini", n_queries=2, n_other=6)
+    ds_dir = mini_ordqa(base / "mini", n_queries=2, n_other=6)
     cfg = JudgeConfig(strategies=["bm25"], depth=2, grammar="always", max_passage_chars=500)
     meta = judge_dataset(ds_dir, out=base / "judged", config=cfg, cache_dir=base / "cache", progress=False,
                          tracking_root=None)

@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from lab.chunking import strip_span
 from lab.data.types import Document
 
 _OFFSET_KEYS = ("start", "offset", "char", "pos", "position", "char_start")
@@ -111,14 +112,6 @@ def _cut(text: str, start: int, limit: int) -> int:
     return limit
 
 
-def _strip(text: str, s: int, e: int) -> tuple[int, int]:
-    while s < e and text[s].isspace():
-        s += 1
-    while e > s and text[e - 1].isspace():
-        e -= 1
-    return s, e
-
-
 def passage_windows(doc: Document, max_chars: int = 1000, min_words: int = 0) -> tuple[list[Passage], int]:
     """(the passages of one unit, how many windows were dropped as too short); see module conventions."""
     text = doc.text
@@ -130,7 +123,7 @@ def passage_windows(doc: Document, max_chars: int = 1000, min_words: int = 0) ->
             end = _cut(text, pos, min(e0, pos + max_chars)) if e0 - pos > max_chars else e0
             if end <= pos:
                 end = min(e0, pos + max_chars)
-            a, b = _strip(text, pos, end)
+            a, b = strip_span(text, pos, end)
             if b > a:
                 if _words(text[a:b]) >= min_words:
                     out.append(Passage(doc.id, a, b, title, text[a:b]))
