@@ -69,6 +69,7 @@ def _parameters(store: Path) -> str:
         'strategy_params = {"kg": {"base": "bm25"}}',
         "chunking = None",
         'relevance = "auto"',
+        "condensed = False",
         'split = "test"',
         "k = 100",
         'metric = "ndcg@10"',

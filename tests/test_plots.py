@@ -172,7 +172,9 @@ def test_results_table_means_and_cis():
     t = plots.results_table({"good": good, "mixed": mixed}, ["ndcg@10"])
     assert list(t["label"]) == ["good", "mixed"]
     assert t.loc[0, "ndcg@10"] == pytest.approx(1.0) and t.loc[1, "ndcg@10"] == pytest.approx(0.5)
-    assert t.loc[0, "ndcg@10_ci_low"] == t.loc[0, "ndcg@10_ci_high"] == pytest.approx(1.0)  # no variance
+    # every query scores 1: a 0/1 column, so the interval is Wilson's (it does not collapse to [1, 1] on 40 hits)
+    assert t.loc[0, "ndcg@10_ci_high"] == pytest.approx(1.0)
+    assert t.loc[0, "ndcg@10_ci_low"] == pytest.approx(40 / (40 + 1.959964 ** 2), abs=1e-4)
     assert t.loc[1, "ndcg@10_ci_low"] < 0.5 < t.loc[1, "ndcg@10_ci_high"]
     assert "recall@10" not in t and t.loc[0, "latency_p50_ms"] == pytest.approx(1.0)
     assert t.loc[0, "n_queries"] == 40 and t.loc[0, "n_units"] == 100

@@ -64,10 +64,10 @@ def export_annotation(dataset, out_csv: str | Path, strategies: Sequence[str] = 
         raise ConfigError("export-annotation needs --depth >= 1 and at least one strategy")
     t0 = time.perf_counter()
     units = load_units(dataset, chunking, progress=progress)
-    if split not in units.dataset.qrels:
+    if not units.dataset.qrels:  # a corpus alone (lab ingest); a split it lacks is Dataset.split's one-line error
         raise ConfigError(f"{units.dataset.path}: export-annotation pools candidates for each question of split "
-                          f"{split!r}, and the folder has none (splits: {sorted(units.dataset.qrels) or 'none'}); "
-                          "write questions first (lab testset generate / import-logs), then export their pool")
+                          f"{split!r}, and the folder has no questions; write questions first (lab testset "
+                          "generate / import-logs), then export their pool")
     queries, _ = units.dataset.split(split)
     if max_queries:
         keep = sorted(random.Random(seed).sample(sorted(queries), min(max_queries, len(queries))))
