@@ -117,7 +117,11 @@ def test_notebook_03_runs_all_cells_in_jupyterlab(tmp_path, blank_mlflow_root):
             deadline = time.time() + 300
             while True:
                 texts = [t.strip() for t in prompts.all_inner_texts()]
-                if texts and all(re.fullmatch(r"\[\d+\]:", t) for t in texts):
+                # JupyterLab renders only the cells near the view: an off-screen prompt reads "". Run All executes
+                # in order, so the last code cell numbered [n] (n = code cells) with no "[*]:" means all ran.
+                shown = [t for t in texts if t]
+                if texts and shown and all(re.fullmatch(r"\[\d+\]:", t) for t in shown) \
+                        and shown[-1] == texts[-1] == f"[{len(texts)}]:":
                     break
                 failed = [t for t in stderr.all_inner_texts() if "Traceback" in t or "Error" in t]
                 assert not failed, failed[0][-3000:]
