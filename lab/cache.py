@@ -36,6 +36,7 @@ import os
 import sqlite3
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Sequence
 
@@ -71,21 +72,39 @@ class Cache:
         self._conn: sqlite3.Connection | None = None
         self._pid: int | None = None
         self._lock = threading.Lock()
+        self._open_lock = threading.Lock()  # not self._lock: callers may hold that one while calling _db()
 
     key = staticmethod(content_key)
 
     # ------------------------------------------------------------------ connection
     def _db(self) -> sqlite3.Connection:
         if self._conn is None or self._pid != os.getpid():
-            self.root.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.root / "store.sqlite", timeout=_BUSY_TIMEOUT_S, isolation_level=None,
-                                   check_same_thread=False)
-            conn.execute(f"PRAGMA busy_timeout={int(_BUSY_TIMEOUT_S * 1000)}")
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.executescript(_SCHEMA)
-            self._conn, self._pid = conn, os.getpid()
+            with self._open_lock:  # threads of one process share one connection: open it once
+                if self._conn is None or self._pid != os.getpid():
+                    self._conn, self._pid = self._open(), os.getpid()
         return self._conn
+
+    def _open(self) -> sqlite3.Connection:
+        """A connection in WAL mode with the schema in place. Switching a new database to WAL takes an exclusive
+        lock for which SQLite does not always call the busy handler, so two processes opening a new store at once
+        can get "database is locked" at once: that step is retried with backoff, up to the busy timeout."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.root / "store.sqlite", timeout=_BUSY_TIMEOUT_S, isolation_level=None,
+                               check_same_thread=False)
+        conn.execute(f"PRAGMA busy_timeout={int(_BUSY_TIMEOUT_S * 1000)}")
+        deadline, wait = time.monotonic() + _BUSY_TIMEOUT_S, 0.01
+        while True:
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.executescript(_SCHEMA)
+                return conn
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    conn.close()
+                    raise
+                time.sleep(wait)
+                wait = min(wait * 2, 0.5)
 
     def close(self) -> None:
         """Close this process's connection (reopened on next use)."""
