@@ -33,15 +33,15 @@ def main() -> None:
     ap.add_argument("--claims", type=int, default=4)
     args = ap.parse_args()
 
-    from lab.answer_metrics import Judge, split_claims
-    from lab.answers import (
+    from lab.analysis.answer_metrics import Judge, split_claims
+    from lab.experiment.answers import (
         answer_prompt,
         build_samples,
         completion_cost,
         context_char_budget,
         format_context,
     )
-    from lab.experiment import load
+    from lab.experiment.run import load
     from lab.models.embedders import load_embedder
     from lab.models.llm import load_llm
     from lab.retrievers.base import Context, build

@@ -2,7 +2,7 @@
 
 The two parts are run once each through run_experiment (real retrievers, latency per query measured); every
 variant fuses the same two runs (depth 100) with lab.retrievers.fusion, as `lab run --strategy hybrid --set
-fusion=... --set norm=...` does (tests/test_fusion.py checks hybrid equals fusing its parts' runs). A variant's
+fusion=... --set norm=...` does (tests/retrievers/test_fusion.py checks hybrid equals fusing its parts' runs). A variant's
 latency is the parts' latencies plus its own fusion time per query. "tuned" rows pick weights by 5-fold
 cross-validation over the queries (lab.retrievers.fusion_cv, seed 0): every query is scored with weights tuned on
 the other folds; the picked weights per fold are printed.
@@ -25,7 +25,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import numpy as np
 
 from lab.data.types import Run
-from lab.experiment import load, run_experiment
+from lab.experiment.run import load, run_experiment
 from lab.metrics import bootstrap_ci, compare, evaluate
 from lab.retrievers import Context
 from lab.retrievers.fusion import fuse

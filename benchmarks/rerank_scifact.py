@@ -29,9 +29,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from lab.experiment import load, run_experiment
+from lab.experiment.run import load, run_experiment
 from lab.metrics import compare
-from lab.paths import resolve_repo_path
+from lab.core.paths import resolve_repo_path
 from lab.retrievers import Context, available
 
 METRICS = ["ndcg@10", "recall@10", "mrr@10", "recall@100"]
@@ -120,7 +120,7 @@ def main() -> None:
 
 def training_summary(model: str | None) -> str:
     """One line from a trained model's training.json (or why there is none)."""
-    from lab.errors import ConfigError
+    from lab.core.errors import ConfigError
     from lab.models.crossencoder import read_training_metadata, resolve_model
 
     try:

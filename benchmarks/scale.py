@@ -79,7 +79,7 @@ def vectors(n: int, base: np.ndarray, noise: float, seed: int = 0) -> np.ndarray
 
 def base_vectors(cache_dir: str) -> np.ndarray:
     """Encoder vectors of the SciFact corpus (5,183 passages; through the embedding cache)."""
-    from lab.cache import EmbeddingCache
+    from lab.core.cache import EmbeddingCache
     from lab.data.beir import read_corpus
     from lab.models.embedders import load_embedder
     from lab.retrievers.dense import passage_text
@@ -90,7 +90,7 @@ def base_vectors(cache_dir: str) -> np.ndarray:
 
 
 def query_vectors(n: int, cache_dir: str) -> np.ndarray:
-    from lab.cache import EmbeddingCache
+    from lab.core.cache import EmbeddingCache
     from lab.data.beir import read_queries
     from lab.models.embedders import load_embedder
 

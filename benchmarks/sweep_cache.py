@@ -21,9 +21,9 @@ from pathlib import Path
 
 
 def main(spec: str = "params/smoke.yaml") -> None:
-    from lab.paths import resolve_repo_path
-    from lab.sweep import run_sweep
-    from lab.tracking import client
+    from lab.core.paths import resolve_repo_path
+    from lab.workbench.sweep import run_sweep
+    from lab.tracking.store import client
 
     spec_path = resolve_repo_path(spec)
     with tempfile.TemporaryDirectory(prefix="sweep-cache-") as tmp:

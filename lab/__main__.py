@@ -1,3 +1,3 @@
-from lab.cli import main
+from lab.cli.main import main
 
 raise SystemExit(main())

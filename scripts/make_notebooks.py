@@ -6,10 +6,10 @@ conventions) and reviewable (this file is the diff to read). Edit here, run the 
 
 Conventions shared by every notebook
 - Exactly one cell tagged ``parameters`` (Papermill), holding only assignments with working defaults. Relative
-  paths are relative to the repo root (lab.paths). ``tracking_root``, ``experiment`` and ``mlflow_run_id``
+  paths are relative to the repo root (lab.core.paths). ``tracking_root``, ``experiment`` and ``mlflow_run_id``
   are injected by ``lab sweep``; with ``mlflow_run_id`` set, the notebook runs one config and logs into that
   run; without it, it runs its own list of configs, one MLflow run each.
-- Every figure a notebook draws is displayed and logged (lab.tracking.log_figure) into each run it made.
+- Every figure a notebook draws is displayed and logged (lab.tracking.store.log_figure) into each run it made.
 - Outputs are stripped (execution_count None, outputs []); cell ids are fixed so regeneration is stable.
 """
 from __future__ import annotations
@@ -37,11 +37,11 @@ for _key, _value in {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "MLFLOW
 import pandas as pd
 from IPython.display import display
 
-from lab import plots
-from lab.experiment import load, run_experiment
-from lab.paths import repo_root, resolve_repo_path
+from lab.analysis import plots
+from lab.experiment.run import load, run_experiment
+from lab.core.paths import repo_root, resolve_repo_path
 from lab.retrievers.base import Context
-from lab.tracking import log_figure, log_result, tracking_uri
+from lab.tracking.store import log_figure, log_result, tracking_uri
 
 pd.options.display.float_format = "{:.4f}".format
 pd.options.display.max_columns = 40
@@ -170,7 +170,7 @@ elif source == "logs":
 elif source != "beir":
     raise ValueError(f"source={source!r}: use 'beir' (import a BEIR folder), 'llm' (generate from its corpus), "
                      "'folder' (ingest a folder of documents, then generate) or 'logs' (import a FAQ log)")
-from lab.text import detect_language
+from lab.text.tokenize import detect_language
 
 queries, qrels = ds.split(split)
 per_query = pd.DataFrame({
@@ -221,7 +221,7 @@ if evidence:
         new_markdown_cell("## Record in MLflow"),
         new_code_cell('''\
 from lab.data.fingerprint import fingerprint
-from lab.tracking import client, environment_tags, get_or_create_experiment, log_metrics, log_params, set_tags
+from lab.tracking.store import client, environment_tags, get_or_create_experiment, log_metrics, log_params, set_tags
 
 cl = client(tracking_root)
 run_id = mlflow_run_id or cl.create_run(get_or_create_experiment(experiment, tracking_root, cl),
@@ -415,7 +415,7 @@ figures = {
 experiment. Each config's metric over them, with its 95% CI; a triangle marks a sweep where the dataset changed
 since that config's previous one, a square one where a model changed."""),
         new_code_cell('''\
-from lab.trends import schedule_history
+from lab.analysis.trends import schedule_history
 
 history = schedule_history(experiment, root=tracking_root, metric=metric)
 if len(history):

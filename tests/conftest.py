@@ -17,7 +17,7 @@ def blank_mlflow_root(tmp_path, pytestconfig) -> Path:
 def blank_store(folder: Path, pytestconfig) -> Path:
     import mlflow
 
-    from lab.tracking import client
+    from lab.tracking.store import client
 
     cache = pytestconfig.cache.mkdir(f"blank-mlflow-{mlflow.__version__}")
     if not (cache / "mlflow.db").exists():

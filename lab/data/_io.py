@@ -4,7 +4,7 @@ Conventions
 - A file named ``*.gz`` is decompressed transparently; any other file is read as is.
 - Text is UTF-8 (a leading byte-order mark is dropped); CRLF and LF line ends are the same.
 - Lines are numbered from 1 as in an editor; blank lines are skipped but still counted.
-- Every failure is a :class:`lab.errors.DataError` naming the file, the line and the field.
+- Every failure is a :class:`lab.core.errors.DataError` naming the file, the line and the field.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import zlib
 from pathlib import Path
 from typing import Any, Iterator
 
-from lab.errors import DataError
+from lab.core.errors import DataError
 
 try:  # orjson is several times faster than json on JSON Lines; json is the fallback
     import orjson as _orjson

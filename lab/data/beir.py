@@ -16,7 +16,7 @@ Conventions
   rows of unknown queries are dropped (no query text to search with); rows of unknown documents are kept
   (a relevant document missing from the corpus can never be retrieved and counts against recall, as in
   BEIR and trec_eval).
-- Every failure is one :class:`lab.errors.DataError` naming file, line, field and what to do next.
+- Every failure is one :class:`lab.core.errors.DataError` naming file, line, field and what to do next.
 """
 from __future__ import annotations
 
@@ -30,8 +30,8 @@ from lab.data._io import DataWarning, as_id, as_text, numbered_lines, parse_json
 from lab.data.evidence import SpanReport, read_evidence_report, squad_answer_spans_report
 from lab.data.trec import QrelRow, qrels_from_rows, read_qrels, read_qrels_rows  # noqa: F401  read_qrels re-exported
 from lab.data.types import Corpus, Dataset, Document, EvidenceSpan, Qrels, Queries
-from lab.errors import DataError
-from lab.progress import progress as _progress
+from lab.core.errors import DataError
+from lab.core.progress import progress as _progress
 
 LAYOUT_HINT = ("a BEIR dataset folder holds corpus.jsonl (or corpus.jsonl.gz), queries.jsonl and "
                "qrels/<split>.tsv; optional: evidence.jsonl, raw/*.json.gz")

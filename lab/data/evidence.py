@@ -23,7 +23,7 @@ from typing import Any
 
 from lab.data._io import DataWarning, JSONError, json_loads, as_id, iter_jsonl, read_text
 from lab.data.types import Corpus, EvidenceSpan, Queries
-from lab.errors import DataError
+from lab.core.errors import DataError
 
 TIERS = ("core", "auxiliary", "edge")
 

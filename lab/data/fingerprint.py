@@ -21,7 +21,7 @@ from typing import Iterable
 
 from lab.data._io import read_bytes
 from lab.data.types import Dataset
-from lab.errors import DataError
+from lab.core.errors import DataError
 
 SHORT = 16
 #: Files that describe how a dataset was made rather than what it holds (not hashed).

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab.data.extract import EXTRACTOR_VERSION, FORMATS, Unreadable, extract
-from lab.errors import DataError
+from lab.core.errors import DataError
 
 REPORT = "ingest_report.json"
 CORPUS = "corpus.jsonl"
@@ -197,7 +197,7 @@ def ingest(src: Path | str, out: Path | str, exclude: list[str] | tuple[str, ...
     ``exclude``: glob patterns (fnmatch) matched against each file's path relative to SRC and its name, e.g.
     ``SOURCE.md`` or ``drafts/*``; excluded files are counted, not read, and not listed as skipped.
     Raises DataError (before reading any document) for a missing SRC, an unusable DIR or duplicate ids."""
-    from lab.progress import progress as bar
+    from lab.core.progress import progress as bar
 
     t0 = time.perf_counter()
     src, out = Path(src), Path(out)

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from lab.data._io import DataWarning, as_int, numbered_lines, read_text
 from lab.data.types import Qrels, Run
-from lab.errors import DataError
-from lab.progress import progress
+from lab.core.errors import DataError
+from lab.core.progress import progress
 
 GRADE_HINT = "grades must be integers, as trec_eval reads them; write 1, not 1.0"
 BEIR_HEADER = ("query-id", "corpus-id", "score")

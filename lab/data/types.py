@@ -147,7 +147,7 @@ class Dataset:
     def split(self, name: str = "test") -> tuple[Queries, Qrels]:
         """Queries and qrels of one split (only the queries the split's qrels name)."""
         if name not in self.qrels:
-            from lab.errors import UnknownSplitError
+            from lab.core.errors import UnknownSplitError
 
             raise UnknownSplitError(f"{self.path}: no qrels for split {name!r}; available: {sorted(self.qrels)}"
                                     " (--split)")

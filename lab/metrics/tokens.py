@@ -71,10 +71,10 @@ class UnitCounter:
 
     @classmethod
     def for_docs(cls, texts: Mapping[str, str], size_unit: str = "chars", tokenizer=None) -> "UnitCounter":
-        """Unit starts of ``texts`` ({doc id: text}) in ``size_unit`` (lab.chunking units); chars need nothing."""
+        """Unit starts of ``texts`` ({doc id: text}) in ``size_unit`` (lab.text.chunking units); chars need nothing."""
         if size_unit == "chars" or not texts:
             return cls()
-        from lab.chunking import unit_offsets
+        from lab.text.chunking import unit_offsets
 
         ids = list(texts)
         offsets = unit_offsets([texts[d] for d in ids], size_unit, tokenizer)

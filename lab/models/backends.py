@@ -30,7 +30,7 @@ from typing import Sequence
 
 import numpy as np
 
-from lab.errors import ConfigError
+from lab.core.errors import ConfigError
 
 #: Backends a sentence-transformers embedder can run on.
 BACKENDS = ("torch", "onnx", "onnx-int8", "openvino")
@@ -243,7 +243,7 @@ class ExportedEmbedder:
     def encode(self, texts: Sequence[str], prefix: str = "") -> np.ndarray:
         """Normalised float32 vectors of ``prefix + text``, in input order (batches longest first)."""
         from lab.models.embedders import PROGRESS_MIN_TEXTS, length_batches
-        from lab.progress import progress
+        from lab.core.progress import progress
 
         texts = list(texts)
         out = np.empty((len(texts), self.dim), dtype=np.float32)

@@ -8,13 +8,13 @@ requests for a 100-question test set). :class:`FailureBreaker` counts consecutiv
 A success resets the count, so scattered failures (one bad prompt) never trip it. Thread-safe.
 
 The caller keeps what was finished before the trip (writes it) and says where in the error (see
-lab.testset.generate and lab.answer_metrics).
+lab.testset.generate and lab.analysis.answer_metrics).
 """
 from __future__ import annotations
 
 import threading
 
-from lab.errors import ConfigError, LabError
+from lab.core.errors import ConfigError, LabError
 
 #: Default number of consecutive failed calls that stops a run (the CLI's --max-consecutive-failures).
 DEFAULT_MAX_CONSECUTIVE_FAILURES = 3

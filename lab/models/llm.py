@@ -18,7 +18,7 @@ the object's seed, 0), and any other OpenAI chat-completions field (``top_p``, `
 and vLLM ...). ``model``, ``messages``, ``stream`` and ``n`` are set by the backend and refused here. Defaults
 are filled in before the cache key is made, so ``complete(p)`` and ``complete(p, temperature=0)`` share a key.
 
-Cache: every answer is stored in the content-addressed store of :mod:`lab.cache` under
+Cache: every answer is stored in the content-addressed store of :mod:`lab.core.cache` under
 ``content_key("llm:chat", identity, canonical JSON of {"messages", "params"})``, so a rerun (another process,
 another day) is answered without a request; concurrent writers are safe (``INSERT OR IGNORE`` of equal values).
 With ``temperature > 0`` the cached answer is the one sample drawn for that seed. ``cache_dir=None`` disables it.
@@ -61,7 +61,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
 
-from lab.errors import ConfigError, LabError
+from lab.core.errors import ConfigError, LabError
 
 log = logging.getLogger("lab.llm")
 
@@ -205,7 +205,7 @@ def generation_params(defaults: Mapping[str, Any], gen: Mapping[str, Any]) -> di
 
 def request_key(identity: str, messages: Sequence[Message], params: Mapping[str, Any]) -> str:
     """Cache key of one request: ``content_key("llm:chat", identity, canonical JSON of messages and params)``."""
-    from lab.cache import content_key
+    from lab.core.cache import content_key
 
     payload = json.dumps({"messages": list(messages), "params": dict(params)}, sort_keys=True,
                          ensure_ascii=False, separators=(",", ":"))
@@ -286,7 +286,7 @@ class _BaseLLM:
 
     def __init__(self, *, cache_dir: str | Path | None, concurrency: int, seed: int, defaults: Mapping | None,
                  progress: bool):
-        from lab.cache import Cache
+        from lab.core.cache import Cache
 
         if int(concurrency) < 1:
             raise ConfigError(f"concurrency must be >= 1, got {concurrency}")
@@ -345,7 +345,7 @@ class _BaseLLM:
         """Answers to many prompts (str) or message lists, in input order, run on up to ``concurrency`` threads
         (default: this LLM's limit; the LLM's own semaphore bounds requests either way). The first error cancels
         what has not started and is raised."""
-        from lab.progress import progress as bar
+        from lab.core.progress import progress as bar
 
         conversations = [prompt_messages(it) if isinstance(it, str) else normalize_messages(it) for it in items]
         if not conversations:
@@ -408,7 +408,7 @@ class _BaseLLM:
 
 
 class _Bar:
-    """A progress bar over ``total`` steps that can be advanced by n (lab.progress's tqdm, or nothing)."""
+    """A progress bar over ``total`` steps that can be advanced by n (lab.core.progress's tqdm, or nothing)."""
 
     def __init__(self, factory, total: int, desc: str, enabled: bool):
         self._bar = factory(range(total), desc=desc, total=total, enabled=enabled)
@@ -732,7 +732,7 @@ def load_llm(spec: str | Mapping | LLM | None = None, cache_dir: str | Path | No
     """An LLM from a spec.
 
     ``None``, ``"local"``, ``"smollm2"``     the packaged SmolLM2-135M-Instruct (offline default)
-    ``"/path/model.gguf"``                  any local GGUF (relative paths: from the repository root, see lab.paths)
+    ``"/path/model.gguf"``                  any local GGUF (relative paths: from the repository root, see lab.core.paths)
     ``"openai"`` / ``"openai:MODEL"``       an OpenAI-compatible endpoint; base URL and key from the environment
     ``{"backend": "openai", "base_url", "model", "api_key_env", ...}``   same, with settings
     ``{"backend": "gguf" | "local", "path", "n_ctx", "threads", ...}``   a local GGUF with settings
@@ -780,7 +780,7 @@ def _check_keys(spec: Mapping, allowed: Iterable[str], backend: str) -> None:
 
 
 def _local_path(path: str | Path) -> Path:
-    from lab.paths import resolve_repo_path
+    from lab.core.paths import resolve_repo_path
 
     p = Path(path).expanduser()
     if not p.is_absolute() and p.is_file():  # given relative to the current folder and found there

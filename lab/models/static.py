@@ -30,7 +30,7 @@ def _token_vectors(st_model, batch_size: int = 512) -> np.ndarray:
     """One vector per vocabulary id: the transformer's mean over ``[CLS] id [SEP]``."""
     import torch
 
-    from lab.progress import progress
+    from lab.core.progress import progress
 
     tok = st_model.tokenizer
     bert = st_model[0].auto_model.eval()

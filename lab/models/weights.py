@@ -5,7 +5,7 @@ Conventions
   folder's files that shape its outputs (relative path and content sha256 of each, in path order; READMEs,
   desktop.ini, onnx/openvino exports, dot files and lock files left out). :func:`weights_sha256` is one or the
   other, for a path that is a file (a GGUF, a weights file) or a folder (a sentence-transformers model).
-- ``memo``: a :class:`lab.cache.Cache`; a file's hash is remembered by (absolute path, size, mtime), so a large
+- ``memo``: a :class:`lab.core.cache.Cache`; a file's hash is remembered by (absolute path, size, mtime), so a large
   model is read once per install and checking it again costs a ``stat``.
 - :func:`models_in` finds the models a strategy description (``describe()``) names: every mapping, at any depth
   (lists included), with a string ``model_identity``, ``identity`` or ``weights_sha256``; its name is ``model``
@@ -101,13 +101,13 @@ def weights_record(describe: Any, memo=None) -> list[dict]:
 
 
 def default_memo():
-    """The :class:`lab.cache.Cache` at ``LAB_CACHE_DIR`` (default ``.cache`` at the repo root) as a hash memo; None
+    """The :class:`lab.core.cache.Cache` at ``LAB_CACHE_DIR`` (default ``.cache`` at the repo root) as a hash memo; None
     when it cannot be opened (hashes are then computed each time)."""
     import os
 
-    from lab.cache import Cache
-    from lab.errors import ConfigError
-    from lab.paths import resolve_repo_path
+    from lab.core.cache import Cache
+    from lab.core.errors import ConfigError
+    from lab.core.paths import resolve_repo_path
 
     raw = os.environ.get("LAB_CACHE_DIR", ".cache")
     try:

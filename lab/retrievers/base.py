@@ -11,7 +11,7 @@ time, as a user's query arrives), in seconds. Index time is reported apart, by t
 Cost convention: a strategy that pays for model calls (an LLM writing questions, summaries, rewrites) exposes
 ``usage() -> dict[str, float]``: cumulative counters since it was built, with the keys of
 :meth:`lab.models.llm.LLM.usage` (calls, cache_hits, generated, prompt_tokens, completion_tokens, seconds, ...),
-summed over the LLMs it owns (see :func:`llm_usage`). :func:`lab.experiment.run_experiment` takes a snapshot
+summed over the LLMs it owns (see :func:`llm_usage`). :func:`lab.experiment.run.run_experiment` takes a snapshot
 before ``index``, after ``index`` and after ``search`` and reports the differences as index-time and query-time
 cost (``llm_index_calls``, ``llm_index_tokens``, ``llm_index_seconds``, ``llm_query_*``).
 """
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable, Protocol, runtime_checkable
 
 from lab.data.types import Corpus, Queries, Run
-from lab.errors import ConfigError
+from lab.core.errors import ConfigError
 
 
 @dataclass
@@ -64,7 +64,7 @@ class BaseRetriever:
         raise NotImplementedError
 
     def search(self, queries: Queries, k: int = 100) -> Run:
-        from lab.progress import progress
+        from lab.core.progress import progress
 
         scores, latency = {}, {}
         for qid in progress(list(queries), desc=f"search {self.name}", enabled=self.ctx.progress):
@@ -241,12 +241,29 @@ def build(name: str, params: dict | None = None, ctx: Context | None = None) -> 
     return _REGISTRY[name](ctx or Context(), **(params or {}))
 
 
+#: Entry-point group through which packages (and lab's own higher layers) add strategies: ``name = "module"``
+#: in ``[project.entry-points."raglab.strategies"]``; the module registers itself on import, as plugins do.
+ENTRY_POINT_GROUP = "raglab.strategies"
+
+
 def _load_builtins() -> None:
+    """Import every strategy module of this package, then every module named in the entry-point group.
+
+    A strategy that needs a layer above retrievers (``dense_ft`` trains its embedder with lab.training) registers
+    through the entry point, so this layer never imports upward; an unimportable plugin is reported, not hidden.
+    """
     import importlib
     import pkgutil
+    from importlib.metadata import entry_points
 
     import lab.retrievers as pkg
 
     for mod in pkgutil.iter_modules(pkg.__path__):
         if mod.name != "base" and not mod.name.startswith("_"):
             importlib.import_module(f"lab.retrievers.{mod.name}")
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name not in _REGISTRY:
+            try:
+                importlib.import_module(ep.value.split(":")[0])
+            except ImportError as exc:
+                raise ConfigError(f"strategy plugin {ep.name!r} ({ep.value}) could not be imported: {exc}") from exc

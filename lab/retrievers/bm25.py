@@ -1,7 +1,7 @@
 """BM25, the sparse baseline: ``build("bm25", {...})``.
 
 Index text is ``title + " " + text`` (as BEIR and Pyserini's "flat" BEIR indexes do), tokenised by
-:class:`lab.text.Tokenizer` (``language``, ``stem``, ``stopwords``, ``user_dict``). Queries go through the same
+:class:`lab.text.tokenize.Tokenizer` (``language``, ``stem``, ``stopwords``, ``user_dict``). Queries go through the same
 tokenizer; a repeated query word counts once per occurrence (as in bm25s, rank_bm25 and Anserini's
 bag-of-words queries).
 
@@ -36,10 +36,10 @@ import math
 import numpy as np
 
 from lab.data.types import Corpus, Queries, Run
-from lab.errors import ConfigError
+from lab.core.errors import ConfigError
 from lab.retrievers.base import BaseRetriever, Context, register
 from lab.retrievers.params import at_least, between, one_of
-from lab.text import Tokenizer
+from lab.text.tokenize import Tokenizer
 
 VARIANTS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
 BACKENDS = ("bm25s", "rank_bm25")

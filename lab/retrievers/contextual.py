@@ -30,8 +30,8 @@ import time
 from typing import Sequence
 
 from lab.data.types import Corpus, Document, Queries, Run
-from lab.errors import ConfigError
-from lab.retrievers._llm import llm_describe, llm_for
+from lab.core.errors import ConfigError
+from lab.retrievers.llmutil import llm_describe, llm_for
 from lab.retrievers.base import BaseRetriever, Context, build, llm_usage, register
 from lab.retrievers.fusion import FUSIONS, NORMS
 from lab.retrievers.params import COUNT, at_least, one_of

@@ -8,7 +8,7 @@ Conventions
 - ``index="flat"`` is exact search (faiss ``IndexFlatIP``); ``index="hnsw"`` is approximate
   (``IndexHNSWFlat`` with inner product; ``M`` links per node, ``ef_construction`` at build, ``ef_search`` at
   query time) for large corpora. HNSW indexes are stored in the cache (keyed by the vectors and the params).
-- Passage vectors go through :class:`lab.cache.EmbeddingCache`: a rerun encodes nothing. ``search`` encodes
+- Passage vectors go through :class:`lab.core.cache.EmbeddingCache`: a rerun encodes nothing. ``search`` encodes
   each query alone, uncached, so ``Run.latency`` is the honest time of a new query (encode + search);
   ``search_batch`` encodes queries through the cache and searches them together (no latency).
 - faiss runs one thread during ``search`` (single-query search is faster without thread start-up: measured
@@ -21,9 +21,9 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from lab.cache import Cache, EmbeddingCache
+from lab.core.cache import Cache, EmbeddingCache
 from lab.data.types import Corpus, Queries, Run
-from lab.errors import ConfigError
+from lab.core.errors import ConfigError
 from lab.retrievers.base import BaseRetriever, Context, register
 from lab.models.backends import BACKENDS
 from lab.retrievers.params import COUNT, one_of

@@ -47,7 +47,7 @@ import time
 from typing import Sequence
 
 from lab.data.types import Corpus, Queries, Run
-from lab.errors import ConfigError
+from lab.core.errors import ConfigError
 from lab.retrievers.base import BaseRetriever, Context, build, register
 from lab.retrievers.params import COUNT, at_least, between, one_of
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from lab.data.types import Qrels, Run
-from lab.errors import ConfigError
+from lab.core.errors import ConfigError
 
 
 @dataclass

@@ -68,7 +68,7 @@ from typing import Any, Mapping
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from lab.data.types import Corpus, Queries, Run
-from lab.errors import ConfigError, LabError
+from lab.core.errors import ConfigError, LabError
 from lab.retrievers.base import Context, register
 from lab.retrievers.params import COUNT, above, at_least, between, one_of
 
@@ -493,7 +493,7 @@ class HttpRetriever:
     async def _search_all(self, items: list[tuple[str, str]], k: int) -> list[QueryOutcome]:
         import aiohttp
 
-        from lab.progress import progress
+        from lab.core.progress import progress
 
         sem = asyncio.Semaphore(self.concurrency)
         connector = aiohttp.TCPConnector(limit=self.concurrency, limit_per_host=self.concurrency)
@@ -713,7 +713,7 @@ def main(argv: list[str] | None = None) -> int:
     strategies over HTTP (a reference service to point ``--strategy http`` at). Token from ``--token-env VAR``."""
     import argparse
 
-    from lab.experiment import load
+    from lab.experiment.run import load
     from lab.retrievers.base import build
 
     p = argparse.ArgumentParser(prog="python -m lab.retrievers.http", description=main.__doc__)

@@ -3,7 +3,7 @@ hypothetical passage answering the query; the passage's embedding (averaged with
 index. A query transform in front of the ``dense`` strategy, which is built through
 :func:`lab.retrievers.base.build` and searched by vector (:meth:`DenseRetriever.search_vectors`).
 
-Params: ``llm`` (spec for :func:`lab.retrievers._llm.llm_for`, default the packaged SmolLM2), ``n`` (hypothetical
+Params: ``llm`` (spec for :func:`lab.retrievers.llmutil.llm_for`, default the packaged SmolLM2), ``n`` (hypothetical
 passages per query, default 1), ``include_query`` (default true: the query's vector joins the mean, as in the
 paper), ``max_tokens`` (128), ``temperature`` (default 0 for n=1 and 0.7 for n>1, where passage i uses seed
 ``ctx.seed + i``; n>1 at temperature 0 is refused: the passages would be identical), ``prompt`` (a template with
@@ -33,8 +33,8 @@ import time
 import numpy as np
 
 from lab.data.types import Corpus, Queries, Run
-from lab.errors import ConfigError
-from lab.retrievers._llm import llm_describe, llm_for
+from lab.core.errors import ConfigError
+from lab.retrievers.llmutil import llm_describe, llm_for
 from lab.retrievers.base import BaseRetriever, Context, build, llm_usage, register
 from lab.retrievers.params import COUNT, at_least
 from lab.retrievers.rewrite import generation_seconds, has_words, prompt_template
@@ -139,7 +139,7 @@ class HydeRetriever(BaseRetriever):
     def search(self, queries: Queries, k: int = 100) -> Run:
         """Passages for all queries first (untimed batch), then each query encoded and searched alone (timed);
         latency = generation seconds + encode + search (module docstring)."""
-        from lab.progress import progress
+        from lab.core.progress import progress
         from lab.retrievers.dense import faiss_threads
 
         self.dense._require_index()

@@ -2,9 +2,9 @@
 a base retriever (vector search by default).
 
 Index
-1. Entities of every chunk (``title + " " + text``) by an extractor of :mod:`lab.entities` (param ``extractor``:
+1. Entities of every chunk (``title + " " + text``) by an extractor of :mod:`lab.retrievers.entities` (param ``extractor``:
    "auto" (default: "jieba" when the corpus is Chinese, else "phrases"; ``Context.language`` "en"/"zh" decides
-   when set), "phrases", "jieba", "llm"). The cheap extractors' output is cached per text in :mod:`lab.cache`;
+   when set), "phrases", "jieba", "llm"). The cheap extractors' output is cached per text in :mod:`lab.core.cache`;
    LLM answers are cached by the LLM layer.
 2. A networkx graph: a node ``("c", doc_id)`` per chunk, a node ``("e", key)`` per kept entity, an edge (weight 1)
    per chunk-entity mention. Entities in more chunks than the document-frequency cap are pruned (hubs such as
@@ -58,7 +58,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from lab.data.types import Corpus, Queries, Run
-from lab.errors import ConfigError
+from lab.core.errors import ConfigError
 from lab.retrievers.base import BaseRetriever, Context, build, llm_usage, register
 from lab.retrievers.params import COUNT, above, at_least, between, one_of
 
@@ -264,18 +264,18 @@ class KGRetriever(BaseRetriever):
             return name
         lang = self.ctx.language
         if lang not in ("en", "zh"):
-            from lab.text import detect_language
+            from lab.text.tokenize import detect_language
 
             sample = " ".join(d.text[:300] for d in list(corpus)[:200])
             lang = detect_language(sample)
         return "jieba" if lang == "zh" else "phrases"
 
     def _make_extractor(self, name: str, corpus: Corpus):
-        from lab.entities import make_extractor
+        from lab.retrievers.entities import make_extractor
 
         if name != "llm":
             return make_extractor(name, cache_dir=self.ctx.cache_dir, options=self.extractor_params)
-        from lab.retrievers._llm import llm_for
+        from lab.retrievers.llmutil import llm_for
 
         self.llm = llm_for(self.ctx, self.llm_spec)
         fallback = self.llm_fallback or self._resolve_extractor(corpus, "auto")
@@ -285,8 +285,8 @@ class KGRetriever(BaseRetriever):
     # ------------------------------------------------------------------ index
     def index(self, corpus: Corpus) -> None:
         """Index the base, extract chunk entities (cached where slow), build the graph and its matrix."""
-        from lab.cache import Cache
-        from lab.entities import cached_extract
+        from lab.core.cache import Cache
+        from lab.retrievers.entities import cached_extract
         from lab.retrievers.dense import passage_text
 
         if self.base is not None:
@@ -399,7 +399,7 @@ class KGRetriever(BaseRetriever):
     def search(self, queries: Queries, k: int = 100) -> Run:
         """Each query alone, timed (faiss and torch on one thread); an LLM answer read from the cache adds the
         seconds its generation took (see the module docstring)."""
-        from lab.progress import progress
+        from lab.core.progress import progress
         from lab.retrievers.dense import faiss_threads
 
         self._require_index()
@@ -434,8 +434,8 @@ class KGRetriever(BaseRetriever):
             out["extractor"] = self.extractor.name
             out["extractor_settings"] = self.extractor.describe()
         if self.extractor_name == "llm" or (self.extractor is not None and self.extractor.name == "llm"):
-            from lab.entities import PROMPT_VERSION
-            from lab.retrievers._llm import llm_describe
+            from lab.retrievers.entities import PROMPT_VERSION
+            from lab.retrievers.llmutil import llm_describe
 
             out["prompt_version"] = PROMPT_VERSION
             if self.llm is not None:

@@ -5,7 +5,7 @@ ParentDocumentRetriever): small chunks match a question sharply, big units carry
 
 How it works
 - ``index(units)``: every unit it is given (a whole document, or a chunk made by ``run_experiment``'s chunking,
-  whose metadata holds ``doc_id``, ``start``, ``end``) is cut into child chunks by :class:`lab.chunking.Chunker`
+  whose metadata holds ``doc_id``, ``start``, ``end``) is cut into child chunks by :class:`lab.text.chunking.Chunker`
   ("recursive", ``child_size`` units of ``child_unit``, ``child_overlap``); a child's indexed text is the unit's
   prefix (title / heading path) followed by the child's body. The ``base`` strategy (any registered one, built
   through the registry with ``base_params``) indexes the children.
@@ -14,12 +14,12 @@ How it works
   - ``mode="parent"``: the parent unit, under its own id (the document, or the chunk of the outer chunking: a
     "section" is the unit of a large outer chunk size), scored by its best child;
   - ``mode="window"``: the child with ``window`` neighbours on each side within the same unit, returned as a span
-    id ``doc@start-end`` (document offsets, :func:`lab.chunking.chunk_id`), scored by the child. A hit whose child
+    id ``doc@start-end`` (document offsets, :func:`lab.text.chunking.chunk_id`), scored by the child. A hit whose child
     is already inside a returned window is skipped (its text is already there), so windows never repeat a centre;
     neighbouring windows may still share text.
 - Evaluation: at document level the returned ids map to their document (window spans are parsed), so both modes
   rank documents by their best child; at chunk level ("span" relevance) a returned unit or window is relevant when
-  it overlaps an evidence span (:meth:`lab.chunking.Relevance.judge`): a bigger unit overlaps evidence more easily,
+  it overlaps an evidence span (:meth:`lab.text.chunking.Relevance.judge`): a bigger unit overlaps evidence more easily,
   so read span-level scores with ``mean_returned_chars`` (mean length of the top 10 returned, the context a
   reader pays for), reported in describe().
 - Latency: the base's per-query latency plus the mapping.
@@ -27,9 +27,9 @@ How it works
 from __future__ import annotations
 
 import time
-from lab.chunking import SIZE_UNITS, Chunker, chunk_id
+from lab.text.chunking import SIZE_UNITS, Chunker, chunk_id
 from lab.data.types import Corpus, Document, Queries, Run
-from lab.errors import ConfigError
+from lab.core.errors import ConfigError
 from lab.retrievers.base import BaseRetriever, Context, build, register
 from lab.retrievers.params import COUNT, at_least, one_of
 

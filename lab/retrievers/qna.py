@@ -8,7 +8,7 @@ indexed (with the chunk itself) by a base strategy, and a query's hits map back 
 - ``include_original`` (default true): the chunk text is indexed too, as one more pseudo-document.
 - ``base`` (default "dense") and ``base_params``: the strategy that indexes the pseudo-documents (any registered
   strategy built through :func:`lab.retrievers.base.build`: dense, bm25, hybrid, ...).
-- ``llm`` (spec for :func:`lab.retrievers._llm.llm_for`; default the packaged SmolLM2-135M-Instruct), ``n_ctx``
+- ``llm`` (spec for :func:`lab.retrievers.llmutil.llm_for`; default the packaged SmolLM2-135M-Instruct), ``n_ctx``
   (context tokens the prompt must fit in; default the LLM's own ``n_ctx``, else 2048), ``question_max_tokens``
   (default 30 per question), ``summary_max_tokens`` (default 96), ``summary_gen`` (extra generation params of the
   summary call; default ``{"repeat_penalty": 1.2}`` on a local GGUF model, whose 135M default loops otherwise,
@@ -39,8 +39,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from lab.data.types import Corpus, Document, Queries, Run
-from lab.errors import ConfigError
-from lab.retrievers._llm import llm_describe, llm_for
+from lab.core.errors import ConfigError
+from lab.retrievers.llmutil import llm_describe, llm_for
 from lab.retrievers.base import BaseRetriever, Context, build, llm_usage, register
 from lab.retrievers.params import COUNT, one_of
 
@@ -107,7 +107,7 @@ def map_fitted(llm, make_prompt: Callable[[int, float], str], n: int, *, concurr
     except Exception as e:
         if not is_context_overflow(e):
             raise
-    from lab.progress import progress as bar
+    from lab.core.progress import progress as bar
 
     out, refits = [], 0
     for i in bar(range(n), desc=f"{desc} (refitting to the context)", total=n, enabled=progress):

@@ -1,7 +1,7 @@
 """RAPTOR (Sarthi et al., ICLR 2024): a tree of LLM summaries over the chunks, searched as one collapsed index.
 
 Index time
-1. Embed the chunks (the ``dense`` part's embedder, through :class:`lab.cache.EmbeddingCache`).
+1. Embed the chunks (the ``dense`` part's embedder, through :class:`lab.core.cache.EmbeddingCache`).
 2. Cluster the nodes of the current level (``clustering``):
    - ``"gmm"`` (default, as the paper): Gaussian mixtures on the vectors reduced by PCA to ``reduce_dim``
      dimensions (the paper reduces with UMAP; PCA is deterministic, fast and needs no extra package), the number
@@ -52,8 +52,8 @@ from pathlib import Path
 import numpy as np
 
 from lab.data.types import Corpus, Document, Queries, Run
-from lab.errors import ConfigError
-from lab.retrievers._llm import llm_describe, llm_for
+from lab.core.errors import ConfigError
+from lab.retrievers.llmutil import llm_describe, llm_for
 from lab.retrievers.base import BaseRetriever, Context, build, llm_usage, register
 from lab.retrievers.params import COUNT, between, one_of
 from lab.retrievers.bm25 import top_k
@@ -426,7 +426,7 @@ class RaptorRetriever(BaseRetriever):
 
     def index(self, corpus: Corpus) -> None:
         """Build the tree (LLM and embeddings through their caches), save it, index every node in one faiss index."""
-        from lab.cache import content_key
+        from lab.core.cache import content_key
         from lab.retrievers.dense import passage_text
 
         ids = corpus.ids

@@ -37,7 +37,7 @@ import time
 import numpy as np
 
 from lab.data.types import Corpus, Queries, Run
-from lab.errors import ConfigError
+from lab.core.errors import ConfigError
 from lab.retrievers.base import BaseRetriever, Context, build, register
 from lab.retrievers.params import COUNT, between, one_of
 
@@ -115,7 +115,7 @@ class RerankRetriever(BaseRetriever):
 
     # -------------------------------------------------------------- second stage
     def _cache(self):
-        from lab.cache import Cache
+        from lab.core.cache import Cache
 
         return Cache(self.ctx.cache_dir)
 
@@ -165,7 +165,7 @@ class RerankRetriever(BaseRetriever):
 
     def search(self, queries: Queries, k: int = 100) -> Run:
         """First stage for all queries (timed per query by it), then each query's top N rescored alone."""
-        from lab.progress import progress
+        from lab.core.progress import progress
 
         if not self._indexed:
             raise ConfigError("rerank: search() before index(); call index(corpus) first")
@@ -200,10 +200,10 @@ class RerankRetriever(BaseRetriever):
 
 class BiEncoderScorer:
     """Scores (query, passage) pairs by the cosine similarity of a sentence embedding model's vectors;
-    passages and queries go through :class:`lab.cache.EmbeddingCache` (encoded once per model identity)."""
+    passages and queries go through :class:`lab.core.cache.EmbeddingCache` (encoded once per model identity)."""
 
     def __init__(self, name_or_path: str, ctx: Context, batch_size: int = 32):
-        from lab.cache import EmbeddingCache
+        from lab.core.cache import EmbeddingCache
         from lab.models.embedders import load_embedder
 
         self.name = name_or_path

@@ -9,7 +9,7 @@ strategy, built through :func:`lab.retrievers.base.build`), and the runs are fus
 - ``step_back`` (Zheng et al. 2023, "Take a Step Back"): the LLM writes one more general question about the
   concept behind the query; original and step-back question are fused with ``weights`` (default [1, 1]).
 
-Params of both: ``llm`` (spec for :func:`lab.retrievers._llm.llm_for`; default the packaged SmolLM2),
+Params of both: ``llm`` (spec for :func:`lab.retrievers.llmutil.llm_for`; default the packaged SmolLM2),
 ``base`` (default "hybrid") and ``base_params``, ``depth`` (hits per retrieved text, default 100; searched at
 ``max(depth, k)``), ``rrf_k`` (60), ``max_tokens``, ``temperature`` (0), ``prompt`` (a template with ``{query}``,
 and ``{n}`` for multi_query; default the module's constant, else logged as ``custom-<sha256[:8]>``).
@@ -40,8 +40,8 @@ import time
 from typing import Sequence
 
 from lab.data.types import Corpus, Queries, Run
-from lab.errors import ConfigError
-from lab.retrievers._llm import llm_describe, llm_for
+from lab.core.errors import ConfigError
+from lab.retrievers.llmutil import llm_describe, llm_for
 from lab.retrievers.base import BaseRetriever, Context, build, llm_usage, register
 from lab.retrievers.params import COUNT, at_least
 from lab.retrievers.fusion import rrf

@@ -25,7 +25,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Sequence
 
-from lab.errors import ConfigError, DataError
+from lab.core.errors import ConfigError, DataError
 
 ANNOTATION_COLUMNS = ("qid", "query", "unit_id", "passage", "grade", "tier", "note")
 

@@ -7,7 +7,7 @@ checked on every candidate, so the report also says how often each one fails on 
                       lenient repair of :func:`lab.testset.generate.parse_qa`, counted as ``repaired``)
 ``is_question``       ends with ``?``/``？`` or starts with an interrogative (what, how, which ...; 什么, 如何 ...);
                       one sentence, no numbered list, not cut off on a function word ("... output of ?")
-``same_language``     the question is in the passage's language (lab.text.detect_language: share of Han characters):
+``same_language``     the question is in the passage's language (lab.text.tokenize.detect_language: share of Han characters):
                       a Chinese passage needs a Chinese question, an English one an English question
 ``length``            question length in [min, max] words (Chinese: Han characters), answer non-empty and at most
                       ``max_answer_words`` words (chars / 2 for Chinese)
@@ -18,7 +18,7 @@ checked on every candidate, so the report also says how often each one fails on 
                       images, links, headings, emphasis, tables and code fences, reStructuredText directives and
                       roles, rule lines); inline `code` is allowed
 ``low_overlap``       lexical overlap with the passage at most ``max_overlap``: the share of the question's content
-                      terms (lab.text.Tokenizer: stop words removed, Snowball stems; jieba words for Chinese) that
+                      terms (lab.text.tokenize.Tokenizer: stop words removed, Snowball stems; jieba words for Chinese) that
                       occur in the passage. The seed prompt asks for questions that do not copy the key words.
 ``answerable``        the answer is supported by the passage. Method "lexical" (default): at least
                       ``min_answer_support`` of the answer's content terms occur in the passage. Method "llm": the
@@ -74,7 +74,7 @@ class GateConfig:
     topic_model: str = TOPIC_MODEL
 
     def __post_init__(self):
-        from lab.errors import ConfigError
+        from lab.core.errors import ConfigError
 
         if self.answerability not in ANSWERABILITY:
             raise ConfigError(f"answerability={self.answerability!r}: use one of {ANSWERABILITY}")
@@ -190,14 +190,14 @@ def markup_in(text: str) -> str | None:
 
 
 def same_language(question: str, passage_language: str) -> bool:
-    """True when the question's language (lab.text.detect_language) is the passage's."""
-    from lab.text import detect_language
+    """True when the question's language (lab.text.tokenize.detect_language) is the passage's."""
+    from lab.text.tokenize import detect_language
 
     return detect_language(question) == ("zh" if passage_language == "zh" else "en")
 
 
 def term_coverage(text: str, reference_terms: set[str], tokenizer) -> float:
-    """Share of the distinct content terms of ``text`` (``tokenizer``: lab.text.Tokenizer) found in
+    """Share of the distinct content terms of ``text`` (``tokenizer``: lab.text.tokenize.Tokenizer) found in
     ``reference_terms``; 1.0 when ``text`` has no content term (nothing new: treated as fully covered)."""
     terms = set(tokenizer(text))
     if not terms:

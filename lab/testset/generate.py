@@ -3,7 +3,7 @@ and the set is written in BEIR layout with the evidence span of every question.
 
 The prompt is seed 000's ("给定以下文档段落，生成一个用户可能会问的、恰好需要这段信息才能回答的问题"), in
 Chinese for Chinese passages and in an English translation for the rest (:data:`PROMPTS`, :data:`PROMPT_VERSION`):
-the question follows the passage's language (lab.text.detect_language on the passage), and a gate checks it.
+the question follows the passage's language (lab.text.tokenize.detect_language on the passage), and a gate checks it.
 
 Conventions
 - Source: a folder with only ``corpus.jsonl`` is enough (lab.testset.io.load_units). Queries the folder holds
@@ -51,7 +51,7 @@ from typing import Any, Iterator, Mapping
 import numpy as np
 
 from lab.data.types import Corpus, Document
-from lab.errors import ConfigError
+from lab.core.errors import ConfigError
 from lab.testset.gates import GATES, GateConfig, GateReport, check_text_gates, summarize
 from lab.testset.passages import Passage
 
@@ -352,7 +352,7 @@ def _gen_params(cfg: GenerationConfig, round_: int, attempt: int, language: str 
 
 
 def _candidates(order: list[Passage], cfg: GenerationConfig) -> Iterator[Candidate]:
-    from lab.text import detect_language
+    from lab.text.tokenize import detect_language
 
     i = 0
     for r in range(cfg.rounds):
@@ -366,9 +366,9 @@ class _Models:
     """The embedder and tokenizer the gates use, loaded once."""
 
     def __init__(self, cache_dir, progress: bool, embedder=None, topic_model: str = "multilingual-e5-small"):
-        from lab.cache import Cache, EmbeddingCache
+        from lab.core.cache import Cache, EmbeddingCache
         from lab.models.embedders import load_embedder
-        from lab.text import Tokenizer
+        from lab.text.tokenize import Tokenizer
 
         self.embedder = embedder or load_embedder(topic_model, cache_dir=cache_dir, progress=progress)
         self.vectors = EmbeddingCache(Cache(cache_dir), progress=False)
@@ -485,7 +485,7 @@ def generate_testset(dataset, out: str | Path, *, llm=None, config: GenerationCo
     """
     from lab.models.breaker import EndpointDown, FailureBreaker
     from lab.models.llm import load_llm
-    from lab.progress import progress as bar
+    from lab.core.progress import progress as bar
     from lab.testset.io import load_units, now_utc, write_beir_set, write_jsonl, write_provenance
 
     cfg = config or GenerationConfig()

@@ -4,7 +4,7 @@ provenance, spreadsheet-friendly CSV in and out, and evidence tiers as a side fi
 Conventions
 - Units: a test set's corpus is the set of *retrieval units* its questions are judged against. Without chunking
   (``chunking=None`` or chunker "none") the units are the dataset's documents, ids unchanged (ord-qa's corpus is
-  already chunked: its 290 documents are the units). With chunking they are :func:`lab.chunking.chunk_corpus`
+  already chunked: its 290 documents are the units). With chunking they are :func:`lab.text.chunking.chunk_corpus`
   chunks (ids ``doc@start-end``), each carrying its document's metadata plus ``doc_id``, ``start``, ``end``.
 - A written set is a BEIR folder that :func:`lab.data.beir.load_dataset` reads unchanged: ``corpus.jsonl`` (all
   units), ``queries.jsonl`` (``_id``, ``text``, ``metadata``), ``qrels/<split>.tsv`` (header ``query-id corpus-id
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from lab.data.types import Corpus, Dataset, Document
-from lab.errors import ConfigError, DataError
+from lab.core.errors import ConfigError, DataError
 
 PROVENANCE = "provenance.json"
 TIERS_FILE = "tiers.json"
@@ -44,7 +44,7 @@ class Units:
 
     dataset: Dataset
     corpus: Corpus
-    chunking: dict  # lab.chunking.describe_chunking(...) or {"chunker": "none"}
+    chunking: dict  # lab.text.chunking.describe_chunking(...) or {"chunker": "none"}
 
     def describe(self) -> dict:
         from lab.data.fingerprint import fingerprint, fingerprint_texts
@@ -84,7 +84,7 @@ def load_source(path: str | Path, progress: bool = True) -> Dataset:
     loaded as a BEIR dataset, checked as usual; a folder with queries but no qrels gives queries without
     splits; without queries, no queries and no splits."""
     from lab.data.beir import load_dataset, read_corpus, read_queries
-    from lab.paths import existing_or_repo_path
+    from lab.core.paths import existing_or_repo_path
 
     folder = existing_or_repo_path(path)
     folder = Path(folder)
@@ -119,7 +119,7 @@ def load_units(dataset: str | Path | Dataset, chunking: str | Mapping | None = N
     spec = parse_chunking(chunking)
     if spec is None:
         return Units(ds, ds.corpus, {"chunker": "none"})
-    from lab.chunking import chunk_corpus, describe_chunking
+    from lab.text.chunking import chunk_corpus, describe_chunking
 
     args = {k: v for k, v in spec.items() if k != "depth_factor"}
     chunks = chunk_corpus(ds.corpus, progress=progress, **args)

@@ -1,7 +1,7 @@
 """Pooled LLM relevance judgements: grade each query's pooled candidates 0-3 and add the labels to the qrels.
 
 Pooling (TREC practice; Sparck Jones & van Rijsbergen 1975): every strategy named runs on the split through
-:func:`lab.experiment.run_experiment` and keeps its top ``depth`` documents per query; the pool of a query is the
+:func:`lab.experiment.run.run_experiment` and keeps its top ``depth`` documents per query; the pool of a query is the
 union (:func:`lab.testset.annotate.pool_runs`). Every (query, document) pair of the pool is judged, also those the
 qrels already hold (that is how the judge is checked against them).
 
@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from lab.errors import ConfigError, DataError, LabError
+from lab.core.errors import ConfigError, DataError, LabError
 
 PROMPT_VERSION = "umbrela-v1"
 GRADES = (0, 1, 2, 3)
@@ -164,7 +164,7 @@ def _grade_all(llm, prompts: list[str], cfg: JudgeConfig, concurrency: int, prog
     With a :class:`lab.models.breaker.FailureBreaker`, calls that failed for good are counted; once it trips,
     pairs not yet sent are skipped and :class:`lab.models.breaker.EndpointDown` is raised."""
     from lab.models.llm import LLMError
-    from lab.progress import progress as bar
+    from lab.core.progress import progress as bar
 
     is_gguf = getattr(llm, "backend", "") == "gguf"
     gen = {"max_tokens": cfg.max_tokens, "temperature": 0.0}
@@ -215,11 +215,11 @@ def judge_dataset(dataset, *, out: str | Path | None = None, in_place: bool = Fa
     """Judge the pool of ``dataset``'s split and write the set with the new labels to ``out`` (a copy of the
     dataset folder) or, with ``in_place``, into the dataset folder; returns the report (module docstring)."""
     from lab.data.types import Qrels
-    from lab.experiment import load, run_experiment
+    from lab.experiment.run import load, run_experiment
     from lab.metrics import evaluate
     from lab.models.breaker import EndpointDown, FailureBreaker
     from lab.models.llm import load_llm
-    from lab.paths import existing_or_repo_path
+    from lab.core.paths import existing_or_repo_path
     from lab.retrievers.base import Context
     from lab.testset.annotate import pool_runs, read_annotation
     from lab.testset.io import now_utc, unit_text

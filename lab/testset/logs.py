@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.data.types import Corpus, Queries, Run
-from lab.errors import DataError
+from lab.core.errors import DataError
 
 ALIASES = {
     "question": ("question", "query", "q"),

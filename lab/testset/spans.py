@@ -5,7 +5,7 @@ Conventions
   exclusive), written to ``evidence.jsonl`` in the format lab.data.evidence reads (SciFact's: ``query_id``,
   ``doc_id``, ``spans``, ``label``, plus ``grade``, ``passage`` and ``method`` that the reader ignores).
 - Narrowing (:func:`support_span`): the passage the LLM saw is split into paragraphs (blank lines) and those
-  into sentences (lab.chunking.paragraphs, lab.chunking.sentences);
+  into sentences (lab.text.chunking.paragraphs, lab.text.chunking.sentences);
   1. when the answer (whitespace-normalised, case-folded, at least 3 characters) occurs verbatim in the passage,
      the evidence is the sentence(s) that hold that occurrence ("verbatim");
   2. else the shortest run of at most ``max_sentences`` consecutive sentences whose content terms (the
@@ -63,7 +63,7 @@ def _verbatim(text: str, start: int, end: int, answer: str) -> tuple[int, int] |
 def support_span(text: str, start: int, end: int, answer: str, tokenizer, min_support: float = 0.5,
                  max_sentences: int = 3) -> SupportSpan:
     """The evidence span of ``answer`` within the passage ``text[start:end]`` (see module conventions)."""
-    from lab.chunking import paragraphs, sentences
+    from lab.text.chunking import paragraphs, sentences
 
     sents = [x for p0, p1 in paragraphs(text, start, end) for x in sentences(text, p0, p1)] or [(start, end)]
     answer_terms = set(tokenizer(answer))

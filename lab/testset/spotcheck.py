@@ -29,7 +29,7 @@ import random
 import shutil
 from pathlib import Path
 
-from lab.errors import ConfigError, DataError
+from lab.core.errors import ConfigError, DataError
 
 from lab.metrics.stats import questions_needed, wilson_interval  # noqa: F401  wilson_interval re-exported
 
@@ -122,7 +122,7 @@ def ci_halfwidth(set_dir: str | Path, strategy: str = "bm25", metric: str = "rec
                  progress: bool = False, target_half_width: float = TARGET_HALF_WIDTH) -> dict:
     """The CI of ``metric`` that a real ``strategy`` run gives on the set (see module docstring), its half-width,
     the half-width projected to 2,000 questions and the questions needed for ``target_half_width``."""
-    from lab.experiment import run_experiment
+    from lab.experiment.run import run_experiment
     from lab.metrics import bootstrap_ci
     from lab.retrievers.base import Context
 

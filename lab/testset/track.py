@@ -1,7 +1,7 @@
 """MLflow records of the test-set commands: one run per generation, review import, log import or annotation step.
 
-Conventions: experiment "testset" by default, in the store of ``lab.tracking`` (``mlruns/`` at the repo root).
-Params are flattened (dotted keys), metrics are plain numbers (``@`` mapped by lab.tracking), tags carry the
+Conventions: experiment "testset" by default, in the store of ``lab.tracking.store`` (``mlruns/`` at the repo root).
+Params are flattened (dotted keys), metrics are plain numbers (``@`` mapped by lab.tracking.store), tags carry the
 kind of step, the dataset fingerprints and the environment (git commit, package versions). Artifacts: the
 files named, under ``testset/`` (a folder is logged whole, except files over ``max_artifact_mb``).
 """
@@ -18,8 +18,8 @@ def log_testset_run(kind: str, name: str, params: Mapping, metrics: Mapping[str,
                     experiment: str = EXPERIMENT, max_artifact_mb: float = 50.0) -> str:
     """Create a FINISHED run named ``name`` holding ``params``, ``metrics``, ``tags`` (+ kind, environment) and
     ``artifacts`` (files or folders); returns its run id."""
-    from lab.config import flatten
-    from lab.tracking import client, environment_tags, get_or_create_experiment, log_metrics, log_params, set_tags
+    from lab.workbench.config import flatten
+    from lab.tracking.store import client, environment_tags, get_or_create_experiment, log_metrics, log_params, set_tags
 
     cl = client(root)
     exp = get_or_create_experiment(experiment, root, cl)

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import random
 import time
 from dataclasses import asdict, dataclass
@@ -44,8 +43,8 @@ from pathlib import Path
 import numpy as np
 
 from lab.data.types import Dataset, Qrels, Queries
-from lab.errors import ConfigError
-from lab.progress import progress
+from lab.core.errors import ConfigError
+from lab.core.progress import progress
 
 TRAINING_FILE = "training.json"
 DOC_OVERLAP = ("refuse", "drop", "allow")
@@ -209,9 +208,9 @@ def train_embedder(dataset: str | Path | Dataset, out: str | Path | None = None,
     import torch
 
     from lab.data.fingerprint import fingerprint
-    from lab.experiment import load
+    from lab.experiment.run import load
     from lab.models.embedders import load_embedder
-    from lab.paths import existing_or_repo_path, resolve_repo_path
+    from lab.core.paths import existing_or_repo_path, resolve_repo_path
     from lab.retrievers.base import Context
     from lab.retrievers.dense import passage_text
 
@@ -442,7 +441,7 @@ def _log_training(meta: dict, out: Path, root, experiment: str) -> str:
     nDCG@10 per epoch, time; tags name the output model so evaluation runs that use it can be found."""
     from mlflow.entities import RunStatus
 
-    from lab.tracking import client, environment_tags, get_or_create_experiment, log_metrics, log_params, set_tags
+    from lab.tracking.store import client, environment_tags, get_or_create_experiment, log_metrics, log_params, set_tags
 
     cl = client(root)
     exp = get_or_create_experiment(experiment, root, cl)

@@ -65,9 +65,9 @@ from pathlib import Path
 import numpy as np
 
 from lab.data.types import Dataset, Qrels, Queries
-from lab.errors import ConfigError
+from lab.core.errors import ConfigError
 from lab.models.crossencoder import TRAINING_FILE, packaged_minilm_path, passage_text, text_sha
-from lab.progress import progress
+from lab.core.progress import progress
 
 ALPHA_GRID = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 LOSSES = ("listwise", "pairwise", "pointwise")
@@ -406,7 +406,7 @@ def train_reranker(dataset: str | Path | Dataset, out: str | Path, cfg: TrainCon
     import torch
 
     from lab.data.fingerprint import fingerprint
-    from lab.experiment import load
+    from lab.experiment.run import load
     from lab.models.crossencoder import load_crossencoder, weights_sha256
     from lab.retrievers.base import Context
 
@@ -627,7 +627,7 @@ def log_training(meta: dict, out: Path, root, experiment: str = "training") -> s
     sha256) can be linked. Returns the run id. The same layout as lab.training.embedder's training runs."""
     from mlflow.entities import RunStatus
 
-    from lab.tracking import client, environment_tags, get_or_create_experiment, log_metrics, log_params, set_tags
+    from lab.tracking.store import client, environment_tags, get_or_create_experiment, log_metrics, log_params, set_tags
 
     cl = client(root)
     exp = get_or_create_experiment(experiment, root, cl)

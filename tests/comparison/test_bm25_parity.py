@@ -26,7 +26,7 @@ rank_bm25 = pytest.importorskip("rank_bm25")
 
 from lab.data.types import Corpus, Document, Queries  # noqa: E402
 from lab.retrievers import Context, build  # noqa: E402
-from lab.text import Tokenizer  # noqa: E402
+from lab.text.tokenize import Tokenizer  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "scifact"
 K1, B, TOL = 0.9, 0.4, 1e-6

@@ -22,7 +22,7 @@ import pytest
 
 from docwriters import FORMATS, write_doc
 from lab.data.ingest import ingest
-from lab.experiment import run_experiment
+from lab.experiment.run import run_experiment
 from lab.retrievers import Context
 
 SCIFACT = Path(__file__).resolve().parents[2] / "data" / "scifact"

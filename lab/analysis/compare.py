@@ -1,0 +1,277 @@
+"""Leaderboards of MLflow runs: one row per finished run, CIs, latency, paired tests against the best.
+
+Conventions
+- Runs: FINISHED runs of the experiment that logged ``metric`` (sweep parent runs excluded), optionally only
+  the children of one parent run. Metric values and CI bounds are read as :mod:`lab.tracking.store` logged them
+  (``<metric>`` mean, ``<metric>_ci_low`` / ``<metric>_ci_high``, names mapped back from MLflow's ``_at_``).
+- Label: ``key=value`` of the params that differ between the listed runs (``resolved.*`` and
+  ``retriever.*`` keys left out), else the run name.
+- Paired test against the best run (highest mean): per-query values from each run's ``per_query.parquet``,
+  :func:`lab.metrics.paired_test` of (run - best) on the queries both scored. ``diff`` < 0 means worse;
+  ``p_value`` is the two-sided randomisation (sign-flip) p-value, ``significant`` is ``p_value < alpha``.
+  Runs scored on different queries (another dataset or split) get NaN and a warning.
+- Judged@k beside the metric (``judged`` column, k the metric's cut-off, 10 for a bare name): the share of the
+  top k that carries a judgement, so a low score from unjudged documents shows; NaN for runs logged before it
+  existed. A run evaluated on condensed lists (unjudged documents removed) is marked in the printed table.
+- Runs with different ``metrics_version`` tags, or without one, are flagged (:func:`metrics_version_warning`):
+  a warning in ``df.attrs["warnings"]`` (printed by ``lab compare`` on stderr and under the table) and, in the
+  printed table, a ``metrics v`` column marking with ``!`` each run whose version differs from the best run's.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from pathlib import Path
+from typing import Iterable
+
+import pandas as pd
+
+from lab.core.errors import ConfigError
+
+#: Columns of a leaderboard, after ``label``, ``<metric>``, ``<metric>_ci_low``, ``<metric>_ci_high``.
+EXTRA_COLUMNS = ("latency_p50_ms", "latency_p95_ms", "index_seconds", "n_queries", "llm_index_calls",
+                 "llm_index_tokens", "llm_index_seconds", "llm_index_cold_seconds", "llm_query_calls", "llm_query_tokens",
+                 "llm_index_retries", "llm_index_errors", "llm_index_retry_wait_seconds", "llm_query_retries",
+                 "llm_query_errors", "llm_query_retry_wait_seconds")
+
+
+class CompareWarning(UserWarning):
+    """Runs that should not be compared as they are (metrics_version or query sets differ)."""
+
+
+def metrics_version_warning(versions: Iterable[str | None], current: str | None = None) -> str | None:
+    """One warning line when results should not be compared as they are, else None.
+
+    versions: the metrics version of each result (``lab.METRICS_VERSION`` as logged; None or "" when the result
+    records none). Warns when the recorded versions differ, or when some results record none (logged before
+    versions were recorded, or by another tool). current: optionally the running lab's version, to also warn
+    when results were computed under another version than the one that would recompute them."""
+    vs = ["" if v is None else str(v).strip() for v in versions]
+    recorded = sorted({v for v in vs if v})
+    missing = sum(not v for v in vs)
+    parts = []
+    if len(recorded) > 1:
+        counts = ", ".join(f"{v}: {sum(x == v for x in vs)} run{'s' if sum(x == v for x in vs) > 1 else ''}"
+                           for v in recorded)
+        parts.append(f"runs carry different metrics_version tags ({counts}); their numbers are not comparable")
+    if missing and vs:
+        parts.append(f"{missing} of {len(vs)} runs carry no metrics_version tag (logged before versions were "
+                     "recorded, or by another tool), so their metric conventions are unknown")
+    if current is not None and recorded and any(v != str(current) for v in recorded):
+        parts.append(f"this lab computes metrics version {current}, the runs carry {', '.join(recorded)}")
+    if not parts:
+        return None
+    return "; ".join(parts) + ": re-run the older ones (or re-evaluate their run.trec with `lab evaluate`)"
+
+
+def latest_experiment(root="mlruns") -> str:
+    """Name of the experiment holding the most recently started run (ConfigError when the store has none)."""
+    from lab.tracking.store import client
+
+    cl = client(root)
+    best, when = None, -1
+    for e in cl.search_experiments():
+        runs = cl.search_runs([e.experiment_id], max_results=1, order_by=["attributes.start_time DESC"])
+        if runs and runs[0].info.start_time > when:
+            best, when = e.name, runs[0].info.start_time
+    if best is None:
+        raise ConfigError(f"no runs in the store at {root}; run `lab sweep params/<spec>.yaml` first")
+    return best
+
+
+def _runs(cl, experiment_id: str, parent_run_id: str | None) -> list:
+    from lab.workbench.sweep import TAG_PARENT, TAG_ROLE, _search_all
+
+    runs = _search_all(cl, experiment_id, "attributes.status = 'FINISHED'")
+    runs = [r for r in runs if r.data.tags.get(TAG_ROLE) != "parent"]
+    if parent_run_id:
+        runs = [r for r in runs if r.data.tags.get(TAG_PARENT) == parent_run_id]
+    return sorted(runs, key=lambda r: r.info.start_time)
+
+
+def _labels(runs) -> list[str]:
+    from lab.workbench.config import varying_keys
+
+    def plain(params):
+        return {k: v for k, v in params.items() if not k.startswith(("resolved.", "retriever."))}
+
+    flats = [plain(r.data.params) for r in runs]
+    keys = varying_keys(flats) if len(runs) > 1 else []
+    out = []
+    for r, f in zip(runs, flats):
+        lab = ", ".join(f"{k}={f[k]}" for k in keys if k in f and f[k] != "{}")
+        out.append(lab or r.info.run_name or r.info.run_id[:8])
+    return out
+
+
+def leaderboard(experiment: str, metric: str = "ndcg@10", root="mlruns", parent_run_id: str | None = None,
+                alpha: float = 0.05, n_resamples: int = 10000, seed: int = 0,
+                run_ids: Iterable[str] | None = None) -> pd.DataFrame:
+    """One row per finished run of ``experiment`` with ``metric``, best first (see the module docstring).
+
+    parent_run_id: only the children of that sweep parent. run_ids: only these runs (e.g. the run ids of a
+    SweepReport's outcomes); the paired tests are then against the best of them.
+
+    Columns: label, ``metric``, ``metric_ci_low``, ``metric_ci_high``, latency_p50_ms, latency_p95_ms,
+    index_seconds, n_queries, diff, diff_ci_low, diff_ci_high, p_value, significant, strategy, dataset,
+    metrics_version, config_hash, run_id, run_name. ``df.attrs``: metric, experiment, best_run_id, warnings.
+    """
+    from lab.metrics import paired_test
+    from lab.tracking.store import client, load_per_query, mlflow_metric_name
+
+    cl = client(root)
+    exp = cl.get_experiment_by_name(experiment)
+    if exp is None:
+        names = ", ".join(sorted(e.name for e in cl.search_experiments())) or "none"
+        raise ConfigError(f"no experiment {experiment!r} in the store at {root}; experiments: {names}")
+    mkey = mlflow_metric_name(metric)
+    keep = None if run_ids is None else set(run_ids)
+    runs = [r for r in _runs(cl, exp.experiment_id, parent_run_id) if mkey in r.data.metrics
+            and (keep is None or r.info.run_id in keep)]
+    lo, hi = f"{metric}_ci_low", f"{metric}_ci_high"
+    judged = judged_metric(metric)
+    cols = ["label", metric, lo, hi, *EXTRA_COLUMNS, "diff", "diff_ci_low", "diff_ci_high", "p_value",
+            "significant", "strategy", "dataset", "metrics_version", "config_hash", "run_id", "run_name",
+            "judged", "condensed"]
+    if not runs:
+        df = pd.DataFrame(columns=cols)
+        df.attrs.update(metric=metric, experiment=experiment, best_run_id=None, warnings=[])
+        return df
+
+    rows = []
+    for r, lab in zip(runs, _labels(runs)):
+        m, t, p = r.data.metrics, r.data.tags, r.data.params
+        rows.append({
+            "label": lab, metric: m[mkey], lo: m.get(mlflow_metric_name(lo), math.nan),
+            hi: m.get(mlflow_metric_name(hi), math.nan),
+            **{c: m.get(c, math.nan) for c in EXTRA_COLUMNS},
+            "strategy": p.get("strategy", t.get("strategy", "")), "dataset": t.get("dataset", p.get("dataset", "")),
+            "metrics_version": t.get("metrics_version", ""), "config_hash": t.get("config_hash", ""),
+            "run_id": r.info.run_id, "run_name": r.info.run_name,
+            "judged": m.get(mlflow_metric_name(judged), math.nan),
+            "condensed": str(p.get("condensed", "False")).lower() == "true",
+        })
+    df = pd.DataFrame(rows).sort_values(metric, ascending=False, kind="stable").reset_index(drop=True)
+
+    notes = []
+    version_note = metrics_version_warning(df["metrics_version"])
+    if version_note:
+        notes.append(version_note)
+
+    best_id = df.loc[0, "run_id"]
+    tables: dict[str, pd.Series | None] = {}
+
+    def per_query(run_id):
+        if run_id not in tables:
+            try:
+                tables[run_id] = load_per_query(run_id, root)[metric]
+            except Exception:  # noqa: BLE001 - a run without the artifact is listed without a test
+                tables[run_id] = None
+        return tables[run_id]
+
+    best = per_query(best_id)
+    stats = []
+    for rid in df["run_id"]:
+        s = per_query(rid)
+        if rid == best_id:
+            stats.append((0.0, 0.0, 0.0, math.nan, False))
+            continue
+        if best is None or s is None:
+            stats.append((math.nan,) * 4 + (False,))
+            continue
+        if set(s.index) != set(best.index):
+            notes.append(f"run {rid[:8]} scored other queries than the best run {best_id[:8]} (another dataset, "
+                         "split or max_queries); no paired test")
+            stats.append((math.nan,) * 4 + (False,))
+            continue
+        res = paired_test(s.loc[best.index].to_numpy(), best.to_numpy(), n_resamples=n_resamples, seed=seed)
+        stats.append((res["diff"], res["ci_low"], res["ci_high"], res["p_permutation"],
+                      bool(res["p_permutation"] < alpha)))
+    df[["diff", "diff_ci_low", "diff_ci_high", "p_value", "significant"]] = pd.DataFrame(stats, index=df.index)
+    df["significant"] = df["significant"].astype(bool)
+    for n in notes:
+        warnings.warn(n, CompareWarning, stacklevel=2)
+    df = df[cols]
+    df.attrs.update(metric=metric, experiment=experiment, best_run_id=best_id, warnings=notes, alpha=alpha,
+                    metrics_version_warning=version_note)
+    return df
+
+
+def judged_metric(metric: str) -> str:
+    """The judged@k shown beside ``metric``: k = its cut-off, 10 for a metric without one."""
+    _, sep, k = metric.partition("@")
+    return f"judged@{k if sep and k.isdigit() else 10}"
+
+
+def format_leaderboard(df: pd.DataFrame, max_label: int = 60) -> str:
+    """The leaderboard as a fixed-width text table (what ``lab compare`` prints)."""
+    metric = df.attrs.get("metric") or df.columns[1]
+    if df.empty:
+        return f"no finished runs with {metric}"
+    show = pd.DataFrame({
+        "#": range(1, len(df) + 1),
+        "config": [s if len(s) <= max_label else s[: max_label - 3] + "..." for s in df["label"].astype(str)],
+        metric: df[metric].map("{:.4f}".format),
+        "95% CI": [f"[{a:.4f}, {b:.4f}]" if not (math.isnan(a) or math.isnan(b)) else "-"
+                   for a, b in zip(df[f"{metric}_ci_low"], df[f"{metric}_ci_high"])],
+        "diff": ["best" if i == 0 else ("-" if math.isnan(d) else f"{d:+.4f}") for i, d in enumerate(df["diff"])],
+        "p": ["" if math.isnan(p) else f"{p:.3g}" + (" *" if s else "")
+              for p, s in zip(df["p_value"], df["significant"])],
+        "P50 ms": df["latency_p50_ms"].map(lambda v: "-" if math.isnan(v) else f"{v:.2f}"),
+        "P95 ms": df["latency_p95_ms"].map(lambda v: "-" if math.isnan(v) else f"{v:.2f}"),
+        "index s": df["index_seconds"].map(lambda v: "-" if math.isnan(v) else f"{v:.2f}"),
+        "run": df["run_id"].str[:8],
+    })
+    if "judged" in df and df["judged"].notna().any():
+        show.insert(4, judged_metric(metric), [("-" if math.isnan(v) else f"{v:.3f}") + (" c" if c else "")
+                                               for v, c in zip(df["judged"], df.get("condensed", [False] * len(df)))])
+    if "llm_index_calls" in df and df[["llm_index_calls", "llm_query_calls"]].notna().any().any():
+        # index-time and query-time LLM cost: calls / tokens generated (cached answers cost nothing)
+        def cost(calls, tokens):
+            return ["-" if math.isnan(c) else f"{c:.0f} / {0 if math.isnan(t) else t:.0f}" for c, t in zip(calls, tokens)]
+
+        show.insert(len(show.columns) - 1, "LLM index calls/tok", cost(df["llm_index_calls"], df["llm_index_tokens"]))
+        show.insert(len(show.columns) - 1, "LLM query calls/tok", cost(df["llm_query_calls"], df["llm_query_tokens"]))
+        faults = [f"llm_{ph}_{c}" for ph in ("index", "query") for c in ("retries", "errors", "retry_wait_seconds")]
+        if any(c in df and (df[c].fillna(0) > 0).any() for c in faults):
+            # LLM faults per phase: retries / errors / seconds slept before retries (not counted in latency)
+            def faults_of(phase):
+                cols = [df.get(f"llm_{phase}_{c}", pd.Series(math.nan, index=df.index))
+                        for c in ("retries", "errors", "retry_wait_seconds")]
+                return ["-" if math.isnan(r) else f"{r:.0f} / {0 if math.isnan(e) else e:.0f} / "
+                        f"{0 if math.isnan(w) else w:.1f}" for r, e, w in zip(*cols)]
+
+            show.insert(len(show.columns) - 1, "LLM index retry/err/wait s", faults_of("index"))
+            show.insert(len(show.columns) - 1, "LLM query retry/err/wait s", faults_of("query"))
+        if "llm_index_cold_seconds" in df and df["llm_index_cold_seconds"].notna().any():
+            # what index-time generation cost when it was generated (cache hits included): the cold-run cost
+            show.insert(len(show.columns) - 1, "LLM index cold s",
+                        df["llm_index_cold_seconds"].map(lambda v: "-" if math.isnan(v) else f"{v:.0f}"))
+    if df.attrs.get("metrics_version_warning"):  # flag the runs whose version differs from the best run's
+        ref = str(df["metrics_version"].iloc[0] or "")
+        show.insert(len(show.columns) - 1, "metrics v",
+                    [(str(v) or "none") + ("" if str(v or "") == ref and ref else " !") for v in df["metrics_version"]])
+    text = show.to_string(index=False)
+    alpha = df.attrs.get("alpha", 0.05)
+    text += f"\n* significantly below the best (paired randomisation test, p < {alpha:g})"
+    if "condensed" in df and df["condensed"].any():
+        text += "\nc: scored on condensed lists (unjudged documents removed before scoring, trec_eval -J)"
+    for n in df.attrs.get("warnings", []):
+        text += f"\nwarning: {n}"
+    return text
+
+
+def plot_leaderboard(df: pd.DataFrame, path: str | Path, metric: str | None = None, title: str = "") -> Path:
+    """Bar chart of the leaderboard (best on top) with CI error bars, runs significantly below the best hatched;
+    written to ``path`` as PNG (Agg, no pyplot state). Returns the path."""
+    from lab.analysis.plots import leaderboard_bars
+
+    metric = metric or df.attrs.get("metric") or "ndcg@10"
+    if df.empty:
+        raise ConfigError(f"nothing to plot: no finished runs with {metric}")
+    fig = leaderboard_bars(df, metric, label="label", highlight=df["significant"].to_numpy(dtype=bool),
+                           title=title or f"{df.attrs.get('experiment', '')}: {metric}")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    return path

@@ -1,0 +1,773 @@
+"""One self-contained HTML report of a set of runs: leaderboard, charts, worst queries, diagnosis.
+
+Conventions
+- Sources: the finished runs of an MLflow experiment (:func:`runs_from_mlflow`; per_query.parquet, run.trec and
+  metrics as lab.tracking.store logged them) or result files (:func:`runs_from_files`: summary JSON of
+  ``lab run --json`` / ``lab evaluate --json``, per-query tables, TREC runs). Files sharing a name before their
+  suffixes (``bm25.json``, ``bm25.per_query.csv``, ``bm25.trec``) are one run labelled ``bm25``.
+- Leaderboard (:func:`leaderboard_table`): per metric the mean, a 95% percentile-bootstrap CI over queries (the CI
+  MLflow holds when logged, else :func:`lab.metrics.bootstrap_ci`, 1000 resamples, seeded) and the paired test of
+  the run minus the reference run (:func:`lab.metrics.paired_test`, sign-flip p-value; ``significant`` is
+  p < alpha). Reference: the best run on the first metric, or the one chosen. Runs scored on other queries than
+  the reference get no test (NaN) and a note. No correction for multiple comparisons.
+- Worst queries: the ``n_worst`` lowest queries of the reference run on the first metric (ties by query id), each
+  with its text, the relevant documents (grade, text, the rank the run gave them) and the top ``depth`` hits
+  (rank, score, grade, text). Needs the dataset (``dataset`` param of the run or ``--dataset``) and the TREC run.
+  Chunk ids ``doc@start-end`` are shown as that span of the document, graded by their document.
+- HTML: one file, inline CSS, images as base64 PNG data URIs, no script, no external URL; every piece of text
+  from data (queries, documents, labels, params) is escaped with :func:`html.escape`. Sections carry the ids in
+  :data:`SECTION_IDS`.
+- MLflow: :func:`log_report` logs the HTML as artifact ``report.html`` of a new run in the experiment, tagged
+  ``lab.role=report`` with the ids of the runs it covers (it logs no metric, so leaderboards skip it).
+"""
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from lab.core.errors import ConfigError, DataError
+
+#: Metrics of the report when none are named: the README's headline columns.
+DEFAULT_REPORT_METRICS = ("ndcg@10", "recall@100", "mrr@10")
+#: Section ids, in page order.
+SECTION_IDS = ("overview", "leaderboard", "metric-charts", "quality-latency", "distributions", "worst-queries",
+               "diagnosis", "method")
+#: Characters of a document shown in the worst-queries section (relevant / retrieved).
+RELEVANT_CHARS = 600
+RETRIEVED_CHARS = 280
+#: Tag marking report runs in MLflow; artifact name of the report.
+REPORT_ROLE_TAG = "lab.role"
+REPORT_ARTIFACT = "report.html"
+#: Suffixes stripped (longest first) to group result files into runs.
+FILE_SUFFIXES = (".per_query.parquet", ".per_query.csv", ".per_query.tsv", ".per_query.json", ".trec.gz", ".json",
+                 ".trec", ".run", ".parquet", ".csv", ".tsv", ".txt")
+CSS = """
+body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:0 auto;max-width:1200px;padding:1em 2em;
+color:#222;line-height:1.45}
+h1{font-size:1.6em;margin-bottom:.2em}h2{border-bottom:2px solid #ddd;padding-bottom:.2em;margin-top:2em}
+h3{font-size:1.05em;margin:1.2em 0 .4em}
+table{border-collapse:collapse;margin:.5em 0 1em;font-size:.88em}
+th,td{border:1px solid #ddd;padding:.25em .5em;vertical-align:top;text-align:left}
+th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+tr.best td{background:#eef7ee}.sig{color:#b00020;font-weight:bold}.muted{color:#777}
+.sev-high{color:#b00020;font-weight:bold}.sev-medium{color:#b35c00;font-weight:bold}.sev-low{color:#555}
+.sev-info{color:#1f77b4}img{max-width:100%;height:auto;display:block;margin:.5em 0}
+.query{border:1px solid #ddd;border-radius:4px;padding:.6em 1em;margin:1em 0;background:#fcfcfc}
+.qtext{font-size:1.05em;font-weight:bold}.rel td{background:#eef7ee}.doc{white-space:pre-wrap;font-size:.92em}
+.notes li{color:#8a5a00}code{background:#f3f3f3;padding:0 .2em}
+nav a{margin-right:1em}
+"""
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# runs
+# ---------------------------------------------------------------------------------------------------------------
+@dataclass
+class RunData:
+    """One run of the report. ``figures``: flat numbers (metric means, ``<metric>_ci_low/high``, latency_p50_ms,
+    ...); ``per_query``: queries x metrics (None when unknown); ``load_run``: returns the retrieved lists (Run)."""
+
+    label: str
+    figures: dict[str, float]
+    per_query: pd.DataFrame | None = None
+    source: str = ""
+    run_id: str | None = None
+    strategy: str = ""
+    dataset: str = ""
+    dataset_path: str | None = None
+    split: str = "test"
+    metrics_version: str | None = None
+    load_run: Callable[[], object] | None = None
+
+
+def _existing_dataset(path: str | None) -> str | None:
+    """``path`` resolved against the repository root when it is a dataset folder, else None."""
+    if not path:
+        return None
+    from lab.core.paths import resolve_repo_path
+
+    try:
+        p = resolve_repo_path(path)
+    except ConfigError:
+        p = Path(path)
+    return str(p) if (p / "queries.jsonl").exists() or (p / "queries.jsonl.gz").exists() else None
+
+
+def _logged_dataset_path(run_id: str, root, cl) -> str | None:
+    """``info.dataset_path`` of a run's result.json artifact when it is a dataset folder here, else None."""
+    import json
+
+    from lab.tracking.store import RESULT_ARTIFACT, artifact_file
+
+    try:
+        with tempfile.TemporaryDirectory(prefix="lab-report-") as tmp:
+            doc = json.loads(artifact_file(run_id, RESULT_ARTIFACT, tmp, root, cl).read_text(encoding="utf-8"))
+    except Exception:  # noqa: BLE001 - no artifact: the caller notes the missing dataset
+        return None
+    return _existing_dataset((doc.get("info") or {}).get("dataset_path"))
+
+
+def runs_from_mlflow(experiment: str, root="mlruns", metric: str = "ndcg@10", parent_run_id: str | None = None,
+                     notes: list[str] | None = None, run_ids: Sequence[str] | None = None) -> list[RunData]:
+    """The finished runs of ``experiment`` that logged ``metric`` (labels as lab.analysis.compare names them); only
+    ``run_ids`` when given."""
+    from lab.analysis.compare import CompareWarning, leaderboard
+    from lab.tracking.store import (
+        RUN_ARTIFACT,
+        artifact_file,
+        client,
+        load_per_query,
+        metric_name_from_mlflow,
+    )
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CompareWarning)
+        board = leaderboard(experiment, metric=metric, root=root, parent_run_id=parent_run_id, n_resamples=200,
+                            run_ids=run_ids)
+    if notes is not None:
+        notes.extend(board.attrs.get("warnings", []))
+    cl = client(root)
+    out = []
+    for row in board.to_dict("records"):
+        rid, label = row["run_id"], str(row["label"])
+        r = cl.get_run(rid)
+        figures = {metric_name_from_mlflow(k): float(v) for k, v in r.data.metrics.items()}
+        try:
+            pq = load_per_query(row["run_id"], root, cl)
+        except Exception as exc:  # noqa: BLE001 - a run without the artifact is shown without per-query parts
+            pq = None
+            if notes is not None:
+                notes.append(f"run {rid[:8]} ({label}): no per-query table ({type(exc).__name__})")
+
+        def load(run_id=row["run_id"]):
+            from lab.data.trec import read_trec_run
+
+            with tempfile.TemporaryDirectory(prefix="lab-report-") as tmp:
+                return read_trec_run(artifact_file(run_id, RUN_ARTIFACT, tmp, root, cl))
+
+        params = r.data.params
+        ds_path = _existing_dataset(params.get("dataset")) or _logged_dataset_path(rid, root, cl)
+        out.append(RunData(
+            label=label, figures=figures, per_query=pq, source=f"mlflow run {rid}",
+            run_id=row["run_id"], strategy=str(row["strategy"]), dataset=str(row["dataset"]),
+            dataset_path=ds_path, split=params.get("split", "test"),
+            metrics_version=str(row["metrics_version"]) or None, load_run=load))
+    return out
+
+
+def file_group(path: str | Path) -> str:
+    """The run a result file belongs to: its name without the suffixes of :data:`FILE_SUFFIXES`
+    ("bm25.per_query.csv" -> "bm25")."""
+    name = Path(path).name
+    for suffix in FILE_SUFFIXES:
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def runs_from_files(paths: Sequence[str | Path], qrels=None, dataset: str | None = None, split: str = "test",
+                    metrics: Sequence[str] | None = None, notes: list[str] | None = None) -> list[RunData]:
+    """Runs from result files, grouped by :func:`file_group`. A TREC run is read for the worst queries and, when
+    its group has no per-query table, evaluated against ``qrels`` (a path) or the split's qrels of ``dataset``."""
+    from lab.data.trec import read_trec_run
+    from lab.analysis.gate import _looks_like_trec, attach_per_query, read_result
+
+    groups: dict[str, list[Path]] = {}
+    for p in paths:
+        p = Path(p)
+        if not p.is_file():
+            raise DataError(p, "no such file")
+        groups.setdefault(file_group(p), []).append(p)
+    out = []
+    for label, files in groups.items():
+        summary, table, trec = None, None, None
+        for p in files:
+            if p.suffix not in (".json", ".csv", ".tsv", ".parquet") and _looks_like_trec(p):
+                trec = p
+                continue
+            res = read_result(p, companion=False)
+            if res.kind == "summary":
+                summary = res
+            else:
+                table = res
+        if summary is not None and table is not None:
+            summary = attach_per_query(summary, table.path)
+        res = summary or table
+        meta = res.meta if res is not None else {}
+        ds_path = _existing_dataset(dataset) or _existing_dataset(meta.get("dataset_path"))
+        run_split = split if dataset else str(meta.get("split") or split)
+        per_query = res.per_query if res is not None else None
+        figures = dict(res.figures) if res is not None else {}
+        version = res.metrics_version if res is not None else None
+        load = None
+        if trec is not None:
+            load = (lambda t=trec: read_trec_run(t))
+            if per_query is None:
+                qr = qrels
+                if qr is None and ds_path:
+                    from lab.data.beir import load_dataset
+
+                    qr = load_dataset(ds_path, splits=[run_split], progress=False).split(run_split)[1]
+                if qr is None:
+                    raise DataError(trec, "is a TREC run without a per-query table: pass --qrels or --dataset to "
+                                    "evaluate it")
+                ev = read_result(trec, qrels=qr, metrics=metrics)
+                per_query, version = ev.per_query, ev.metrics_version
+                figures = {**ev.figures, **figures}
+        if per_query is None and not figures:
+            raise DataError(files[0], "nothing to report in this file")
+        if per_query is None and notes is not None:
+            notes.append(f"{label}: means only (no per-query table): no CI, test or distribution")
+        out.append(RunData(label=label, figures=figures, per_query=per_query,
+                           source=", ".join(str(f) for f in files),
+                           strategy=str((meta.get("config") or {}).get("strategy", "")) if meta else "",
+                           dataset=str(meta.get("dataset", "")) if meta else "", dataset_path=ds_path,
+                           split=run_split, metrics_version=version, load_run=load))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# tables
+# ---------------------------------------------------------------------------------------------------------------
+def pick_reference(runs: Sequence[RunData], metric: str, reference: str | None = None) -> int:
+    """Index of the reference run: the one whose label, run id or run id prefix (>= 6 chars) is ``reference``,
+    else the highest ``metric`` (first on ties). ConfigError when ``reference`` names no run."""
+    if reference:
+        for i, r in enumerate(runs):
+            if reference == r.label or (r.run_id and (reference == r.run_id or
+                                                       (len(reference) >= 6 and r.run_id.startswith(reference)))):
+                return i
+        raise ConfigError(f"--baseline {reference!r}: no run has that label or run id; runs: "
+                          + ", ".join(r.label for r in runs))
+    values = [r.figures.get(metric, math.nan) for r in runs]
+    if all(math.isnan(v) for v in values):
+        raise ConfigError(f"no run has {metric}; metrics present: "
+                          + ", ".join(sorted({k for r in runs for k in r.figures if "@" in k})[:20]))
+    return int(np.nanargmax(values))
+
+
+def leaderboard_table(runs: Sequence[RunData], metrics: Sequence[str], reference: int = 0, alpha: float = 0.05,
+                      n_resamples: int = 10000, seed: int = 0, notes: list[str] | None = None) -> pd.DataFrame:
+    """One row per run, best first on ``metrics[0]`` (see the module docstring). Columns: label, for each metric
+    ``m``, ``m_ci_low``, ``m_ci_high``, ``m_diff``, ``m_diff_ci_low``, ``m_diff_ci_high``, ``m_p``, ``m_significant``
+    (significantly below the reference); then latency_p50_ms, latency_p95_ms, index_seconds, n_queries,
+    is_reference, strategy, run_id, source."""
+    from lab.metrics import bootstrap_ci, paired_test
+
+    ref = runs[reference]
+    rows = []
+    for i, r in enumerate(runs):
+        row = {"label": r.label}
+        for m in metrics:
+            mean = r.figures.get(m, math.nan)
+            lo, hi = r.figures.get(f"{m}_ci_low", math.nan), r.figures.get(f"{m}_ci_high", math.nan)
+            if r.per_query is not None and m in r.per_query:
+                mean = float(r.per_query[m].mean())
+                if math.isnan(lo) or math.isnan(hi):
+                    ci = bootstrap_ci(r.per_query[m], n_resamples=1000, seed=seed).iloc[0]
+                    lo, hi = float(ci.ci_low), float(ci.ci_high)
+            test = (math.nan,) * 4
+            if i == reference:
+                test = (0.0, 0.0, 0.0, math.nan)
+            elif (r.per_query is not None and ref.per_query is not None and m in r.per_query and m in ref.per_query):
+                a, b = r.per_query[m], ref.per_query[m]
+                if set(a.index) == set(b.index):
+                    t = paired_test(a.loc[b.index].to_numpy(), b.to_numpy(), n_resamples=n_resamples, seed=seed)
+                    test = (t["diff"], t["ci_low"], t["ci_high"], t["p_permutation"])
+                elif notes is not None and m == metrics[0]:
+                    notes.append(f"{r.label}: scored other queries than the reference {ref.label} "
+                                 f"({len(a)} vs {len(b)}); no paired test")
+            row.update({m: mean, f"{m}_ci_low": lo, f"{m}_ci_high": hi, f"{m}_diff": test[0],
+                        f"{m}_diff_ci_low": test[1], f"{m}_diff_ci_high": test[2], f"{m}_p": test[3],
+                        f"{m}_significant": bool(test[3] < alpha and test[0] < 0) if not math.isnan(test[3]) else False})
+        n = len(r.per_query) if r.per_query is not None else r.figures.get("n_queries", math.nan)
+        row.update({c: r.figures.get(c, math.nan) for c in ("latency_p50_ms", "latency_p95_ms", "index_seconds")})
+        row.update(n_queries=n, is_reference=i == reference, strategy=r.strategy, run_id=r.run_id or "",
+                   source=r.source, _index=i)
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    df = df.sort_values(metrics[0], ascending=False, kind="stable", na_position="last").reset_index(drop=True)
+    df.attrs.update(metrics=list(metrics), alpha=alpha, reference=ref.label)
+    return df
+
+
+def worst_query_ids(values: pd.Series, n: int) -> list[str]:
+    """The ``n`` query ids with the lowest values, ties broken by query id (ascending)."""
+    s = pd.Series(values.to_numpy(dtype=float), index=[str(q) for q in values.index])
+    order = sorted(s.index, key=lambda q: (s[q], q))
+    return order[:n]
+
+
+def _unit_doc(uid: str, corpus) -> str:
+    """The corpus document a retrieved unit belongs to: itself, or the document of a chunk id doc@start-end."""
+    if uid in corpus:
+        return uid
+    from lab.text.chunking import doc_id_of
+
+    try:
+        return doc_id_of(uid)
+    except ValueError:
+        return uid
+
+
+def _unit_text(uid: str, corpus) -> str:
+    """Text of a retrieved unit: the document (title + text), or the span a chunk id names; "" when unknown."""
+    if uid in corpus:
+        d = corpus[uid]
+        return (d.title + "\n" if d.title else "") + d.text
+    doc = _unit_doc(uid, corpus)
+    if doc in corpus and "@" in uid:
+        s, e = (int(x) for x in uid.rpartition("@")[2].split("-"))
+        return corpus[doc].text[s:e]
+    return ""
+
+
+def _clip(text: str, n: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1].rstrip() + "\u2026"
+
+
+def query_detail(qid: str, query_text: str, relevant: Mapping[str, int], hits: Sequence[tuple[str, float]],
+                 corpus, depth: int = 10) -> dict:
+    """Everything shown for one worst query: text, relevant documents (id, grade, text, the first rank at which
+    the run retrieved them or None), and the top ``depth`` hits (rank, id, score, grade of their document, text)."""
+    first_rank: dict[str, int] = {}
+    for rank, (uid, _) in enumerate(hits, start=1):
+        first_rank.setdefault(_unit_doc(uid, corpus), rank)
+    rel = [{"doc_id": d, "grade": int(g), "rank": first_rank.get(d), "text": _clip(_unit_text(d, corpus),
+                                                                                    RELEVANT_CHARS),
+            "in_corpus": d in corpus}
+           for d, g in sorted(relevant.items(), key=lambda kv: (-kv[1], kv[0])) if g > 0]
+    top = [{"rank": i, "doc_id": uid, "score": float(score), "grade": int(relevant.get(_unit_doc(uid, corpus), 0)),
+            "text": _clip(_unit_text(uid, corpus), RETRIEVED_CHARS)}
+           for i, (uid, score) in enumerate(hits[:depth], start=1)]
+    return {"query_id": qid, "text": query_text, "relevant": rel, "retrieved": top, "n_retrieved": len(hits)}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# figures
+# ---------------------------------------------------------------------------------------------------------------
+def figure_data_uri(fig, dpi: int = 100) -> str:
+    """A matplotlib Figure as a ``data:image/png;base64,...`` URI."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+#: Longest run label drawn in a chart as it is; longer ones become "#<rank> <start>..." (the leaderboard's # column).
+CHART_LABEL_MAX = 24
+
+
+def chart_label(label: str, rank: int, width: int = CHART_LABEL_MAX) -> str:
+    """A run's name in charts: the label when short, else "#rank" and its first characters (rank from 1, as in
+    the leaderboard's # column). Charts pass labels shortened to what varies (lab.analysis.labels.short_labels) first."""
+    return label if len(label) <= width else f"#{rank} {label[: width - 4 - len(str(rank))]}\u2026"
+
+
+def _chart_frame(board: pd.DataFrame, metric: str) -> pd.DataFrame:
+    from lab.analysis.labels import short_labels
+
+    d = board[["label", metric, f"{metric}_ci_low", f"{metric}_ci_high", "latency_p50_ms"]].copy()
+    d["label"] = [chart_label(lbl, i + 1) for i, lbl in enumerate(short_labels([str(v) for v in d["label"]]))]
+    return d[d[metric].notna()].reset_index(drop=True)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# HTML
+# ---------------------------------------------------------------------------------------------------------------
+def esc(value) -> str:
+    """Escaped text of any value (quotes too, so it is safe in attributes)."""
+    return html.escape(str(value), quote=True)
+
+
+def _num(v, fmt="{:.4f}") -> str:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return esc(v)
+    return "-" if math.isnan(f) else fmt.format(f)
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], row_classes: Sequence[str] | None = None,
+           num_cols: Sequence[int] = ()) -> str:
+    """An HTML table; ``rows`` hold already-escaped HTML cells."""
+    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    body = []
+    for i, r in enumerate(rows):
+        cls = f' class="{row_classes[i]}"' if row_classes and row_classes[i] else ""
+        cells = "".join(f'<td class="num">{c}</td>' if j in num_cols else f"<td>{c}</td>" for j, c in enumerate(r))
+        body.append(f"<tr{cls}>{cells}</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _img(uri: str, alt: str) -> str:
+    return f'<img src="{uri}" alt="{esc(alt)}">'
+
+
+def _section(sid: str, title: str, body: str) -> str:
+    return f'<section id="{sid}"><h2>{esc(title)}</h2>\n{body}\n</section>'
+
+
+def render_leaderboard(board: pd.DataFrame) -> str:
+    metrics, alpha = board.attrs["metrics"], board.attrs["alpha"]
+    headers = ["#", "run"]
+    for m in metrics:
+        headers += [m, "95% CI", "\u0394 vs ref", "p"]
+    headers += ["P50 ms", "P95 ms", "index s", "queries"]
+    rows, classes = [], []
+    for i, r in board.iterrows():
+        cells = [str(i + 1), esc(r["label"]) + (' <span class="muted">(reference)</span>' if r["is_reference"] else "")]
+        for m in metrics:
+            lo, hi = r[f"{m}_ci_low"], r[f"{m}_ci_high"]
+            p = r[f"{m}_p"]
+            sig = r[f"{m}_significant"]
+            cells += [_num(r[m]), "-" if (math.isnan(lo) or math.isnan(hi)) else f"[{lo:.4f}, {hi:.4f}]",
+                      "ref" if r["is_reference"] else _num(r[f"{m}_diff"], "{:+.4f}"),
+                      "" if math.isnan(p) else (f'<span class="sig">{p:.3g} *</span>' if sig else f"{p:.3g}")]
+        cells += [_num(r["latency_p50_ms"], "{:.2f}"), _num(r["latency_p95_ms"], "{:.2f}"),
+                  _num(r["index_seconds"], "{:.2f}"), _num(r["n_queries"], "{:.0f}")]
+        rows.append(cells)
+        classes.append("best" if r["is_reference"] else "")
+    num_cols = [j for j, h in enumerate(headers) if j >= 2 and h != "95% CI"]
+    foot = (f'<p class="muted">Reference: <b>{esc(board.attrs["reference"])}</b>. \u0394 = run minus reference, '
+            f"paired on the same queries; p: two-sided sign-flip randomisation test; <span class=\"sig\">*</span> "
+            f"significantly below the reference (p &lt; {alpha:g}). CIs: 95% percentile bootstrap over queries. "
+            "No correction for multiple comparisons.</p>")
+    return _table(headers, rows, classes, num_cols) + foot
+
+
+def render_worst(details: Sequence[dict], metric: str, others: pd.DataFrame | None) -> str:
+    parts = []
+    for d in details:
+        qid = d["query_id"]
+        score = ""
+        if others is not None and qid in others.index:
+            score = ", ".join(f"{esc(c)}: {_num(v, '{:.3f}')}" for c, v in others.loc[qid].items())
+        rel_rows = [[esc(r["doc_id"]), str(r["grade"]), "not retrieved" if r["rank"] is None else str(r["rank"]),
+                     f'<div class="doc">{esc(r["text"]) if r["in_corpus"] else "<i>not in the corpus</i>"}</div>']
+                    for r in d["relevant"]]
+        hit_rows = [[str(h["rank"]), esc(h["doc_id"]), f'{h["score"]:.4g}', str(h["grade"]),
+                     f'<div class="doc">{esc(h["text"])}</div>'] for h in d["retrieved"]]
+        parts.append(
+            f'<div class="query" id="q-{esc(qid)}"><div class="qtext">{esc(d["text"])}</div>'
+            f'<div class="muted">query {esc(qid)}; {esc(metric)} per run: {score}; {d["n_retrieved"]} hits</div>'
+            "<h3>Relevant documents</h3>"
+            + _table(["doc", "grade", "rank in run", "text"], rel_rows, num_cols=[1, 2])
+            + f"<h3>Retrieved (top {len(d['retrieved'])})</h3>"
+            + _table(["rank", "doc", "score", "grade", "text"], hit_rows,
+                     ["rel" if h["grade"] > 0 else "" for h in d["retrieved"]], num_cols=[0, 2, 3])
+            + "</div>")
+    return "\n".join(parts)
+
+
+def render_diagnosis(table: pd.DataFrame, names: Mapping[str, str] | None = None) -> str:
+    """The diagnosis grouped by rule: severity, rule, the runs it fired for with their value, the finding (of the
+    first run listed, i.e. the best ranked), likely cause and next step. ``names``: shorter run names to show."""
+    from lab.analysis import diagnosis as dg
+
+    if table.empty:
+        return "<p>No rule fired: every checked metric is above its threshold.</p>"
+    rows = []
+    order = sorted(dict.fromkeys(table["rule"]), key=lambda r: (dg.SEVERITIES.index(
+        table.loc[table["rule"] == r, "severity"].iloc[0]), list(table["rule"]).index(r)))
+    for rule in order:
+        g = table[table["rule"] == rule]
+        first = g.iloc[0]
+        runs = "<br>".join(f"{esc((names or {}).get(r.run, r.run))}: {r.value:.3g}" for r in g.itertuples(index=False))
+        rows.append([f'<span class="sev-{esc(first.severity)}">{esc(first.severity)}</span>', esc(rule),
+                     f"{esc(first.metric)}<br>{runs}", esc(first.symptom), esc(first.cause), esc(first.action)])
+    consts = ", ".join(f"{n}={getattr(dg, n):g}" for n in ("RECALL_AT_DEPTH_MIN", "RECALL_AT_3_MIN", "MRR_MIN",
+                                                          "MAP_MIN", "HIT_RATE_AT_3_MIN", "NDCG_AT_3_MIN",
+                                                          "PRECISION_AT_3_MIN", "LATENCY_P95_MAX_MS", "CI_WIDTH_MAX",
+                                                          "SPEEDUP_MIN"))
+    return (_table(["severity", "rule", "runs (value)", "finding (first run listed)", "likely cause", "next step"],
+                   rows)
+            + f'<p class="muted">Rules: symptom, likely cause, next step (lab/analysis/diagnosis.py), applied to every run; '
+              f"thresholds {esc(consts)}.</p>")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the report
+# ---------------------------------------------------------------------------------------------------------------
+@dataclass
+class ReportResult:
+    """What :func:`build_report` wrote: path, size in bytes, seconds, the leaderboard, the diagnosis table,
+    notes, and the MLflow run id of the logged report (None when not logged)."""
+
+    path: Path
+    size: int
+    seconds: float
+    leaderboard: pd.DataFrame
+    diagnosis: pd.DataFrame
+    notes: list[str] = field(default_factory=list)
+    report_run_id: str | None = None
+
+
+def _load_dataset(run: RunData, override: str | None, notes: list[str]):
+    path = _existing_dataset(override) if override else run.dataset_path
+    if override and not path:
+        raise DataError(override, "not a BEIR dataset folder (no queries.jsonl)")
+    if not path:
+        notes.append(f"worst queries: no dataset for {run.label} (pass --dataset DIR)")
+        return None
+    from lab.data.beir import load_dataset
+
+    return load_dataset(path, splits=[run.split], progress=False)
+
+
+def build_report(runs: Sequence[RunData], out: str | Path = "report.html", metrics: Sequence[str] | None = None,
+                 title: str = "Retrieval report", reference: str | None = None, dataset: str | None = None,
+                 n_worst: int = 10, depth: int = 10, alpha: float = 0.05, n_resamples: int = 10000, seed: int = 0,
+                 notes: list[str] | None = None, subtitle: str = "",
+                 extra_sections: Sequence[tuple[str, str, str]] = ()) -> ReportResult:
+    """Write the HTML report of ``runs`` to ``out`` (see the module docstring) and return a ReportResult.
+    ``extra_sections``: (id, title, HTML body) appended after the standard sections (bodies already escaped)."""
+    from lab.analysis.diagnosis import diagnosis_table
+    from lab.analysis.plots import leaderboard_bars, per_query_distribution, quality_vs_latency
+
+    t0 = time.perf_counter()
+    if not runs:
+        raise ConfigError("nothing to report: no runs (an experiment without finished runs, or no files)")
+    notes = list(notes or [])
+    metrics = list(dict.fromkeys(metrics or DEFAULT_REPORT_METRICS))
+    have = [m for m in metrics if any(m in r.figures or (r.per_query is not None and m in r.per_query) for r in runs)]
+    missing = [m for m in metrics if m not in have]
+    if not have:
+        raise ConfigError(f"no run has any of {', '.join(metrics)}")
+    if missing:
+        notes.append(f"no run has {', '.join(missing)}; left out")
+    metrics = have
+    for r in runs:  # per-query means are the truth where present
+        if r.per_query is not None:
+            r.figures.update({m: float(r.per_query[m].mean()) for m in r.per_query.columns})
+    ref_i = pick_reference(runs, metrics[0], reference)
+    board = leaderboard_table(runs, metrics, ref_i, alpha, n_resamples, seed, notes)
+    versions = sorted({r.metrics_version for r in runs if r.metrics_version})
+    if len(versions) > 1:
+        notes.append(f"runs carry different metrics versions ({', '.join(versions)}): not comparable")
+    primary = metrics[0]
+    ref = runs[ref_i]
+
+    # charts
+    charts = []
+    for m in metrics:
+        d = _chart_frame(board, m)
+        sig = board.loc[board[m].notna(), f"{m}_significant"].to_numpy(dtype=bool)
+        charts.append(f"<h3>{esc(m)}</h3>" + _img(figure_data_uri(leaderboard_bars(
+            d, m, label="label", highlight=sig, title=f"{m} (95% CI), hatched: significantly below the reference")),
+            f"bar chart of {m} with 95% confidence intervals"))
+    lat = _chart_frame(board, primary)
+    lat = lat[lat["latency_p50_ms"].notna()]
+    if len(lat):
+        from lab.analysis.plots import pareto_front
+
+        front = pareto_front(lat[primary].to_numpy(), lat["latency_p50_ms"].to_numpy())
+        pareto_html = _img(figure_data_uri(quality_vs_latency(lat, primary, label="label")),
+                           f"{primary} against P50 latency with the Pareto front")
+        pareto_html += "<p>Pareto front (no other run is both better and faster): " + ", ".join(
+            f"<b>{esc(lbl)}</b> ({v:.4f}, {t:.2f} ms)" for lbl, v, t, on in
+            zip(lat["label"], lat[primary], lat["latency_p50_ms"], front) if on) + ".</p>"
+    else:
+        pareto_html = "<p>No run recorded latency (summary JSON of <code>lab run --json</code> or MLflow runs do).</p>"
+
+    tables = {r.label: r.per_query for r in runs if r.per_query is not None}
+    from lab.analysis.labels import short_labels
+
+    labels = [str(v) for v in board["label"]]
+    short = {lbl: chart_label(s, i + 1) for i, (lbl, s) in enumerate(zip(labels, short_labels(labels)))}
+    dists = []
+    for m in metrics:
+        sub = {short[lbl]: t[m] for lbl, t in tables.items() if m in t}
+        if sub:
+            dists.append(f"<h3>{esc(m)}</h3>" + _img(figure_data_uri(per_query_distribution(sub, m, seed=seed)),
+                                                     f"distribution of {m} over queries per run"))
+    dist_html = "\n".join(dists) or "<p>No per-query tables: distributions need them.</p>"
+
+    # worst queries of the reference run
+    worst_html = ""
+    ds = None
+    if ref.per_query is None or primary not in ref.per_query:
+        worst_html = f"<p>The reference run has no per-query {esc(primary)}.</p>"
+    else:
+        try:
+            ds = _load_dataset(ref, dataset, notes)
+        except DataError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the rest of the report is still useful
+            notes.append(f"worst queries: cannot load the dataset ({exc})")
+        run_obj = None
+        if ds is not None and ref.load_run is not None:
+            try:
+                run_obj = ref.load_run()
+            except Exception as exc:  # noqa: BLE001
+                notes.append(f"worst queries: cannot read the run of {ref.label} ({exc})")
+        if ds is None or run_obj is None:
+            worst_html = ("<p>Showing the worst queries needs the dataset and the retrieved lists "
+                          "(MLflow artifact run.trec, or a .trec file beside the result); see the notes.</p>")
+            if ds is None and ref.load_run is None:
+                notes.append(f"worst queries: no TREC run for {ref.label}")
+        else:
+            queries, qrels = ds.split(ref.split)
+            ids = worst_query_ids(ref.per_query[primary], n_worst)
+            details = [query_detail(q, queries.texts.get(q, ""), qrels.qrels.get(q, {}),
+                                    run_obj.ranked(q) if q in run_obj else [], ds.corpus, depth) for q in ids]
+            others = pd.DataFrame({short[lbl]: t[primary] for lbl, t in tables.items() if primary in t})
+            worst_html = (f"<p>The {len(ids)} lowest queries of the reference run <b>{esc(ref.label)}</b> on "
+                          f"{esc(primary)} (dataset {esc(ds.name)}, split {esc(ref.split)}). Relevant rows are "
+                          "shaded; grade is the qrels grade of the hit's document.</p>"
+                          + render_worst(details, primary, others))
+
+    # diagnosis
+    ceiling = None
+    if ds is not None:
+        from lab.analysis.diagnosis import precision_ceiling
+
+        _, qr = ds.split(ref.split)
+        qids = [q for q in ref.per_query.index if q in qr] if ref.per_query is not None else qr.query_ids
+        counts = [n for n in (len(qr.relevant(q)) for q in qids) if n]
+        ceiling = precision_ceiling(counts, 3) if counts else None
+    ref_lat = ref.figures.get("latency_p50_ms", math.nan)
+    diag_in = []
+    for d in board.to_dict("records"):
+        r = runs[d["_index"]]
+        fig = dict(r.figures)
+        for m in metrics:
+            fig[f"{m}_ci_low"], fig[f"{m}_ci_high"] = d[f"{m}_ci_low"], d[f"{m}_ci_high"]
+        if not d["is_reference"]:
+            fig.update(p_value=d[f"{primary}_p"], diff=d[f"{primary}_diff"], reference_latency_p50_ms=ref_lat)
+        if ceiling is not None and r.dataset_path == ref.dataset_path:
+            fig["precision@3_ceiling"] = ceiling
+        diag_in.append((r.label, fig))
+    diag = diagnosis_table(diag_in)
+
+    # assemble
+    sources = sorted({r.source for r in runs})
+    overview = (f"<p>{len(runs)} run(s); metrics {', '.join(esc(m) for m in metrics)}; reference "
+                f"<b>{esc(ref.label)}</b> ({'chosen' if reference else 'best on ' + esc(primary)}); alpha {alpha:g}; "
+                f"seed {seed}.</p>"
+                + (f"<p>{esc(subtitle)}</p>" if subtitle else "")
+                + "<details><summary>Sources</summary><ul>" + "".join(f"<li>{esc(s)}</li>" for s in sources)
+                + "</ul></details>"
+                + ('<ul class="notes">' + "".join(f"<li>{esc(n)}</li>" for n in dict.fromkeys(notes)) + "</ul>"
+                   if notes else ""))
+    method = ("<ul><li>Metrics as trec_eval / ranx (README, metrics version "
+              + esc(", ".join(versions) or "unknown") + "): relevant means grade &ge; 1; ties broken by document "
+              "id.</li><li>CIs: 95% percentile bootstrap over queries (1000 resamples, seeded). Paired tests: "
+              f"{n_resamples} sign flips of the per-query differences, add-one p-value.</li>"
+              "<li>Latency: per query searched alone, in milliseconds.</li></ul>")
+    nav = "<nav>" + "".join(f'<a href="#{s}">{esc(s)}</a>' for s in [*SECTION_IDS, *(e[0] for e in extra_sections)]) \
+        + "</nav>"
+    body = "\n".join([
+        _section("overview", "Overview", overview),
+        _section("leaderboard", "Leaderboard", render_leaderboard(board)),
+        _section("metric-charts", "Metrics with 95% confidence intervals", "\n".join(charts)),
+        _section("quality-latency", f"Quality vs latency: {primary}", pareto_html),
+        _section("distributions", "Per-query distributions", dist_html),
+        _section("worst-queries", f"Worst queries ({primary})", worst_html),
+        _section("diagnosis", "Diagnosis", render_diagnosis(diag, short)),
+        _section("method", "Method", method),
+        *(_section(sid, title, html_body) for sid, title, html_body in extra_sections),
+    ])
+    page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            f"<title>{esc(title)}</title><style>{CSS}</style></head>\n<body>\n<h1>{esc(title)}</h1>\n{nav}\n{body}\n"
+            f'<p class="muted">Generated by raglab (lab report) on {time.strftime("%Y-%m-%d %H:%M")}.</p>\n'
+            "</body></html>\n")
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(page, encoding="utf-8")
+    return ReportResult(out, out.stat().st_size, time.perf_counter() - t0, board, diag, list(dict.fromkeys(notes)))
+
+
+def log_report(path: str | Path, experiment: str, root="mlruns", run_ids: Sequence[str] = (),
+               metrics: Sequence[str] = ()) -> str:
+    """Log the file at ``path`` as artifact ``report.html`` (whatever its name) of a new FINISHED run in ``experiment`` (tag lab.role=report,
+    ``report.runs`` = the covered run ids, ``report.metrics``); returns its run id."""
+    from lab.tracking.store import client, get_or_create_experiment, set_tags
+
+    cl = client(root)
+    exp = get_or_create_experiment(experiment, root, cl)
+    rid = cl.create_run(exp, run_name=f"report ({', '.join(metrics)})" if metrics else "report",
+                        tags={"mlflow.source.type": "LOCAL"}).info.run_id
+    try:
+        set_tags(rid, {REPORT_ROLE_TAG: "report", "report.runs": ",".join(run_ids),
+                       "report.metrics": ",".join(metrics)}, cl=cl)
+        with tempfile.TemporaryDirectory(prefix="lab-report-") as tmp:
+            copy = Path(tmp) / REPORT_ARTIFACT
+            copy.write_bytes(Path(path).read_bytes())
+            cl.log_artifact(rid, str(copy))
+    except BaseException:
+        cl.set_terminated(rid, "FAILED")
+        raise
+    cl.set_terminated(rid, "FINISHED")
+    return rid
+
+
+def report_experiment(experiment: str, root="mlruns", out: str | Path = "report.html",
+                      metrics: Sequence[str] | None = None, parent_run_id: str | None = None, log: bool = True,
+                      **kwargs) -> ReportResult:
+    """:func:`build_report` of an MLflow experiment's finished runs, logged back into it when ``log``."""
+    from lab.analysis.trends import latest_scheduled_run_ids, schedule_history
+
+    metrics = list(metrics or DEFAULT_REPORT_METRICS)
+    notes: list[str] = []
+    t0 = time.perf_counter()
+    history = schedule_history(experiment, root, metrics[0])
+    run_ids = None
+    if len(history) and parent_run_id is None:  # scheduled sweeps: the latest one's runs, and the trends
+        run_ids, seq = latest_scheduled_run_ids(history)
+        notes.append(f"the experiment has scheduled sweeps: the leaderboard shows the runs of the latest (#{seq}); "
+                     "the trends section shows them all")
+    runs = runs_from_mlflow(experiment, root, metrics[0], parent_run_id, notes, run_ids=run_ids)
+    if not runs:
+        raise ConfigError(f"experiment {experiment!r} has no finished run with {metrics[0]}")
+    extra = [("trends", "Trends over the scheduled sweeps", trends_html(history, metrics[0]))] if len(history) else []
+    res = build_report(runs, out, metrics, title=kwargs.pop("title", None) or f"Retrieval report: {experiment}",
+                       notes=notes, extra_sections=extra, **kwargs)
+    res.seconds = time.perf_counter() - t0
+    if log:
+        res.report_run_id = log_report(res.path, experiment, root, [r.run_id for r in runs if r.run_id], metrics)
+    return res
+
+
+def report_files(paths: Sequence[str | Path], out: str | Path = "report.html", metrics: Sequence[str] | None = None,
+                 qrels=None, dataset: str | None = None, split: str = "test", **kwargs) -> ReportResult:
+    """:func:`build_report` of result files (see :func:`runs_from_files`); nothing is logged to MLflow."""
+    notes: list[str] = []
+    t0 = time.perf_counter()
+    runs = runs_from_files(paths, qrels=qrels, dataset=dataset, split=split, metrics=metrics, notes=notes)
+    res = build_report(runs, out, metrics, title=kwargs.pop("title", None) or "Retrieval report",
+                       dataset=dataset, notes=notes, **kwargs)
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+def trends_html(history: pd.DataFrame, metric: str) -> str:
+    """The trends section of the HTML report: the chart and a table (escaped)."""
+    from lab.analysis.plots import trend_lines
+
+    if history.empty:
+        return "<p>No scheduled sweeps yet.</p>"
+    img = (f'<img src="{figure_data_uri(trend_lines(history, metric))}" alt="{esc(metric)} over the scheduled '
+           'sweeps, per config, with 95% CIs">')
+    head = "".join(f"<th>{esc(h)}</th>" for h in ("#", "config", metric, "95% CI", "run", "changed", "why it ran"))
+    body = []
+    for r in history.to_dict("records"):
+        changed = ", ".join(k for k in ("dataset", "model") if r[f"{k}_changed"]) or ""
+        ci = "-" if math.isnan(r[f"{metric}_ci_low"]) else f"[{r[f'{metric}_ci_low']:.4f}, {r[f'{metric}_ci_high']:.4f}]"
+        body.append("<tr>" + "".join(f"<td>{esc(v)}</td>" for v in (
+            r["sequence"], r["label"], f"{r[metric]:.4f}", ci, r["run_id"][:8] + (" (reused)" if r["reused"] else ""),
+            changed, r["reason"])) + "</tr>")
+    return (img + "<p>Triangles: the dataset changed since that config's previous scheduled sweep; squares: a model "
+            "changed.</p><table><tr>" + head + "</tr>" + "".join(body) + "</table>")

@@ -1,0 +1,274 @@
+"""`lab testset ...`: generate (generated questions), export-review / import-review (spot check), import-logs
+(FAQ import), export-annotation / import-annotation (annotation sheet), judge (pooled LLM judgements); `perturb`
+comes from lab.testset.perturb when it is there."""
+from __future__ import annotations
+
+import json
+import os
+
+from lab.cli.options import add_max_consecutive_failures, add_tracking_root, non_negative_int, positive_int
+
+
+def _common(p, mlflow: bool = True) -> None:
+    p.add_argument("--cache-dir", default=os.environ.get("LAB_CACHE_DIR", ".cache"))
+    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    if mlflow:
+        add_tracking_root(p)
+        p.add_argument("--experiment", default="testset")
+        p.add_argument("--no-mlflow", action="store_true", help="log nothing to MLflow")
+
+
+def _root(args):
+    return None if getattr(args, "no_mlflow", False) else args.tracking_root
+
+
+def _progress(args) -> bool:
+    return not args.no_progress and not args.json
+
+
+def cmd_generate(args) -> int:
+    from lab.testset.gates import GateConfig
+    from lab.testset.generate import GenerationConfig, generate_testset
+
+    gates = GateConfig(max_overlap=args.max_overlap, min_answer_support=args.min_answer_support,
+                       min_similarity=args.min_similarity, duplicate_threshold=args.duplicate_threshold,
+                       answerability=args.answerability, topic_model=args.topic_model)
+    cfg = GenerationConfig(n=args.n, seed=args.seed, stratify=args.stratify, grade=args.grade,
+                           max_attempts=args.max_attempts, rounds=args.rounds, retries=args.retries,
+                           json_mode=args.json_mode, max_tokens=args.max_tokens,
+                           max_passage_chars=args.max_passage_chars, min_passage_words=args.min_passage_words,
+                           extra_relevant=args.extra_relevant, extra_candidates=args.extra_candidates, gates=gates,
+                           max_consecutive_failures=args.max_consecutive_failures)
+    res = generate_testset(args.dataset, args.out, llm=args.llm, config=cfg, chunking=args.chunking,
+                           llm_options={"concurrency": args.concurrency} if args.concurrency else None,
+                           cache_dir=args.cache_dir, progress=_progress(args), tracking_root=_root(args),
+                           experiment=args.experiment)
+    if args.json:
+        print(json.dumps({"folder": str(res.folder), "run_id": res.run_id, "report": res.report.to_dict()}, indent=1))
+    else:
+        print(res.report.table())
+        print(f"{res.report.accepted} questions written to {res.folder}"
+              + (f"; MLflow run {res.run_id}" if res.run_id else ""))
+        if res.report.accepted < cfg.n:
+            print(f"warning: only {res.report.accepted} of {cfg.n} questions passed within "
+                  f"{res.report.candidates} candidates; raise --max-attempts or --rounds, or use a stronger --llm")
+    return 0 if res.report.accepted else 1
+
+
+def cmd_export_review(args) -> int:
+    from lab.testset.spotcheck import export_review
+
+    out = export_review(args.set, args.out, sample=args.sample, seed=args.seed, split=args.split)
+    print(json.dumps(out, indent=1) if args.json else
+          f"{out['rows']} of {out['of']} questions (seed {out['seed']}) written to {out['path']}: fill verdict "
+          "(keep / fix / drop), fixed_question for fix, grade 0-3; then `lab testset import-review`")
+    return 0
+
+
+def cmd_import_review(args) -> int:
+    from lab.testset.spotcheck import format_report, import_review, to_json
+
+    rep = import_review(args.set, args.review, out=args.out, split=args.split,
+                        ci_strategy=None if args.ci_strategy == "none" else args.ci_strategy, seed=args.seed,
+                        cache_dir=args.cache_dir, progress=_progress(args), tracking_root=_root(args),
+                        experiment=args.experiment, target_half_width=args.target_half_width)
+    print(to_json(rep) if args.json else format_report(rep))
+    return 0
+
+
+def cmd_import_logs(args) -> int:
+    from lab.testset.logs import format_report, import_logs, to_json
+
+    rep = import_logs(args.file, args.dataset, args.out, link_threshold=args.link_threshold, chunking=args.chunking,
+                      grade=args.grade, cache_dir=args.cache_dir, progress=_progress(args),
+                      tracking_root=_root(args), experiment=args.experiment)
+    print(to_json(rep) if args.json else format_report(rep) + f"\nwritten to {rep['folder']}")
+    return 0
+
+
+def cmd_export_annotation(args) -> int:
+    from lab.testset.annotate import export_annotation
+
+    names = [s.strip() for s in args.strategies.split(",") if s.strip()]
+    out = export_annotation(args.dataset, args.out, strategies=names, depth=args.depth, split=args.split,
+                            seed=args.seed, chunking=args.chunking, max_queries=args.max_queries,
+                            cache_dir=args.cache_dir, progress=_progress(args), tracking_root=_root(args),
+                            experiment=args.experiment)
+    print(json.dumps(out, indent=1) if args.json else
+          f"{out['rows']} rows for {out['queries']} queries (pool {out['pool_mean']:.1f} units per query on "
+          f"average, {out['found_by_several_share']:.0%} found by several strategies) written to {out['path']}; "
+          f"pool provenance in {out['meta']} (keep it away from annotators)")
+    return 0
+
+
+def cmd_import_annotation(args) -> int:
+    from lab.testset.annotate import import_annotation
+
+    rep = import_annotation(args.sheet, args.out, dataset=args.dataset, chunking=args.chunking, split=args.split,
+                            tracking_root=_root(args), experiment=args.experiment, progress=_progress(args))
+    if args.json:
+        print(json.dumps(rep, indent=1))
+    else:
+        print(f"{rep['judged']} judged rows ({rep['unjudged']} left empty) for {rep['queries']} queries; grades "
+              f"{rep['grades']}; tiers {rep['tiers']}; written to {rep['folder']} (qrels/{args.split}.tsv, "
+              "tiers.json)")
+    return 0
+
+
+def cmd_judge(args) -> int:
+    from lab.testset.judge import JudgeConfig, format_report, judge_dataset
+
+    names = [s.strip() for s in args.strategies.split(",") if s.strip()]
+    cfg = JudgeConfig(strategies=names, depth=args.depth, split=args.split, max_queries=args.max_queries,
+                      max_passage_chars=args.max_passage_chars, max_tokens=args.max_tokens, grammar=args.grammar,
+                      seed=args.seed)
+    meta = judge_dataset(args.dataset, out=args.out, in_place=args.in_place, config=cfg, llm=args.llm,
+                         concurrency=args.concurrency, annotation=args.annotation, cache_dir=args.cache_dir,
+                         max_consecutive_failures=args.max_consecutive_failures,
+                         progress=_progress(args), tracking_root=_root(args), experiment=args.experiment)
+    print(json.dumps({k: v for k, v in meta.items() if k != "answers_sample"}, indent=1, default=str)
+          if args.json else format_report(meta))
+    return 0
+
+
+def add_parsers(sub) -> None:
+    t = sub.add_parser("testset", help="build test sets: generate, review, import logs, annotate")
+    tsub = t.add_subparsers(dest="testset_command", required=True)
+
+    g = tsub.add_parser("generate", help="generated questions: an LLM writes them from passages, quality gates "
+                                         "filter them -> BEIR set with evidence spans")
+    g.add_argument("--dataset", required=True,
+                   help="folder with corpus.jsonl (queries and qrels optional), e.g. one `lab ingest` wrote")
+    g.add_argument("--out", required=True, help="folder for the generated set")
+    g.add_argument("--n", type=positive_int, default=100, help="questions wanted (default 100)")
+    g.add_argument("--llm", default="local", help="LLM spec: local (packaged SmolLM2-135M), a .gguf path, openai:MODEL")
+    g.add_argument("--concurrency", type=positive_int,
+                   help="LLM requests in flight (local GGUF: parallel llama.cpp slots decoded in one batch)")
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--stratify", default="section", choices=["doc", "section", "none"])
+    g.add_argument("--grade", type=non_negative_int, default=1, help="grade of the source unit in the qrels (0-3)")
+    g.add_argument("--chunking", default="none",
+                   help="units: none (the documents) or e.g. recursive,size=256,overlap=32")
+    g.add_argument("--max-attempts", type=positive_int, help="candidates checked at most (default 10 x n)")
+    g.add_argument("--rounds", type=positive_int, default=3, help="passes over the units (round > 0 samples at T=0.7)")
+    g.add_argument("--retries", type=non_negative_int, default=1, help="new generations after unparseable output")
+    g.add_argument("--json-mode", default="schema", choices=["schema", "prompt"],
+                   help="schema: send a JSON schema (constrained decoding); prompt: the prompt alone")
+    g.add_argument("--max-tokens", type=positive_int, default=200)
+    g.add_argument("--max-passage-chars", type=positive_int, default=1000,
+                   help="passages are windows of at most this many characters over each document, by section")
+    g.add_argument("--min-passage-words", type=non_negative_int, default=25, help="shorter passages are skipped")
+    g.add_argument("--max-overlap", type=float, default=0.8, help="gate: share of question terms in the passage")
+    g.add_argument("--min-answer-support", type=float, default=0.5, help="gate: share of answer terms in the passage")
+    g.add_argument("--min-similarity", type=float, default=0.83,
+                   help="gate: cosine question-passage with --topic-model (0.83 is set for multilingual-e5-small)")
+    g.add_argument("--duplicate-threshold", type=float, default=0.95,
+                   help="gate: cosine between questions (and with the dataset's own queries) with --topic-model")
+    g.add_argument("--topic-model", default="multilingual-e5-small",
+                   help="embedding model of the on-topic and duplicate gates (default: the packaged "
+                        "multilingual-e5-small, not the default dense retriever)")
+    g.add_argument("--answerability", default="lexical", choices=["lexical", "llm"])
+    g.add_argument("--extra-relevant", action="store_true",
+                   help="second pass: the LLM judges BM25's top candidates as extra relevant units")
+    g.add_argument("--extra-candidates", type=non_negative_int, default=5)
+    add_max_consecutive_failures(g)
+    _common(g)
+    g.set_defaults(func=cmd_generate)
+
+    e = tsub.add_parser("export-review", help="spot check: a seeded sample as a CSV sheet for people")
+    e.add_argument("set", help="a test set folder (BEIR layout)")
+    e.add_argument("--sample", type=positive_int, default=50)
+    e.add_argument("--out", required=True, help="review.csv to write (UTF-8 with BOM, opens in Excel)")
+    e.add_argument("--seed", type=int, default=0)
+    e.add_argument("--split", default="test")
+    _common(e, mlflow=False)
+    e.set_defaults(func=cmd_export_review)
+
+    i = tsub.add_parser("import-review", help="spot check: apply a filled review sheet, report acceptance and CI")
+    i.add_argument("set")
+    i.add_argument("review", help="the filled review.csv")
+    i.add_argument("--out", help="write the reviewed set here (default: update SET in place)")
+    i.add_argument("--split", default="test")
+    i.add_argument("--ci-strategy", default="bm25", help="strategy run for the recall@10 CI (none: skip)")
+    i.add_argument("--target-half-width", type=float, default=0.02,
+                   help="report how many questions give a recall@10 CI this narrow (default 0.02)")
+    i.add_argument("--seed", type=int, default=0)
+    _common(i)
+    i.set_defaults(func=cmd_import_review)
+
+    lg = tsub.add_parser("import-logs", help="FAQ import: FAQ / ticket logs linked to passages -> BEIR set")
+    lg.add_argument("file", help="CSV (header: question[, answer][, reference]) or JSON Lines")
+    lg.add_argument("--dataset", required=True)
+    lg.add_argument("--out", required=True)
+    lg.add_argument("--link-threshold", type=float, default=0.5,
+                    help="MiniLM cosine the best fused match needs to be linked (default 0.5)")
+    lg.add_argument("--chunking", default="none")
+    lg.add_argument("--grade", type=non_negative_int, default=1)
+    _common(lg)
+    lg.set_defaults(func=cmd_import_logs)
+
+    ea = tsub.add_parser("export-annotation", help="annotation sheet: pooled candidates of several strategies")
+    ea.add_argument("--dataset", required=True)
+    ea.add_argument("--strategies", default="bm25,dense", help="comma-separated strategy names")
+    ea.add_argument("--depth", type=positive_int, default=10)
+    ea.add_argument("--out", required=True, help="sheet.csv to write (+ sheet.csv.meta.json)")
+    ea.add_argument("--split", default="test")
+    ea.add_argument("--seed", type=int, default=0)
+    ea.add_argument("--chunking", default="none")
+    ea.add_argument("--max-queries", type=positive_int, help="a seeded sample of this many queries")
+    _common(ea)
+    ea.set_defaults(func=cmd_export_annotation)
+
+    ia = tsub.add_parser("import-annotation", help="annotation sheet: graded judgements and tiers back as qrels")
+    ia.add_argument("sheet")
+    ia.add_argument("--out", required=True)
+    ia.add_argument("--dataset", help="default: from the sheet's .meta.json")
+    ia.add_argument("--chunking", help="default: from the sheet's .meta.json")
+    ia.add_argument("--split", default="test")
+    _common(ia)
+    ia.set_defaults(func=cmd_import_annotation)
+
+    jd = tsub.add_parser("judge", help="pooled LLM relevance judgements (0-3, UMBRELA prompt) added to the qrels")
+    jd.add_argument("--dataset", required=True, help="BEIR folder whose split is judged, e.g. data/ord-qa")
+    jd.add_argument("--strategies", default="bm25,dense,hybrid", help="comma-separated strategies pooled")
+    jd.add_argument("--depth", type=positive_int, default=10, help="top documents of each strategy in the pool (default 10)")
+    jd.add_argument("--split", default="test")
+    where = jd.add_mutually_exclusive_group(required=True)
+    where.add_argument("--out", help="write a judged copy of the set to this new folder (an earlier judged copy there is replaced)")
+    where.add_argument("--in-place", action="store_true", help="add the labels to the set itself")
+    jd.add_argument("--llm", "--judge", dest="llm", default="local",
+                    help="judge LLM: local (packaged SmolLM2-135M), a .gguf path, openai:MODEL")
+    jd.add_argument("--concurrency", type=positive_int,
+                    help="LLM requests in flight (local GGUF: parallel llama.cpp slots decoded in one batch)")
+    jd.add_argument("--annotation", help="a filled annotation sheet (export-annotation): Cohen's kappa with people")
+    jd.add_argument("--max-queries", type=positive_int, help="judge only the first N queries (by id), for a quick look")
+    jd.add_argument("--max-passage-chars", type=positive_int, default=2000, help="passage cut (counted in the report)")
+    jd.add_argument("--max-tokens", type=positive_int, default=32)
+    jd.add_argument("--grammar", default="fallback", choices=["fallback", "always", "never"],
+                    help="fallback: a local GGUF judge is asked again under a grammar when its answer has no grade; "
+                         "always: every answer constrained; never: the prompt alone")
+    jd.add_argument("--seed", type=int, default=0)
+    add_max_consecutive_failures(jd)
+    _common(jd)
+    jd.set_defaults(func=cmd_judge)
+
+    _add_perturb(tsub)
+
+
+def _add_perturb(tsub) -> bool:
+    """`lab testset perturb`, owned by lab.testset.perturb: added when that module defines add_parser(subparsers)."""
+    import importlib
+
+    try:
+        module = importlib.import_module("lab.testset.perturb")
+    except ModuleNotFoundError as e:
+        if e.name not in ("lab.testset.perturb",):
+            raise
+        return False
+    add = getattr(module, "add_parser", None)
+    if add is None:
+        return False
+    add(tsub)
+    return True
+

@@ -1,0 +1,276 @@
+"""`lab sweep`, `lab compare` and `lab ui`: thin commands over lab.workbench.sweep, lab.analysis.compare and the MLflow UI.
+
+Wired into lab.cli.main by ``from lab.cli.workbench import add_parsers; add_parsers(sub)``.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from lab.cli.options import add_tracking_root, positive_int
+
+#: Environment of the MLflow UI server: no job runner (huey consumer) and no telemetry, so `mlflow ui` is one
+#: server process that only serves the store.
+UI_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "MLFLOW_DISABLE_TELEMETRY": "true"}
+
+
+def cmd_sweep(args) -> int:
+    from lab.core.errors import ConfigError
+    from lab.workbench.sweep import run_sweep
+
+    if args.halving:
+        from lab.workbench.halving import cmd_halving
+
+        if args.scheduled:
+            raise ConfigError("--halving and --scheduled: choose one (halving explores a grid; a scheduled sweep "
+                              "runs every config)")
+        return cmd_halving(args)
+    gate_opts = [o for o, v in (("--metric", args.metric), ("--max-drop", args.max_drop), ("--relative", args.relative),
+                                ("--significant-only", args.significant_only), ("--alpha", args.alpha),
+                                ("--schedule", args.schedule), ("--report-dir", args.report_dir)) if v]
+    if gate_opts and not args.scheduled:
+        raise ConfigError(f"{', '.join(gate_opts)}: only with --scheduled (they set the comparison with the previous "
+                          "scheduled sweep)")
+    common = dict(jobs=args.jobs, executor=args.executor, ray_address=args.ray_address, root=args.tracking_root,
+                  output_dir=args.output_dir, progress=not args.no_progress, execution_timeout=args.timeout,
+                  publish=_publish_args(args), rerun_on_code_change=args.rerun_on_code_change)
+    if args.scheduled and not args.dry_run:
+        return _scheduled(args, common)
+    rep = run_sweep(args.spec, dry_run=args.dry_run, **common)
+    if not args.dry_run:
+        print(rep.summary())
+        for o in rep.outcomes:
+            if o.status not in ("FINISHED", "SKIPPED"):
+                print(f"  [{o.index}] {o.label}: {o.status} {o.error} (run {o.run_id}, notebook {o.notebook})")
+        if rep.publish_error:
+            print(f"error: publishing metrics failed: {rep.publish_error}", file=sys.stderr)
+        if rep.experiment_id:
+            from lab.tracking.ui import runs_url
+            from lab.tracking.store import client
+
+            print(f"runs in the MLflow UI (`lab ui`): {runs_url(rep.experiment_id, cl=client(args.tracking_root))}")
+    return 0 if (args.dry_run or rep.ok) else 1
+
+
+def _scheduled(args, common) -> int:
+    from lab.analysis.gate import DEFAULT_MAX_DROP
+    from lab.workbench.schedule import run_scheduled
+
+    out = run_scheduled(args.spec, schedule=args.schedule, metrics=_names(args.metric),
+                        max_drop=DEFAULT_MAX_DROP if args.max_drop is None else args.max_drop,
+                        relative=args.relative, significant_only=args.significant_only,
+                        alpha=0.05 if args.alpha is None else args.alpha, report_dir=args.report_dir, **common)
+    print(out.sweep.summary())
+    for f in out.files:
+        print(f"wrote {f}")
+    if out.exit_code:
+        print(f"error: {out.message}", file=sys.stderr)
+    else:
+        print(out.message)
+    return out.exit_code
+
+
+def cmd_compare(args) -> int:
+    import warnings
+
+    from lab.analysis.compare import CompareWarning, format_leaderboard, latest_experiment, leaderboard, plot_leaderboard
+
+    metrics = _names(args.metric) or ["ndcg@10"]
+    experiment = args.experiment or latest_experiment(args.tracking_root)
+    if args.previous:
+        return _compare_previous(args, experiment, metrics)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CompareWarning)  # printed with the table
+        df = leaderboard(experiment, metric=metrics[0], root=args.tracking_root, parent_run_id=args.parent)
+    for note in df.attrs.get("warnings", []):
+        print(f"warning: {note}", file=sys.stderr)
+    print(f"experiment {experiment!r}, {len(df)} finished runs, by {metrics[0]}")
+    print(format_leaderboard(df))
+    if args.png and not df.empty:
+        print(f"chart written to {plot_leaderboard(df, args.png)}")
+    if args.csv:
+        Path(args.csv).parent.mkdir(parents=True, exist_ok=True)
+        df.to_csv(args.csv, index=False)
+        print(f"table written to {args.csv}")
+    opts = _publish_args(args)
+    if opts:
+        from lab.workbench.monitoring import parse_publish, publish
+
+        opts = parse_publish({**opts, "metrics": opts.get("metrics") or [metrics[0]]}, "lab compare")
+        done = publish(experiment, prometheus=opts.get("prometheus"), pushgateway=opts.get("pushgateway"),
+                       job=opts.get("job", "raglab"), metrics=opts["metrics"], root=args.tracking_root,
+                       parent_run_id=args.parent)
+        print(f"metrics {', '.join(opts['metrics'])} published to {', '.join(done)}")
+    return 0
+
+
+def _compare_previous(args, experiment: str, metrics: list[str]) -> int:
+    """`lab compare --previous`: the latest scheduled sweep against the one before it, by lab gate's rule."""
+    from lab.analysis.gate import DEFAULT_MAX_DROP
+    from lab.workbench.schedule import compare_records, previous_pair
+    from lab.tracking.store import client
+
+    cl = client(args.tracking_root)
+    prev, cur = previous_pair(cl, experiment, args.schedule)
+    comp = compare_records(prev, cur, metrics, DEFAULT_MAX_DROP if args.max_drop is None else args.max_drop,
+                           args.relative, args.significant_only, 0.05 if args.alpha is None else args.alpha,
+                           root=args.tracking_root, cl=cl)
+    if args.json:
+        import json
+
+        print(json.dumps(comp.to_dict(), indent=2))
+    else:
+        print(comp.table())
+    return comp.exit_code
+
+
+def _publish_args(args) -> dict | None:
+    """The --prometheus / --pushgateway / --push-job / --publish-metrics options as a publish mapping (None: none
+    given)."""
+    opts = {"prometheus": str(Path(args.prometheus).resolve()) if args.prometheus else None,  # relative to the cwd
+            "pushgateway": args.pushgateway, "job": args.push_job,
+            "metrics": _names(args.publish_metrics)}
+    opts = {k: v for k, v in opts.items() if v}
+    return opts or None
+
+
+def _names(values) -> list[str] | None:
+    return [m for v in values for m in v.replace(",", " ").split()] if values else None
+
+
+def _add_publish_options(p, what: str, default: str) -> None:
+    p.add_argument("--prometheus", metavar="FILE",
+                   help=f"write {what} as Prometheus text (atomically; e.g. into the node exporter's textfile folder)")
+    p.add_argument("--pushgateway", metavar="URL", help=f"push {what} to a Prometheus Pushgateway")
+    p.add_argument("--push-job", help="Pushgateway job name (default raglab)")
+    p.add_argument("--publish-metrics", nargs="+", metavar="METRIC", help=f"metrics to publish (default {default})")
+
+
+def _add_gate_options(p, metric: bool = True) -> None:
+    """The options of `lab gate` that set the rule (same names, same meaning)."""
+    if metric:
+        p.add_argument("--metric", nargs="+", metavar="METRIC", help="metrics gated (default ndcg@10)")
+    p.add_argument("--max-drop", type=float, help="largest drop allowed (default 0.02)")
+    p.add_argument("--relative", action="store_true", help="--max-drop is a fraction of the previous value")
+    p.add_argument("--significant-only", action="store_true",
+                   help="fail only on drops that are also significant (paired test)")
+    p.add_argument("--alpha", type=float, help="significance level (default 0.05)")
+
+
+def ui_command(root="mlruns", host: str = "127.0.0.1", port: int = 5000) -> list[str]:
+    """The `mlflow ui` command line for the store at ``root`` (one worker; run it with :data:`UI_ENV`)."""
+    from lab.tracking.store import artifact_location, tracking_uri
+
+    mlflow = Path(sys.executable).with_name("mlflow")
+    cmd = [str(mlflow) if mlflow.exists() else "mlflow", "ui", "--backend-store-uri", tracking_uri(root)]
+    art = artifact_location(root)
+    if art:
+        cmd += ["--default-artifact-root", art]
+    return cmd + ["--host", host, "--port", str(port), "--workers", "1"]
+
+
+def ui_links(root="mlruns", host: str = "127.0.0.1", port: int = 5000, experiment: str | None = None) -> list[str]:
+    """Lines naming the runs view of each experiment in the store (``experiment`` only, when given; the one with
+    the latest run first). Experiments without the model-training tag get it (see lab.tracking.store)."""
+    from lab.tracking.ui import runs_url
+    from lab.tracking.store import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, client
+
+    cl = client(root)
+    exps = [e for e in cl.search_experiments() if e.name != "Default" or experiment == "Default"]
+    if experiment is not None:
+        exps = [e for e in exps if e.name == experiment]
+        if not exps:
+            from lab.core.errors import ConfigError
+
+            names = ", ".join(sorted(e.name for e in cl.search_experiments())) or "none"
+            raise ConfigError(f"--experiment {experiment!r}: no such experiment in the store (it has: {names})")
+    latest = {}
+    for e in exps:
+        if EXPERIMENT_KIND_TAG not in (e.tags or {}):
+            cl.set_experiment_tag(e.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+        runs = cl.search_runs([e.experiment_id], max_results=1, order_by=["attributes.start_time DESC"])
+        latest[e.experiment_id] = runs[0].info.start_time if runs else -1
+    exps.sort(key=lambda e: -latest[e.experiment_id])
+    return [f"  {e.name}: {runs_url(e.experiment_id, host, port, cl)}" for e in exps]
+
+
+def cmd_ui(args) -> int:
+    import shlex
+    import subprocess
+
+    from lab.tracking.ui import base_url
+
+    cmd = ui_command(args.tracking_root, args.host, args.port)
+    line = " ".join(f"{k}={v}" for k, v in UI_ENV.items()) + " " + shlex.join(cmd)
+    if args.print:
+        print(line)
+        return 0
+    links = ui_links(args.tracking_root, args.host, args.port, args.experiment)
+    print(f"{line}\nMLflow UI on {base_url(args.host, args.port)} (Ctrl-C to stop); runs of each experiment:",
+          flush=True)
+    print("\n".join(links) if links else "  (no experiments yet: run `lab sweep params/smoke.yaml`)", flush=True)
+    try:
+        return subprocess.call(cmd, env={**os.environ, **UI_ENV})
+    except KeyboardInterrupt:
+        return 0
+
+
+def add_parsers(sub) -> None:
+    """Add the `sweep`, `compare` and `ui` subcommands to an argparse subparsers object."""
+    s = sub.add_parser("sweep", help="run a params/*.yaml sweep: one notebook execution and MLflow run per config")
+    s.add_argument("spec", help="a sweep spec, e.g. params/chunk_size_grid.yaml")
+    s.add_argument("--jobs", type=positive_int, default=1, help="configs run at once (processes or Ray tasks)")
+    s.add_argument("--executor", default="local", choices=["local", "ray"])
+    s.add_argument("--ray-address", help="an existing Ray cluster (default: a local one, 2 CPUs)")
+    s.add_argument("--dry-run", action="store_true", help="print the configs and which would be skipped")
+    add_tracking_root(s)
+    s.add_argument("--output-dir", help="executed notebooks (default results/sweeps/<name>)")
+    s.add_argument("--timeout", type=positive_int, help="seconds per notebook cell (default: no limit)")
+    s.add_argument("--no-progress", action="store_true")
+    s.add_argument("--rerun-on-code-change", action="store_true",
+                   help="also run a config again when the code (git commit) changed since its finished run "
+                   "(data, models and metrics version always count)")
+    s.add_argument("--halving", action="store_true",
+                   help="successive halving over seeded query slices instead of every config on every query "
+                        "(in this process, no notebooks; see --eta, --min-queries, --compare-full)")
+    s.add_argument("--eta", type=positive_int, default=2, help="halving: keep 1/eta of the configs per rung (>= 2)")
+    s.add_argument("--min-queries", type=positive_int, default=20, help="halving: queries of the first slice")
+    s.add_argument("--compare-full", action="store_true", help="halving: also run the full grid and compare winners")
+    s.add_argument("--json", metavar="FILE", help="halving: write the report (rungs, scores, saved) as JSON")
+    _add_publish_options(s, "the sweep's headline metrics (overrides the spec's publish key)",
+                         "the spec's, else ndcg@10 recall@10 recall@100 mrr@10")
+    g = s.add_argument_group("scheduled sweeps (cron, CI schedule)")
+    g.add_argument("--scheduled", action="store_true",
+                   help="tag this sweep as scheduled, compare each config with the previous scheduled sweep, write "
+                   "the report, publish, and exit 1 when a metric dropped more than allowed")
+    g.add_argument("--schedule", metavar="NAME", help="name of the schedule (default: the sweep's name)")
+    _add_gate_options(g)
+    g.add_argument("--report-dir", metavar="DIR",
+                   help="where the comparison and report.html go (default results/scheduled/<schedule>)")
+    s.set_defaults(func=cmd_sweep)
+
+    c = sub.add_parser("compare", help="leaderboard of an experiment's runs with CIs and paired tests")
+    c.add_argument("--experiment", help="MLflow experiment (default: the one with the latest run)")
+    c.add_argument("--metric", nargs="+", metavar="METRIC",
+                   help="ranks the leaderboard (default ndcg@10); with --previous: the metrics gated")
+    c.add_argument("--parent", help="only the child runs of this sweep parent run id")
+    c.add_argument("--previous", action="store_true",
+                   help="compare the latest scheduled sweep with the one before it (paired tests, lab gate's rule; "
+                   "exit 1 when a metric dropped more than allowed)")
+    c.add_argument("--schedule", metavar="NAME", help="with --previous: the schedule (default: the latest one's)")
+    _add_gate_options(c, metric=False)
+    c.add_argument("--json", action="store_true", help="with --previous: print the comparison as JSON")
+    c.add_argument("--png", metavar="FILE", help="write a bar chart with CI error bars")
+    c.add_argument("--csv", metavar="FILE", help="write the table as CSV")
+    add_tracking_root(c)
+    _add_publish_options(c, "the experiment's runs", "--metric")
+    c.set_defaults(func=cmd_compare)
+
+    u = sub.add_parser("ui", help="run the MLflow UI on the store (127.0.0.1:5000, one worker, no job runner)")
+    add_tracking_root(u)
+    u.add_argument("--host", default="127.0.0.1")
+    u.add_argument("--port", type=positive_int, default=5000)
+    u.add_argument("--experiment", help="print only this experiment's link (default: every experiment)")
+    u.add_argument("--print", action="store_true", help="only print the command")
+    u.set_defaults(func=cmd_ui)

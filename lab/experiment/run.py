@@ -1,0 +1,279 @@
+"""One experiment: dataset -> (chunks) -> index -> search -> relevance at the right level -> metrics.
+
+A result is a value (:class:`Result`): the run, the per-query evaluation, latency and the config that
+made it. Logging, comparing, reporting and gating read that value; none recomputes it.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lab.data.types import Dataset, Qrels, Run
+from lab.retrievers.base import Context, build
+
+
+@dataclass
+class Result:
+    config: dict
+    run: Run
+    evaluation: "object"  # lab.metrics.Evaluation
+    latency: dict
+    index_seconds: float
+    search_seconds: float
+    info: dict = field(default_factory=dict)
+    eval_run: Run | None = None  # the run the metrics were computed on (doc-level after aggregation)
+    cost: dict = field(default_factory=dict)  # llm_index_* / llm_query_* counters (see cost_summary)
+
+    def summary(self) -> dict:
+        """Flat dict: metric means (ndcg@10, ...), latency figures, index and search seconds, LLM cost."""
+        out = {k: float(v) for k, v in self.evaluation.means.items()}
+        out.update({k: float(v) for k, v in self.latency.items()})
+        out["index_seconds"] = float(self.index_seconds)
+        out["search_seconds"] = float(self.search_seconds)
+        out.update({k: float(v) for k, v in self.cost.items()})
+        return out
+
+
+#: ``seconds``: generation time paid by this run (0 when every answer came from the cache); ``cold_seconds``: what
+#: the same answers took when they were generated (cache hits included), i.e. the cost of a cold run. Faults:
+#: ``retries`` (attempts made again), ``errors`` (calls that failed for good) and ``retry_wait_seconds`` (backoff
+#: sleeps before retries); ``seconds`` and the latencies exclude those sleeps (see lab.models.llm).
+COST_KEYS = ("calls", "cache_hits", "generated", "prompt_tokens", "completion_tokens", "seconds", "cold_seconds",
+             "retries", "errors", "retry_wait_seconds")
+
+
+def cost_summary(before: dict, after: dict, phase: str) -> dict[str, float]:
+    """The cost of one phase ("index" or "query") from two usage snapshots: ``llm_<phase>_<counter>`` for the
+    counters of :data:`COST_KEYS`, plus ``llm_<phase>_tokens`` (prompt + completion tokens of generated answers:
+    what was paid; cached answers cost nothing). Empty when the strategy used no LLM."""
+    if not after:
+        return {}
+    diff = {key: float(after.get(key, 0)) - float(before.get(key, 0)) for key in COST_KEYS}
+    out = {f"llm_{phase}_{key}": value for key, value in diff.items()}
+    out[f"llm_{phase}_tokens"] = diff["prompt_tokens"] + diff["completion_tokens"]
+    return out
+
+
+def check_run_args(strategy: str, params: dict | None = None, *, k=100, max_queries=None, metrics=None,
+                   relevance: str = "auto", chunking: dict | None = None) -> None:
+    """Check the arguments of :func:`run_experiment` before any work (no dataset read, nothing indexed); raises
+    ConfigError with one line naming the argument and what it accepts. Strategy params are checked against the
+    strategy's declared params (:func:`lab.retrievers.base.param_problems`); counts must be integers >= 1."""
+    from lab.core.errors import ConfigError
+    from lab.metrics.ranking import parse_metric
+    from lab.retrievers.base import check_params
+
+    for name, value, optional in (("k", k, False), ("max_queries", max_queries, True)):
+        if optional and value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{name}={value!r}: expected an integer >= 1" + (" (or none: all queries)" if optional
+                                                                                else ""))
+    if relevance not in ("auto", "doc", "span"):
+        raise ConfigError(f"relevance={relevance!r}: expected one of 'auto', 'doc', 'span'")
+    problems = chunking_problems(chunking)
+    if problems:
+        raise ConfigError(problems[0])
+    for m in metrics or []:
+        try:
+            parse_metric(m)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+    check_params(strategy, params)
+
+
+def chunking_problems(chunking) -> list[str]:
+    """One line per problem of a ``chunking`` mapping: keys must be params of :func:`lab.text.chunking.chunk_corpus`
+    (chunker, size, overlap, size_unit, title_prefix) or ``depth_factor``, values of their types; sizes >= 1,
+    overlap >= 0. None (no chunking) has none."""
+    from lab.text.chunking import CHUNKERS, SIZE_UNITS, chunk_corpus
+    from lab.retrievers.params import COUNT, Param, at_least, check_value, one_of, signature_params
+
+    if chunking is None:
+        return []
+    if not isinstance(chunking, dict):
+        return [f"chunking={chunking!r}: expected a mapping, e.g. {{chunker: recursive, size: 256}}"]
+    declared = signature_params(chunk_corpus, {"chunker": one_of(*CHUNKERS), "size": COUNT, "overlap": at_least(0),
+                                                "size_unit": one_of(*SIZE_UNITS)},
+                                exclude=("corpus", "tokenizer", "progress"))
+    declared["depth_factor"] = Param("depth_factor", int, 3, COUNT)
+    out = []
+    for key, value in chunking.items():
+        if key not in declared:
+            out.append(f"chunking: unknown key {key!r}; chunking accepts: {', '.join(sorted(declared))}")
+            continue
+        expected = check_value(declared[key], value)
+        if expected is not None:
+            out.append(f"chunking: {key}={value!r} is not valid; {key} takes {expected} "
+                       f"(default {declared[key].default!r})")
+    return out
+
+
+def load(dataset: str | Path | Dataset, progress: bool = True) -> Dataset:
+    if isinstance(dataset, Dataset):
+        return dataset
+    from lab.data.beir import load_dataset
+
+    return load_dataset(dataset, progress=progress)
+
+
+def run_experiment(
+    dataset: str | Path | Dataset,
+    strategy: str,
+    params: dict | None = None,
+    *,
+    split: str = "test",
+    k: int = 100,
+    chunking: dict | None = None,
+    relevance: str = "auto",
+    metrics=None,
+    ctx: Context | None = None,
+    max_queries: int | None = None,
+    condensed: bool = False,
+) -> Result:
+    """Run one strategy on one dataset split and evaluate it.
+
+    chunking: None (index whole documents) or kwargs for :func:`lab.text.chunking.chunk_corpus`
+    (chunker, size, overlap, size_unit, title_prefix). relevance: "doc" (chunk hits aggregated to their
+    document, best score), "span" (a chunk is relevant when it overlaps an evidence span) or "auto"
+    (span when chunking and the dataset has evidence spans, else doc). condensed: score the condensed lists
+    (unjudged documents removed first, trec_eval -J; in span mode a chunk counts as judged when it overlaps the
+    evidence or its document is in the query's document qrels).
+
+    Span mode adds token-level chunk metrics (lab.metrics.tokens: token_recall@k, token_precision@k,
+    token_iou@k, in the chunking's size units) at the cut-offs of the requested metrics, as columns of the
+    evaluation beside the ranking metrics.
+    """
+    from lab.data.fingerprint import fingerprint
+    from lab.metrics import DEFAULT_METRICS, evaluate, latency_summary
+
+    from lab.core.errors import ConfigError
+
+    check_run_args(strategy, params, k=k, max_queries=max_queries, metrics=metrics, relevance=relevance,
+                   chunking=chunking)
+    ctx = ctx or Context()
+    ds = load(dataset, progress=ctx.progress)
+    try:
+        queries, qrels = ds.split(split)
+    except KeyError as exc:
+        raise ConfigError(str(exc.args[0])) from None
+    if max_queries:
+        keep = sorted(queries)[:max_queries]
+        queries = queries.subset(keep)
+        qrels = type(qrels)({q: qrels[q] for q in keep}, name=qrels.name)
+
+    units, mode, chunk_info, relevance_info, rel = ds.corpus, "doc", {"chunker": "none"}, {}, None
+    search_k = k
+    if chunking and chunking.get("chunker", "recursive") != "none":
+        from lab.text.chunking import chunk_corpus, chunks_to_corpus, describe_chunking, relevance_for
+
+        chunk_args = {kk: v for kk, v in chunking.items() if kk != "depth_factor"}
+        chunks = chunk_corpus(ds.corpus, progress=ctx.progress, **chunk_args)
+        units = chunks_to_corpus(chunks)
+        chunk_info = {**describe_chunking(**chunk_args), "n_chunks": len(chunks)}
+        if relevance == "auto":
+            mode = "span" if ds.evidence else "doc"
+        else:
+            mode = relevance
+        rel = relevance_for(ds, chunks, split, mode)
+        if mode == "span":
+            # only queries with evidence can be judged at chunk level; the rest are reported as dropped
+            queries = queries.subset([q for q in queries if q in rel.qrels])
+            qrels = Qrels({q: rel.qrels[q] for q in queries}, name=qrels.name)
+        else:
+            # chunk hits are aggregated to documents: search deeper so k documents remain after aggregation
+            search_k = k * int(chunking.get("depth_factor", 3))
+        relevance_info = {**rel.describe(), "queries_evaluated": len(queries)}
+    elif relevance == "span":
+        raise ConfigError("relevance='span' needs chunking (e.g. --set chunking.chunker=recursive)")
+
+    retriever = build(strategy, dict(params or {}), ctx)
+    if hasattr(retriever, "use_qrels"):
+        # strategies that tune on judgments (hybrid's weights="tuned") get them with the level they judge at;
+        # they must score each query out of fold (see lab.retrievers.fusion_cv)
+        retriever.use_qrels(qrels, (lambda r: rel.prepare(r, k=k)) if rel is not None and mode == "doc" else None)
+    usage = getattr(retriever, "usage", dict)
+    u0 = usage()
+    t0 = time.perf_counter()
+    retriever.index(units)
+    index_seconds = time.perf_counter() - t0
+    u1 = usage()
+
+    t0 = time.perf_counter()
+    run = retriever.search(queries, search_k)
+    search_seconds = time.perf_counter() - t0
+    u2 = usage()
+    cost = {**cost_summary(u0, u1, "index"), **cost_summary(u1, u2, "query")}
+
+    eval_run, eval_qrels = run, qrels
+    if rel is not None and mode == "doc":
+        eval_run = rel.prepare(run, k=k)
+    elif rel is not None:
+        eval_qrels = rel.judge(run, qrels)  # spans the strategy returned beyond the chunks (windows) are judged too
+    elif any(d not in units for q in run for d in run.scores[q]):
+        from lab.text.chunking import aggregate_to_docs
+
+        # a strategy over whole documents that returns spans of them (parent's windows): judged as their documents
+        eval_run = aggregate_to_docs(run, {d: d for d in units.ids}, k=k)
+
+    judged = None
+    if rel is not None and mode == "span":
+        judged = _span_judged(rel, ds.split(split)[1], queries)
+    evaluation = evaluate(eval_qrels, eval_run, metrics or DEFAULT_METRICS, condensed=condensed, judged=judged)
+    if rel is not None and mode == "span":
+        _add_token_metrics(evaluation, ds, eval_run, queries, chunking)
+    info = {
+        "dataset": ds.name,
+        "dataset_path": str(ds.path),
+        "dataset_fingerprint": fingerprint(ds.path),
+        "split": split,
+        "n_queries": len(queries),
+        "n_units": len(units),
+        "relevance_mode": mode,
+        "chunking": chunk_info,
+        **relevance_info,
+        "retriever": retriever.describe(),
+    }
+    config = {
+        "dataset": ds.name,
+        "strategy": strategy,
+        "split": split,
+        "k": k,
+        "params": dict(params or {}),
+        "chunking": dict(chunking or {"chunker": "none"}),
+        "relevance": mode,
+        **({"condensed": True} if condensed else {}),
+    }
+    return Result(config, run, evaluation, latency_summary(run.latency), index_seconds, search_seconds, info, eval_run,
+                  cost)
+
+
+def _span_judged(rel, doc_qrels: Qrels, queries) -> dict[str, set[str]]:
+    """Chunks that count as judged per query in span mode: those of documents in the query's document qrels."""
+    by_doc: dict[str, list[str]] = {}
+    for cid, doc in rel.chunk_to_doc.items():
+        by_doc.setdefault(doc, []).append(cid)
+    return {q: {c for d in doc_qrels[q] for c in by_doc.get(d, ())} for q in queries if q in doc_qrels}
+
+
+def _add_token_metrics(evaluation, ds: Dataset, run: Run, queries, chunking: dict) -> None:
+    """Token recall / precision / IoU (lab.metrics.tokens) as columns of ``evaluation`` (per query and means)."""
+    from lab.metrics import parse_metric
+    from lab.metrics.tokens import UnitCounter, token_metrics
+
+    cutoffs = sorted({parse_metric(m).k for m in evaluation.metrics if parse_metric(m).k})
+    if not cutoffs:
+        return
+    qids = list(evaluation.per_query.index)
+    keep = set(qids)
+    evidence: dict[str, list[tuple[str, int, int]]] = {}
+    for sp in ds.evidence:
+        if sp.query_id in keep and sp.doc_id in ds.corpus:
+            evidence.setdefault(sp.query_id, []).append((sp.doc_id, sp.start, sp.end))
+    docs = {d: ds.corpus[d].text for spans in evidence.values() for d, _, _ in spans}
+    count = UnitCounter.for_docs(docs, chunking.get("size_unit", "tokens"), chunking.get("tokenizer"))
+    table = token_metrics(run, evidence, cutoffs, query_ids=qids, count=count).reindex(qids)
+    for col in table.columns:
+        evaluation.per_query[col] = table[col].to_numpy()
+        evaluation.means[col] = float(table[col].mean())

@@ -1,0 +1,473 @@
+"""MLflow tracking: one store per tracking root, results logged as runs, figures as artifacts.
+
+Conventions
+- Store: ``tracking_uri(root)`` is ``sqlite:///<abs root>/mlflow.db``; artifacts live under ``<abs root>/artifacts``
+  (the artifact_location of every experiment created here). A relative root is relative to the repository root
+  (see :mod:`lab.core.paths`), so notebooks and the CLI share one store whatever their working directory. A root
+  that is already a URI (``sqlite:///...``, ``http://host:5000``) is used as it is.
+- Metric names: MLflow refuses ``@``; :func:`mlflow_metric_name` maps ``@`` to ``_at_`` ("ndcg@10" ->
+  "ndcg_at_10") and :func:`metric_name_from_mlflow` maps back. CI bounds are ``<metric>_ci_low`` /
+  ``<metric>_ci_high`` (mapped the same way). Nothing else renames metrics.
+- Params: dotted keys from :func:`lab.workbench.config.flatten`. Plain keys hold the config as requested (a sweep logs
+  its config before the notebook runs); when the experiment resolved a key to a different value (e.g.
+  relevance "auto" -> "doc", a dataset path -> its name), that value goes to ``resolved.<key>``. Strategy
+  descriptions (model identities, defaults) go to ``retriever.<key>``.
+- Tag ``identity.models`` (:data:`TAG_MODELS`): the models the strategy used (name, identity, weights path, sha256
+  of the weights on disk), so a later sweep can tell whether they changed (lab.workbench.resume).
+- Tag ``config_hash``: :func:`lab.workbench.config.config_hash` of the config that made the run: the sweep config for
+  sweep runs (set by the sweep before execution), ``result.config`` for runs logged directly.
+- Lifecycle: :func:`log_result` with ``run_id=None`` creates a run and ends it FINISHED; with a ``run_id`` it
+  only logs into that run and leaves its status to its owner (the sweep).
+- Several processes at once: a sqlite store is created or migrated under a file lock (``<db>.lock``, see
+  :func:`ensure_store`), once per process, by every path that opens it (:func:`client`): run, sweep and its
+  notebooks, testset, report. A result whose logging fails is saved to ``results/unlogged/`` first
+  (:func:`save_unlogged`), and the :class:`lab.core.errors.TrackingError` says where: a computed result is never lost.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Mapping
+
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+
+#: Packages whose versions are tagged on every run (distribution names); absent ones are skipped.
+TRACKED_PACKAGES = ("raglab", "torch", "sentence-transformers", "bm25s", "faiss-cpu", "mlflow", "numpy")
+#: Artifact names of a logged result.
+PER_QUERY_ARTIFACT = "per_query.parquet"
+RUN_ARTIFACT = "run.trec"
+RESULT_ARTIFACT = "result.json"
+#: Tag holding the models a result used, as :func:`lab.models.weights.weights_record` gives them (sorted-key JSON):
+#: what a later sweep checks to tell whether the weights changed (see lab.workbench.resume).
+TAG_MODELS = "identity.models"
+_MAX_PARAM = 6000
+_MAX_TAG = 8000
+_BAD_KEY = re.compile(r"[^/\w.\- :]")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# store
+# ----------------------------------------------------------------------------------------------------------
+def _is_uri(root: str | Path) -> bool:
+    s = str(root)
+    return "://" in s or s.startswith("sqlite:")
+
+
+def root_path(root: str | Path = "mlruns") -> Path:
+    """Absolute folder of a tracking root: absolute kept, relative joined to the repo root (else the cwd)."""
+    from lab.core.errors import ConfigError
+    from lab.core.paths import resolve_repo_path
+
+    p = Path(root).expanduser()
+    if p.is_absolute():
+        return p
+    try:
+        return resolve_repo_path(p).resolve()
+    except ConfigError:
+        return p.resolve()
+
+
+def tracking_uri(root: str | Path = "mlruns") -> str:
+    """``sqlite:///<abs root>/mlflow.db`` (creating the folder), or ``root`` itself when it is a URI."""
+    if _is_uri(root):
+        return str(root)
+    folder = root_path(root)
+    folder.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{folder / 'mlflow.db'}"
+
+
+def artifact_location(root: str | Path = "mlruns") -> str | None:
+    """``file://<abs root>/artifacts`` for a folder root; None (the server's default) for a URI root."""
+    if _is_uri(root):
+        return None
+    folder = root_path(root) / "artifacts"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder.as_uri()
+
+
+#: sqlite stores this process has created or checked (see :func:`ensure_store`).
+_READY: set[str] = set()
+#: Seconds a process waits for another one creating or migrating the same store.
+STORE_LOCK_TIMEOUT = 600
+
+
+def sqlite_file(uri: str) -> Path | None:
+    """The database file of a ``sqlite:///`` URI (None for any other store)."""
+    prefix = "sqlite:///"
+    return Path(uri[len(prefix):]) if uri.startswith(prefix) and len(uri) > len(prefix) else None
+
+
+def ensure_store(root: str | Path = "mlruns") -> str:
+    """Create (or migrate) the sqlite store of ``root`` under an exclusive file lock beside the database, so
+    processes starting on a new store at once do not race on its tables (MLflow creates them and runs the alembic
+    migrations when it first opens a database; two at once fail with "table ... already exists" or "duplicate
+    column"). Done once per process and store; other stores (http) are left to their server. Returns the URI."""
+    uri = tracking_uri(root)
+    db = sqlite_file(uri)
+    if db is None or uri in _READY:
+        return uri
+    from filelock import FileLock, Timeout
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    from lab.core.errors import TrackingError
+
+    db.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(f"{db}.lock")
+    try:
+        with lock.acquire(timeout=STORE_LOCK_TIMEOUT):
+            SqlAlchemyStore(uri, artifact_location(root) if not _is_uri(root) else (db.parent / "artifacts").as_uri())
+    except Timeout:
+        raise TrackingError(f"{db}: another process has held the store's lock ({lock.lock_file}) for more than "
+                            f"{STORE_LOCK_TIMEOUT} s; is a migration stuck? end that process and retry") from None
+    _READY.add(uri)
+    return uri
+
+
+def client(root: str | Path = "mlruns"):
+    """An :class:`mlflow.MlflowClient` on the store of ``root`` (no global tracking URI is set); the store is
+    created or migrated first, under a lock (:func:`ensure_store`)."""
+    from mlflow import MlflowClient
+
+    return MlflowClient(tracking_uri=ensure_store(root))
+
+
+#: Experiment tag that tells the MLflow 3 UI what kind of experiment it shows; "custom_model_development"
+#: ("Model training" in the UI) opens on the runs table instead of the GenAI overview, which is empty for
+#: retrieval runs. Every experiment raglab creates or reuses carries it (set only when absent).
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+
+
+def get_or_create_experiment(name: str, root: str | Path = "mlruns", cl=None) -> str:
+    """Id of experiment ``name``, created with artifact_location under ``<root>/artifacts`` when absent, tagged
+    :data:`EXPERIMENT_KIND_TAG` = :data:`EXPERIMENT_KIND` (an existing experiment without that tag gets it).
+
+    A deleted experiment of that name is restored. Safe when two processes create it at once.
+    """
+    from mlflow.exceptions import MlflowException
+
+    cl = cl or client(root)
+    exp = cl.get_experiment_by_name(name)
+    if exp is None:
+        try:
+            return cl.create_experiment(name, artifact_location=artifact_location(root),
+                                        tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
+        except MlflowException:
+            exp = cl.get_experiment_by_name(name)
+            if exp is None:
+                raise
+    if exp.lifecycle_stage == "deleted":
+        cl.restore_experiment(exp.experiment_id)
+    if EXPERIMENT_KIND_TAG not in (exp.tags or {}):
+        cl.set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+    return exp.experiment_id
+
+
+# ----------------------------------------------------------------------------------------------------------
+# names and values
+# ----------------------------------------------------------------------------------------------------------
+def mlflow_metric_name(name: str) -> str:
+    """MLflow-safe metric name: "@" -> "_at_" ("ndcg@10" -> "ndcg_at_10"); the one place names are mapped."""
+    return str(name).replace("@", "_at_")
+
+
+def metric_name_from_mlflow(name: str) -> str:
+    """Inverse of :func:`mlflow_metric_name`: "_at_" -> "@" ("ndcg_at_10_ci_low" -> "ndcg@10_ci_low")."""
+    return str(name).replace("_at_", "@")
+
+
+def safe_key(key: str) -> str:
+    """A param/tag key MLflow accepts: characters outside ``[/\\w.\\- :]`` become "_", at most 250 chars."""
+    return _BAD_KEY.sub("_", str(key))[:250]
+
+
+def _truncate(value: str, limit: int) -> str:
+    return value if len(value) <= limit else value[: limit - 15] + "...[truncated]"
+
+
+# ----------------------------------------------------------------------------------------------------------
+# environment tags
+# ----------------------------------------------------------------------------------------------------------
+@lru_cache(maxsize=None)
+def git_commit(folder: str | None = None) -> str:
+    """HEAD commit of the repository holding ``folder`` (default: the package), + "-dirty" when the tree has
+    uncommitted changes; "unknown" outside git or before the first commit."""
+    cwd = folder or str(Path(__file__).resolve().parent)
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10)
+        if head.returncode != 0:
+            return "unknown"
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
+                               capture_output=True, text=True, timeout=20)
+        return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+@lru_cache(maxsize=None)
+def package_versions() -> dict[str, str]:
+    """``{distribution: version}`` of :data:`TRACKED_PACKAGES` that are installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for name in TRACKED_PACKAGES:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            pass
+    return out
+
+
+def environment_tags() -> dict[str, str]:
+    """Tags naming the code that ran: git_commit, metrics_version, version.<package>."""
+    import lab
+
+    tags = {"git_commit": git_commit(), "metrics_version": str(lab.METRICS_VERSION)}
+    tags.update({f"version.{k}": v for k, v in package_versions().items()})
+    return tags
+
+
+def model_identities(describe: Mapping) -> dict[str, str]:
+    """``{dotted key: value}`` of the leaves of a strategy description whose key names a model or backend."""
+    from lab.workbench.config import flatten
+
+    return {k: v for k, v in flatten(describe).items()
+            if any(w in k.lower().rsplit(".", 1)[-1] for w in ("model", "backend", "encoder", "embedder"))}
+
+
+# ----------------------------------------------------------------------------------------------------------
+# logging
+# ----------------------------------------------------------------------------------------------------------
+def log_params(run_id: str, params: Mapping[str, Any], cl=None, root: str | Path = "mlruns",
+               conflict_prefix: str = "resolved.") -> dict[str, str]:
+    """Log params (values formatted by :func:`lab.workbench.config.format_value`) into a run, without ever failing on a
+    key the run already holds: same value -> skipped; different value -> logged as ``conflict_prefix + key``.
+    Returns what was logged, key -> value."""
+    from mlflow.entities import Param
+
+    from lab.workbench.config import format_value
+
+    cl = cl or client(root)
+    existing = cl.get_run(run_id).data.params
+    out: dict[str, str] = {}
+    for key, value in params.items():
+        key, text = safe_key(key), _truncate(format_value(value), _MAX_PARAM)
+        if key in existing:
+            if existing[key] == text:
+                continue
+            key = safe_key(conflict_prefix + key)
+            if existing.get(key) == text:
+                continue
+        out[key] = text
+    items = [Param(k, v) for k, v in out.items()]
+    for i in range(0, len(items), 100):
+        cl.log_batch(run_id, params=items[i:i + 100])
+    return out
+
+
+def log_metrics(run_id: str, metrics: Mapping[str, float], cl=None, root: str | Path = "mlruns", step: int = 0) -> None:
+    """Log ``{name: value}`` metrics (names mapped by :func:`mlflow_metric_name`); NaN/None values are skipped."""
+    import math
+    import time
+
+    from mlflow.entities import Metric
+
+    cl = cl or client(root)
+    ts = int(time.time() * 1000)
+    items = [Metric(mlflow_metric_name(k), float(v), ts, step) for k, v in metrics.items()
+             if v is not None and not math.isnan(float(v))]
+    for i in range(0, len(items), 1000):
+        cl.log_batch(run_id, metrics=items[i:i + 1000])
+
+
+def set_tags(run_id: str, tags: Mapping[str, Any], cl=None, root: str | Path = "mlruns") -> None:
+    """Set tags (values as str, truncated to MLflow's limit)."""
+    from mlflow.entities import RunTag
+
+    cl = cl or client(root)
+    items = [RunTag(safe_key(k), _truncate(str(v), _MAX_TAG)) for k, v in tags.items() if v is not None]
+    for i in range(0, len(items), 100):
+        cl.log_batch(run_id, tags=items[i:i + 100])
+
+
+def result_metrics(result, ci: bool = True, seed: int = 0, n_resamples: int = 1000) -> dict[str, float]:
+    """Flat metrics of a Result, names unmapped: means, ``_ci_low``/``_ci_high`` (percentile bootstrap over
+    queries, seeded), latency figures, index/search seconds, n_queries, n_excluded."""
+    out = {str(k): float(v) for k, v in result.evaluation.means.items()}
+    per_query = result.evaluation.per_query
+    if ci and len(per_query):
+        from lab.metrics import bootstrap_ci
+
+        for row in bootstrap_ci(per_query, n_resamples=n_resamples, seed=seed).itertuples(index=False):
+            out[f"{row.metric}_ci_low"] = float(row.ci_low)
+            out[f"{row.metric}_ci_high"] = float(row.ci_high)
+    out.update({str(k): float(v) for k, v in result.latency.items()})
+    out["index_seconds"] = float(result.index_seconds)
+    out["search_seconds"] = float(result.search_seconds)
+    out.update({str(k): float(v) for k, v in getattr(result, "cost", {}).items()})
+    out["n_queries"] = float(result.evaluation.n_queries)
+    out["n_excluded"] = float(len(result.evaluation.excluded))
+    return out
+
+
+def _result_tags(result, seed: int) -> dict[str, str]:
+    info = result.info or {}
+    describe = info.get("retriever") or {}
+    tags = {
+        "dataset": info.get("dataset", result.config.get("dataset")),
+        "dataset_fingerprint": info.get("dataset_fingerprint"),
+        "strategy": result.config.get("strategy"),
+        "split": info.get("split", result.config.get("split")),
+        "relevance_mode": info.get("relevance_mode"),
+        "seed": seed,
+        **environment_tags(),
+    }
+    tags.update({f"model.{k}": v for k, v in model_identities(describe).items()})
+    from lab.models.weights import default_memo, weights_record
+
+    tags[TAG_MODELS] = json.dumps(weights_record(describe, default_memo()), sort_keys=True, separators=(",", ":"),
+                                  ensure_ascii=False)
+    return tags
+
+
+def write_result_files(result, folder: Path, seed: int = 0) -> list[Path]:
+    """per_query.parquet, run.trec and result.json of a Result in ``folder``."""
+    import lab
+    from lab.data.trec import write_trec_run
+
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    pq = result.evaluation.per_query.copy()
+    pq.index = pq.index.astype(str)
+    pq.index.name = "query_id"
+    pq.columns = [str(c) for c in pq.columns]
+    pq.to_parquet(folder / PER_QUERY_ARTIFACT)
+    paths.append(folder / PER_QUERY_ARTIFACT)
+    paths.append(Path(write_trec_run(result.run, folder / RUN_ARTIFACT, tag=str(result.config.get("strategy", "lab")))))
+    doc = {
+        "config": result.config,
+        "info": result.info,
+        "summary": result.summary(),
+        "n_queries": result.evaluation.n_queries,
+        "excluded": list(result.evaluation.excluded),
+        "metrics_version": getattr(result.evaluation, "metrics_version", lab.METRICS_VERSION),
+        "seed": seed,
+    }
+    (folder / RESULT_ARTIFACT).write_text(json.dumps(doc, indent=1, default=str), encoding="utf-8")
+    paths.append(folder / RESULT_ARTIFACT)
+    return paths
+
+
+def log_result(result, run_id: str | None = None, experiment: str | None = None, root: str | Path = "mlruns",
+               ci: bool = True, seed: int = 0, n_resamples: int = 1000, run_name: str | None = None) -> str:
+    """Log a :class:`lab.experiment.run.Result` into MLflow and return the run id.
+
+    run_id given: log into that run (a sweep's child run) and leave its status alone. run_id None: create a run
+    in ``experiment`` (default "raglab"), log, and end it FINISHED (FAILED if logging raised).
+    Logged: params (config, ``retriever.*`` description; see the module docstring for conflicts), metrics
+    (means, CI bounds, latency, index/search seconds), tags (dataset_fingerprint, config_hash, git_commit,
+    versions, model identities, metrics_version, seed), artifacts per_query.parquet, run.trec, result.json.
+    """
+    from mlflow.entities import RunStatus
+
+    from lab.workbench.config import config_hash, flatten
+
+    own = run_id is None
+    cl = None
+    try:
+        cl = client(root)
+        if own:
+            exp_id = get_or_create_experiment(experiment or "raglab", root, cl)
+            strategy = result.config.get("strategy", "run")
+            run_id = cl.create_run(exp_id, run_name=run_name or f"{strategy} on {result.info.get('dataset', '')}".strip(),
+                                   tags={"mlflow.source.type": "LOCAL"}).info.run_id
+        describe = (result.info or {}).get("retriever") or {}
+        params = dict(flatten(result.config))
+        params.update({f"retriever.{k}": v for k, v in flatten(describe).items()})
+        log_params(run_id, params, cl=cl)
+        log_metrics(run_id, result_metrics(result, ci=ci, seed=seed, n_resamples=n_resamples), cl=cl)
+        tags = _result_tags(result, seed)
+        if "config_hash" not in cl.get_run(run_id).data.tags:
+            tags["config_hash"] = config_hash(result.config)
+        set_tags(run_id, tags, cl=cl)
+        with tempfile.TemporaryDirectory(prefix="lab-result-") as tmp:
+            for path in write_result_files(result, Path(tmp), seed):
+                cl.log_artifact(run_id, str(path))
+        if own:
+            cl.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
+    except BaseException as exc:
+        if own and run_id is not None and cl is not None:
+            try:
+                cl.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
+            except Exception:  # noqa: BLE001 - the store itself may be what failed
+                pass
+        if not isinstance(exc, Exception):
+            raise
+        from lab.core.errors import TrackingError
+
+        folder = save_unlogged(result, seed, experiment or "raglab")
+        raise TrackingError(f"logging to MLflow (tracking root {root}) failed: {type(exc).__name__}: "
+                            f"{str(exc).splitlines()[0] if str(exc) else ''}; the result was saved to {folder} "
+                            f"({RESULT_ARTIFACT}, {PER_QUERY_ARTIFACT}, {RUN_ARTIFACT})") from exc
+    return run_id
+
+
+def save_unlogged(result, seed: int = 0, experiment: str = "raglab", folder: str | Path | None = None) -> Path:
+    """Write a result that could not be logged to ``results/unlogged/<experiment>/<time>-<strategy>-<pid>/``
+    (or ``folder``): result.json, per_query.parquet and run.trec, as :func:`write_result_files` writes them."""
+    import time
+
+    if folder is None:
+        from lab.core.paths import results_dir
+
+        strategy = re.sub(r"[^\w.-]", "_", str(result.config.get("strategy", "run")))
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        folder = results_dir("unlogged", re.sub(r"[^\w.-]", "_", experiment), create=True) / \
+            f"{stamp}-{strategy}-{os.getpid()}"
+    folder = Path(folder)
+    write_result_files(result, folder, seed)
+    return folder
+
+
+def log_figure(fig, name: str, run_id: str, root: str | Path = "mlruns") -> str:
+    """Save a matplotlib Figure as ``figures/<name>.png`` in the run's artifacts; returns the artifact path."""
+    artifact = f"figures/{name if name.endswith('.png') else name + '.png'}"
+    client(root).log_figure(run_id, fig, artifact)
+    return artifact
+
+
+def log_file(run_id: str, path: str | Path, artifact_path: str | None = None, root: str | Path = "mlruns") -> None:
+    """Copy a local file into the run's artifacts (under ``artifact_path`` when given)."""
+    client(root).log_artifact(run_id, str(path), artifact_path)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# reading back
+# ----------------------------------------------------------------------------------------------------------
+def artifact_file(run_id: str, artifact: str, dst: str | Path, root: str | Path = "mlruns", cl=None) -> Path:
+    """Local path of one artifact of a run: read in place for a local (file://) store, else downloaded to ``dst``."""
+    from urllib.parse import unquote, urlparse
+
+    cl = cl or client(root)
+    uri = cl.get_run(run_id).info.artifact_uri
+    if uri.startswith("file://"):
+        local = Path(unquote(urlparse(uri).path)) / artifact
+        if local.exists():
+            return local
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    return Path(cl.download_artifacts(run_id, artifact, str(dst)))
+
+
+def load_per_query(run_id: str, root: str | Path = "mlruns", cl=None):
+    """The per-query table a run logged (DataFrame indexed by query_id as str, columns = metric labels)."""
+    import pandas as pd
+
+    with tempfile.TemporaryDirectory(prefix="lab-pq-") as tmp:
+        df = pd.read_parquet(artifact_file(run_id, PER_QUERY_ARTIFACT, tmp, root, cl))
+    df.index = df.index.astype(str)
+    return df

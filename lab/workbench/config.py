@@ -1,0 +1,334 @@
+"""Sweep specs: ``params/*.yaml`` -> validated :class:`SweepSpec` -> a list of configs.
+
+Schema of a spec (top-level keys; anything else is an error naming the file and the key)::
+
+    notebook: notebooks/02_chunk_size_grid.ipynb   # required; relative to the repo root (see lab.core.paths)
+    dataset: data/scifact                          # the notebook's `dataset`; may instead come from fixed/grid/zip
+    experiment: chunk-size-grid                    # MLflow experiment name (default: the spec's file stem)
+    name: chunk-size-grid                          # sweep name (default: the spec's file stem)
+    seed: 0                                        # optional; injected as the notebook's `seed`
+    fixed: {strategy: bm25, k: 100}                # params shared by every config
+    grid:                                          # cartesian product of the lists
+      chunking.size: [128, 256, 512]
+    zip:                                           # lists of equal length, taken row by row ...
+      chunking.overlap: [16, 32, 64]               # ... then crossed with the grid
+      chunking.chunker: [recursive, recursive, fixed]
+    publish:                                       # optional: headline metrics for monitoring (lab.workbench.monitoring)
+      prometheus: /var/lib/node_exporter/textfile/raglab.prom   # node exporter textfile, and/or
+      pushgateway: http://127.0.0.1:9091           # a Pushgateway (job, metrics, headers_env optional)
+
+Conventions (one way each, used by the sweep, the tracking and the resume logic alike)
+- Dotted keys address nested params: ``"params.k1": 1.2`` is ``{"params": {"k1": 1.2}}``. ``fixed`` may be
+  written nested or dotted; both mean the same.
+- A config is a nested dict: ``dataset`` and ``seed`` (when given) first, then ``fixed``, then the zip row,
+  then the grid point. The same dotted key in two sections is an error (a value would be silently overridden).
+- Order of the configs: zip rows outer, grid points inner; grid keys vary in the order written, the last
+  fastest (``itertools.product``). No grid and no zip gives one config (fixed alone).
+- :func:`flatten` turns a config into ``{dotted key: str}``: strings as they are, everything else as compact
+  JSON (``1.2``, ``true``, ``null``, ``["a","b"]``); an empty dict is kept as ``"{}"``. MLflow params use it.
+- :func:`config_hash` is the first 16 hex digits of the sha256 of the config's canonical JSON (sorted keys,
+  compact separators, UTF-8). Resume identifies a config by it.
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from lab.core.errors import ConfigError
+
+#: Top-level keys a spec may hold.
+SPEC_KEYS = ("notebook", "dataset", "experiment", "name", "seed", "fixed", "grid", "zip", "publish")
+#: Notebook parameters the sweep injects itself; a spec may not set them in fixed, grid or zip.
+RESERVED_PARAMS = ("mlflow_run_id", "tracking_root", "experiment")
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """A validated sweep spec. ``notebook`` is absolute; ``dataset`` is kept as written (portable hash)."""
+
+    path: Path
+    name: str
+    notebook: Path
+    experiment: str
+    dataset: str | None = None
+    seed: int | None = None
+    fixed: dict = field(default_factory=dict)
+    grid: dict = field(default_factory=dict)
+    zip: dict = field(default_factory=dict)
+    repo_root: Path | None = None
+    publish: dict = field(default_factory=dict)  # lab.workbench.monitoring.parse_publish of the spec's `publish` key
+
+
+# ----------------------------------------------------------------------------------------------------------
+# dotted keys
+# ----------------------------------------------------------------------------------------------------------
+def set_dotted(config: dict, key: str, value: Any) -> dict:
+    """Set ``config[a][b][c] = value`` for key ``"a.b.c"`` in place (creating dicts on the way); returns config.
+
+    A dict value is merged into an existing dict at that place (deep), anything else replaces it.
+    """
+    *parents, leaf = key.split(".")
+    node = config
+    for i, p in enumerate(parents):
+        child = node.get(p)
+        if child is None:
+            child = node[p] = {}
+        elif not isinstance(child, dict):
+            raise ConfigError(f"key {key!r}: {'.'.join(parents[:i + 1])!r} is {child!r}, not a mapping")
+        node = child
+    if isinstance(value, Mapping) and isinstance(node.get(leaf), dict):
+        for k, v in value.items():
+            set_dotted(node[leaf], str(k), v)
+    else:
+        node[leaf] = _plain_copy(value)
+    return config
+
+
+def _plain_copy(value: Any) -> Any:
+    """Deep copy of dicts and lists (YAML values), so configs never share mutable parts."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain_copy(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain_copy(v) for v in value]
+    return value
+
+
+def _flat_items(d: Mapping, prefix: str = ""):
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping) and v:
+            yield from _flat_items(v, key + ".")
+        else:
+            yield key, v
+
+
+def flatten_values(config: Mapping) -> dict[str, Any]:
+    """``{dotted key: value}`` of the leaves of a nested dict (values kept as they are; ``{}`` is a leaf)."""
+    return dict(_flat_items(config))
+
+
+def format_value(value: Any) -> str:
+    """One value as an MLflow param string: a str as it is, anything else as compact JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def flatten(config: Mapping) -> dict[str, str]:
+    """``{dotted key: str}``: the config's leaves, each formatted by :func:`format_value` (MLflow params)."""
+    return {k: format_value(v) for k, v in _flat_items(config)}
+
+
+def unflatten(flat: Mapping[str, Any]) -> dict:
+    """The nested dict of ``{dotted key: value}`` (inverse of :func:`flatten_values`)."""
+    out: dict = {}
+    for k, v in flat.items():
+        set_dotted(out, k, v)
+    return out
+
+
+def canonical_json(config: Mapping) -> str:
+    """The canonical JSON of a config: sorted keys, compact separators, non-ASCII kept."""
+    return json.dumps(config, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def config_hash(config: Mapping) -> str:
+    """First 16 hex digits of sha256(canonical JSON of the config, UTF-8): a config's identity for resume."""
+    return hashlib.sha256(canonical_json(config).encode("utf-8")).hexdigest()[:16]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# loading and validation
+# ----------------------------------------------------------------------------------------------------------
+def _fail(path, key: str | None, message: str, hint: str = "") -> ConfigError:
+    where = f"{path}" + (f", key '{key}'" if key else "")
+    return ConfigError(f"{where}: {message}" + (f" ({hint})" if hint else ""))
+
+
+def _find_root(path: Path) -> Path:
+    """Repo root for a spec: the repo above the spec's folder, else :func:`lab.core.paths.repo_root` (LAB_REPO_ROOT,
+    the cwd, the package's checkout), else the spec's folder."""
+    from lab.core.paths import repo_root
+
+    for start in (path.parent, None):
+        try:
+            return repo_root(start)
+        except ConfigError:
+            continue
+    return path.parent
+
+
+def load_spec(path: str | Path, root: str | Path | None = None) -> SweepSpec:
+    """Read and validate a spec file. ``root``: folder relative paths refer to (default: the repo root above
+    the spec, see :mod:`lab.core.paths`; the spec's folder when there is none)."""
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such sweep spec; specs live in params/*.yaml")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f", line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}{line}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    return parse_spec(raw, path, root=Path(root) if root is not None else _find_root(path.resolve()))
+
+
+def parse_spec(raw: Any, path: str | Path = "<spec>", root: str | Path | None = None) -> SweepSpec:
+    """Validate a spec already read from YAML (a dict); errors name ``path`` and the key."""
+    path = Path(path)
+    if not isinstance(raw, Mapping):
+        raise _fail(path, None, f"expected a mapping of {', '.join(SPEC_KEYS)}, got {type(raw).__name__}")
+    for key in raw:
+        if key not in SPEC_KEYS:
+            raise _fail(path, str(key), "unknown top-level key", f"allowed: {', '.join(SPEC_KEYS)}; "
+                        "put notebook parameters under fixed, grid or zip")
+    root = Path(root) if root is not None else path.parent
+
+    nb = raw.get("notebook")
+    if not nb or not isinstance(nb, str):
+        raise _fail(path, "notebook", "missing; give the notebook to run, relative to the repo root",
+                    "e.g. notebook: notebooks/02_chunk_size_grid.ipynb")
+    notebook = Path(nb).expanduser()
+    notebook = notebook if notebook.is_absolute() else root / notebook
+    if not notebook.is_file():
+        raise _fail(path, "notebook", f"{nb!r} not found (looked at {notebook})",
+                    "paths are relative to the repo root")
+
+    name = raw.get("name", path.stem)
+    experiment = raw.get("experiment", path.stem)
+    for key, value in (("name", name), ("experiment", experiment)):
+        if not isinstance(value, str) or not value.strip():
+            raise _fail(path, key, f"must be a non-empty string, got {value!r}")
+    if "/" in name or name.startswith("."):
+        raise _fail(path, "name", f"{name!r} is used as a folder name; use letters, digits, - and _")
+
+    dataset = raw.get("dataset")
+    if dataset is not None and not isinstance(dataset, str):
+        raise _fail(path, "dataset", f"must be a path string, got {dataset!r}")
+    seed = raw.get("seed")
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+        raise _fail(path, "seed", f"must be an integer, got {seed!r}")
+
+    fixed = raw.get("fixed") or {}
+    if not isinstance(fixed, Mapping):
+        raise _fail(path, "fixed", f"must be a mapping of params, got {type(fixed).__name__}")
+    grid = raw.get("grid") or {}
+    zipped = raw.get("zip") or {}
+    for section, d in (("grid", grid), ("zip", zipped)):
+        if not isinstance(d, Mapping):
+            raise _fail(path, section, f"must be a mapping of key -> list, got {type(d).__name__}")
+        for key, values in d.items():
+            if not isinstance(values, list):
+                raise _fail(path, f"{section}.{key}", f"must be a list of values, got {values!r}",
+                            f"write {key}: [{values!r}] or move it to fixed")
+            if not values:
+                raise _fail(path, f"{section}.{key}", "empty list: the sweep would have no config",
+                            "give at least one value or remove the key")
+    if zipped:
+        lengths = {str(k): len(v) for k, v in zipped.items()}
+        if len(set(lengths.values())) > 1:
+            first = next(iter(lengths))
+            bad = next(k for k, n in lengths.items() if n != lengths[first])
+            raise _fail(path, f"zip.{bad}", f"has {lengths[bad]} values but zip.{first} has {lengths[first]}",
+                        "zip lists are taken row by row and must have equal lengths")
+
+    for section, d in (("fixed", fixed), ("grid", grid), ("zip", zipped)):
+        for key in d:
+            if str(key).split(".", 1)[0] in RESERVED_PARAMS:
+                raise _fail(path, f"{section}.{key}", "is set by the sweep itself",
+                            "the experiment name goes in the top-level 'experiment' key")
+    _check_overlaps(path, fixed, grid, zipped, dataset, seed)
+    publish = _parse_publish(path, raw.get("publish"))
+    spec = SweepSpec(path=path, name=name, notebook=notebook.resolve(), experiment=experiment, dataset=dataset,
+                     seed=seed, fixed=_plain_copy(fixed), grid=_plain_copy(grid), zip=_plain_copy(zipped),
+                     repo_root=root.resolve(), publish=publish)
+    if dataset is None and not any("dataset" in _top_keys(d) for d in (spec.fixed, spec.grid, spec.zip)):
+        raise _fail(path, "dataset", "missing; set it at the top level or in fixed/grid/zip",
+                    "e.g. dataset: data/scifact")
+    return spec
+
+
+def _parse_publish(path, raw) -> dict:
+    """The spec's ``publish`` key validated by :func:`lab.workbench.monitoring.parse_publish` (errors name the file)."""
+    if raw is None:
+        return {}
+    from lab.workbench.monitoring import parse_publish
+
+    try:
+        return parse_publish(raw, "publish")
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
+def _top_keys(d: Mapping) -> set[str]:
+    return {str(k).split(".", 1)[0] for k in d}
+
+
+def _check_overlaps(path, fixed, grid, zipped, dataset, seed) -> None:
+    """The same dotted key (or a key and its parent) in two sections is an error."""
+    sections = {
+        "top level": {k for k, v in (("dataset", dataset), ("seed", seed)) if v is not None},
+        "fixed": {k for k, v in flatten_values(unflatten(fixed)).items() if v != {}} if fixed else set(),
+        "zip": {str(k) for k in zipped},
+        "grid": {str(k) for k in grid},
+    }
+    names = list(sections)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            for ka in sections[a]:
+                for kb in sections[b]:
+                    if ka == kb or kb.startswith(ka + ".") or ka.startswith(kb + "."):
+                        raise _fail(path, kb if b != "top level" else ka,
+                                    f"set in both {a} ({ka}) and {b} ({kb}); one would override the other",
+                                    "keep each key in one section")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# expansion
+# ----------------------------------------------------------------------------------------------------------
+def expand(spec: SweepSpec) -> list[dict]:
+    """All configs of a spec (nested dicts), zip rows outer, grid points inner (see the module docstring)."""
+    base: dict = {}
+    if spec.dataset is not None:
+        base["dataset"] = spec.dataset
+    if spec.seed is not None:
+        base["seed"] = spec.seed
+    for k, v in spec.fixed.items():
+        set_dotted(base, str(k), v)
+
+    zkeys = list(spec.zip)
+    n_rows = len(spec.zip[zkeys[0]]) if zkeys else 1
+    zrows = [{k: spec.zip[k][i] for k in zkeys} for i in range(n_rows)]
+    gkeys = list(spec.grid)
+    gpoints = [dict(zip(gkeys, combo)) for combo in itertools.product(*(spec.grid[k] for k in gkeys))]
+
+    configs = []
+    for zrow in zrows:
+        for gpoint in gpoints:
+            config = _plain_copy(base)
+            for k, v in {**zrow, **gpoint}.items():
+                set_dotted(config, str(k), v)
+            configs.append(config)
+    return configs
+
+
+def varying_keys(configs: list[Mapping]) -> list[str]:
+    """Dotted keys whose value differs between configs, in first-seen order (labels for runs and tables)."""
+    flats = [flatten(c) for c in configs]
+    keys: list[str] = []
+    for f in flats:
+        keys.extend(k for k in f if k not in keys)
+    return [k for k in keys if len({f.get(k) for f in flats}) > 1]
+
+
+def label(config: Mapping, keys: list[str] | None = None) -> str:
+    """Short human label of a config: ``key=value`` of ``keys`` (default: all leaves) joined by ", "."""
+    flat = flatten(config)
+    keys = list(flat) if keys is None else keys
+    return ", ".join(f"{k}={flat[k]}" for k in keys if k in flat) or "config"

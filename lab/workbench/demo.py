@@ -1,0 +1,143 @@
+"""`make demo` / `lab demo`: the strategy-comparison sweep on SciFact, its leaderboard, a chart, and where to browse.
+
+What it does, in order (each step is a call into the package, nothing is recomputed here):
+1. :func:`lab.workbench.sweep.run_sweep` on ``params/strategy_comparison.yaml``: one execution of
+   notebooks/03_strategy_comparison.ipynb and one MLflow run per strategy. Finished configs are skipped, so a
+   second ``make demo`` only prints (resume by config hash).
+2. :func:`lab.analysis.compare.leaderboard` of the sweep's runs (finished now or earlier): nDCG@10 with 95% CIs and a
+   paired test of each strategy against the best, printed as a table.
+3. Charts in ``results/demo/``: ``leaderboard.png`` (bars with CI error bars, strategies significantly below the
+   best hatched) and ``quality_vs_latency.png`` (Pareto front marked), plus ``leaderboard.csv``.
+4. The command that opens the runs in the MLflow UI (sqlite store, 127.0.0.1, one worker).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lab.cli.options import add_tracking_root, positive_int
+
+DEFAULT_SPEC = "params/strategy_comparison.yaml"
+DEFAULT_OUT = "results/demo"
+
+
+@dataclass
+class DemoResult:
+    """What :func:`run_demo` produced: the sweep report, the leaderboard of its runs and the files written."""
+
+    report: object  # lab.workbench.sweep.SweepReport
+    leaderboard: object  # pandas DataFrame (lab.analysis.compare.leaderboard columns)
+    files: dict[str, Path] = field(default_factory=dict)
+    ui_command: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """True when every config of the sweep has a finished run."""
+        return bool(self.report.ok)
+
+
+def sweep_leaderboard(report, metric: str = "ndcg@10", root="mlruns", seed: int = 0):
+    """:func:`lab.analysis.compare.leaderboard` of the experiment, keeping only the runs of this sweep's configs.
+
+    The paired tests are those of lab.analysis.compare (against the best of the listed runs). When the experiment's best
+    run is not one of this sweep's (an older run of another config), the tests would compare against a run not
+    shown: they are set to NaN and a warning is added to ``df.attrs["warnings"]`` (use ``lab compare``).
+    """
+    import warnings
+
+    from lab.analysis.compare import CompareWarning, leaderboard
+
+    keep = {o.run_id for o in report.outcomes if o.status in ("FINISHED", "SKIPPED") and o.run_id}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CompareWarning)  # kept in df.attrs and printed with the table
+        df = leaderboard(report.experiment, metric=metric, root=root, seed=seed)
+    attrs = dict(df.attrs)
+    notes = list(attrs.get("warnings", []))
+    if len(df) and df.loc[0, "run_id"] not in keep:
+        notes.append(f"the best {metric} in experiment {report.experiment!r} is run {df.loc[0, 'run_id'][:8]}, not "
+                     "one of this sweep's; paired tests left out here (see `lab compare`)")
+        df[["diff", "diff_ci_low", "diff_ci_high", "p_value"]] = math.nan
+        df["significant"] = False
+    df = df[df["run_id"].isin(keep)].reset_index(drop=True)
+    df.attrs.update(attrs, warnings=notes)
+    return df
+
+
+def write_charts(df, out_dir: str | Path, metric: str = "ndcg@10", title: str = "") -> dict[str, Path]:
+    """leaderboard.png, quality_vs_latency.png and leaderboard.csv of a leaderboard in ``out_dir``."""
+    from lab.analysis.compare import plot_leaderboard
+    from lab.analysis.plots import quality_vs_latency
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    files = {"leaderboard": plot_leaderboard(df, out / "leaderboard.png", metric=metric, title=title)}
+    fig = quality_vs_latency(df, metric, latency="latency_p50_ms", label="label", title=title)
+    fig.savefig(out / "quality_vs_latency.png", dpi=120)
+    files["quality_vs_latency"] = out / "quality_vs_latency.png"
+    df.to_csv(out / "leaderboard.csv", index=False)
+    files["csv"] = out / "leaderboard.csv"
+    return files
+
+
+def ui_hint(root="mlruns", experiment_id: str | None = None) -> str:
+    """How to browse the store: the `mlflow ui` command line (as `lab ui --print` gives it) and the URL."""
+    import shlex
+
+    from lab.cli.workbench import UI_ENV, ui_command
+
+    from lab.tracking.ui import base_url, runs_url
+    from lab.tracking.store import client
+
+    line = " ".join(f"{k}={v}" for k, v in UI_ENV.items()) + " " + shlex.join(ui_command(root))
+    url = runs_url(experiment_id, cl=client(root)) if experiment_id else base_url()
+    return (f"Browse the runs in the MLflow UI: `make ui` (or `lab ui`), i.e.\n  {line}\nthen open {url}")
+
+
+def run_demo(spec: str | Path = DEFAULT_SPEC, root="mlruns", out_dir: str | Path = DEFAULT_OUT,
+             metric: str = "ndcg@10", jobs: int = 1, progress: bool = True, echo=print) -> DemoResult:
+    """Run the demo (see the module docstring). Relative ``spec`` and ``out_dir`` are relative to the repo root."""
+    from lab.analysis.compare import format_leaderboard
+    from lab.core.paths import resolve_repo_path
+    from lab.workbench.sweep import run_sweep
+
+    spec_path = resolve_repo_path(spec)
+    echo(f"raglab demo: sweep {spec_path.name} (one notebook execution and MLflow run per config; "
+         "finished configs are skipped)")
+    report = run_sweep(spec_path, jobs=jobs, root=root, progress=progress, echo=echo)
+    echo(report.summary())
+    for o in report.outcomes:
+        if o.status not in ("FINISHED", "SKIPPED"):
+            echo(f"  failed: [{o.index}] {o.label}: {o.error}\n          executed notebook: {o.notebook}")
+    df = sweep_leaderboard(report, metric=metric, root=root)
+    result = DemoResult(report, df)
+    if df.empty:
+        echo(f"no finished run with {metric}: nothing to compare")
+        return result
+    dataset = df["dataset"].iloc[0] if "dataset" in df else ""
+    echo(f"\nLeaderboard: {report.experiment} on {dataset}, by {metric} (95% percentile-bootstrap CIs over queries)")
+    echo(format_leaderboard(df))
+    out = resolve_repo_path(out_dir)
+    result.files = write_charts(df, out, metric, title=f"{report.experiment} on {dataset}: {metric}")
+    echo("\n" + "\n".join(f"{name}: {path}" for name, path in result.files.items()))
+    result.ui_command = ui_hint(root, report.experiment_id)
+    echo("\n" + result.ui_command)
+    return result
+
+
+def cmd_demo(args) -> int:
+    res = run_demo(args.spec, root=args.tracking_root, out_dir=args.out, metric=args.metric, jobs=args.jobs,
+                   progress=not args.no_progress)
+    return 0 if res.ok and not res.leaderboard.empty else 1
+
+
+def add_parsers(sub) -> None:
+    """Add the `demo` subcommand to an argparse subparsers object (wired in lab.cli.main.build_parser)."""
+    d = sub.add_parser("demo", help="run the strategy comparison on SciFact, print the leaderboard, chart it")
+    d.add_argument("--spec", default=DEFAULT_SPEC, help=f"sweep spec (default {DEFAULT_SPEC})")
+    add_tracking_root(d)
+    d.add_argument("--out", default=DEFAULT_OUT, help=f"folder for the charts and CSV (default {DEFAULT_OUT})")
+    d.add_argument("--metric", default="ndcg@10")
+    d.add_argument("--jobs", type=positive_int, default=1, help="configs run at once")
+    d.add_argument("--no-progress", action="store_true")
+    d.set_defaults(func=cmd_demo)

@@ -1,0 +1,96 @@
+"""`lab notebook` / `make lab`: JupyterLab on the notebooks, local only, with a token and the raglab kernel.
+
+Conventions
+- JupyterLab (pinned in requirements.txt, with jupytext so paired ``.py`` notebooks open as notebooks and
+  ipywidgets so tqdm progress bars render as widgets) runs from the same environment as ``lab``.
+- It listens on 127.0.0.1 only, asks for a token (random unless ``--token`` is given) and serves the
+  ``notebooks/`` folder of the repository; the printed URL carries the token.
+- New notebooks start the ``raglab`` kernel (the one ``make setup`` installs into .venv); the four notebooks name
+  it in their metadata already.
+- Offline: no update check, no news feed or prompt about it (settings in ``resources/jupyterlab/overrides.json``)
+  and a read-only extension manager (each would reach the internet).
+- As root (containers, CI) it passes ``--allow-root``, which Jupyter otherwise refuses.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import sys
+from pathlib import Path
+
+#: The Jupyter kernel that runs this environment's Python (installed by `make setup`).
+KERNEL_NAME = "raglab"
+DEFAULT_PORT = 8888
+#: JupyterLab settings raglab ships (overrides.json: no news or update prompts, which would need the internet).
+SETTINGS_DIR = Path(__file__).resolve().parents[1] / "resources" / "jupyterlab"
+
+
+def notebook_dir() -> Path:
+    """The repository's notebooks/ folder."""
+    from lab.core.paths import repo_root
+
+    return repo_root() / "notebooks"
+
+
+def jupyterlab_command(root: str | Path, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
+                       token: str = "") -> list[str]:
+    """The ``jupyter lab`` command line serving ``root`` (see the module docstring for what each part is for)."""
+    exe = Path(sys.executable).with_name("jupyter-lab")
+    return [str(exe) if exe.exists() else "jupyter-lab", "--no-browser", f"--ServerApp.ip={host}",
+            f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--ServerApp.root_dir={root}",
+            f"--IdentityProvider.token={token}", f"--MultiKernelManager.default_kernel_name={KERNEL_NAME}",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate", "--LabApp.news_url=None",
+            "--LabApp.extension_manager=readonly", f"--LabApp.app_settings_dir={SETTINGS_DIR}"] + (["--allow-root"] if os.geteuid() == 0 else [])
+
+
+def lab_url(host: str, port: int, token: str, path: str = "") -> str:
+    """URL of JupyterLab (optionally of one notebook, ``path`` relative to the served folder) with the token."""
+    where = f"/lab/tree/{path}" if path else "/lab"
+    return f"http://{host}:{port}{where}?token={token}"
+
+
+def port_free(host: str, port: int) -> bool:
+    """True when nothing listens on ``host:port`` (binding it succeeds)."""
+    with socket.socket() as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def cmd_notebook(args) -> int:
+    import shlex
+    import subprocess
+
+    from lab.core.errors import ConfigError
+
+    if not 0 < args.port < 65536:
+        raise ConfigError(f"--port {args.port}: give a TCP port between 1 and 65535")
+    if not args.print and not port_free(args.host, args.port):
+        raise ConfigError(f"--port {args.port}: something already listens on {args.host}:{args.port}; "
+                          "pass another, e.g. --port 8890")
+    token = args.token or secrets.token_hex(24)
+    cmd = jupyterlab_command(notebook_dir(), args.host, args.port, token)
+    if args.print:
+        print(shlex.join(cmd))
+        return 0
+    print(f"JupyterLab on the notebooks (kernel {KERNEL_NAME!r}); open\n  {lab_url(args.host, args.port, token)}\n"
+          "(Ctrl-C to stop)", flush=True)
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "TOKENIZERS_PARALLELISM": "false"}
+    try:
+        return subprocess.call(cmd, env=env)
+    except KeyboardInterrupt:
+        return 0
+
+
+def add_parsers(sub) -> None:
+    """Add the `notebook` subcommand to an argparse subparsers object (wired in lab.cli.main.build_parser)."""
+    n = sub.add_parser("notebook", help="start JupyterLab on notebooks/ (127.0.0.1, token, raglab kernel)")
+    n.add_argument("--host", default="127.0.0.1")
+    n.add_argument("--port", type=int, default=DEFAULT_PORT)
+    n.add_argument("--token", help="the access token (default: a random one, printed in the URL)")
+    n.add_argument("--print", action="store_true", help="only print the command")
+    n.set_defaults(func=cmd_notebook)

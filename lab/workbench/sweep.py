@@ -1,0 +1,691 @@
+"""Sweeps: a params YAML -> configs -> one Papermill execution and one MLflow run per config.
+
+Flow of :func:`run_sweep`
+1. Load and expand the spec (:mod:`lab.workbench.config`); each config has a :func:`lab.workbench.config.config_hash`.
+2. Resume: a config is skipped when a FINISHED run of the same experiment (whatever sweep made it) can stand for
+   it: same config hash, same dataset content, same model weights, same metrics version (and, with
+   ``rerun_on_code_change``, the same git commit); see :mod:`lab.workbench.resume`. Every config that runs again says why
+   ("dataset changed since run 1f44446e (corpus.jsonl)"), in the dry run too, and its run keeps the reason in
+   tag ``sweep.rerun_reason``. A dataset folder that is gone stops the sweep before anything runs. Runs of this
+   sweep left RUNNING by a process that died (kill -9, power loss) are marked KILLED with an ``error`` tag and
+   their configs are run again. A lock file (under the tracking root) makes sure no live sweep of the same name
+   and experiment is running, so RUNNING means dead.
+3. Parent run: an unfinished parent of this sweep (same name and same set of configs) is reused, else a new
+   one is created (tag ``sweep.role=parent``). Nothing to run: no parent is created, unless ``new_parent``
+   (scheduled sweeps, :mod:`lab.workbench.schedule`: every scheduled sweep is one parent run, even when all is reused).
+4. Each config runs :func:`execute_config` (in this process for ``jobs=1``, in a pool of ``jobs`` spawned
+   processes, or as Ray tasks): it creates the child run (named by what varies, lab.analysis.labels.short_labels; tag
+   ``mlflow.parentRunId``, ``config_hash``, the flattened config as params), executes the notebook with the config, ``mlflow_run_id``, ``tracking_root`` and
+   ``experiment`` injected, logs the executed notebook as an artifact and ends the run FINISHED. A notebook that
+   raises ends FAILED with tag ``error`` and artifact ``error.txt``; the sweep goes on.
+5. The parent is ended FINISHED when every config has a finished run, else FAILED (a rerun retries the rest).
+   Its artifacts ``summary/``: ``leaderboard.png`` and ``quality_vs_latency.png`` (lab.analysis.plots), ``leaderboard.csv``
+   and ``report.html`` (lab.analysis.report) of the sweep's finished runs; a summary that fails is reported
+   (``SweepReport.summary_error``) and leaves the runs alone. The experiment's runs view
+   (:mod:`lab.tracking.ui`) shows ``strategy``, the varying keys, ``ndcg_at_10``, the sweep's ``metric`` and
+   latency as columns; child runs are tagged ``mlflow.runType=evaluation`` so the UI shows them under the parent.
+6. Publish (when the spec's ``publish`` key or the caller asks): the finished runs of this sweep's configs (run
+   now or skipped as finished earlier) go to a Prometheus textfile and/or a Pushgateway (:mod:`lab.workbench.monitoring`).
+   A publishing failure is reported (``SweepReport.publish_error``), never lost, and leaves the runs alone.
+
+Crash safety: a run is FINISHED only after its notebook ran and its artifacts were logged, and it is never
+set FINISHED once something else ended it. Pool workers die with the sweep process (PR_SET_PDEATHSIG, and a
+parent watcher elsewhere), and kernels die with their worker (ipykernel's parent poller), so a rerun after
+kill -9 neither loses a finished run nor duplicates one.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+from lab.core.errors import ConfigError
+from lab.tracking.ui import RUN_TYPE_EVALUATION, RUN_TYPE_TAG
+
+#: Tags written by the sweep.
+TAG_PARENT = "mlflow.parentRunId"
+TAG_HASH = "config_hash"
+TAG_ROLE = "sweep.role"
+TAG_NAME = "sweep.name"
+TAG_SPEC_HASH = "sweep.spec_hash"
+TAG_ERROR = "error"
+NOTEBOOK_ARTIFACT_DIR = "notebook"
+ERROR_ARTIFACT = "error.txt"
+_ENV_DEFAULTS = {"MLFLOW_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+                 "TOKENIZERS_PARALLELISM": "false"}
+
+
+@dataclass
+class ConfigOutcome:
+    """What happened to one config: status FINISHED, FAILED, KILLED, SKIPPED (finished earlier) or PENDING
+    (dry run: would run)."""
+
+    index: int
+    config_hash: str
+    label: str
+    config: dict
+    status: str
+    run_id: str | None = None
+    seconds: float = 0.0
+    error: str = ""
+    notebook: str = ""
+    reason: str = ""  # why it runs again ("" when skipped); see lab.workbench.resume
+    previous_run_id: str | None = None  # the finished run the reason compares with
+
+
+@dataclass
+class SweepReport:
+    """Outcome of :func:`run_sweep`, one :class:`ConfigOutcome` per config in expansion order."""
+
+    name: str
+    experiment: str
+    experiment_id: str | None
+    parent_run_id: str | None
+    output_dir: Path
+    outcomes: list[ConfigOutcome] = field(default_factory=list)
+    seconds: float = 0.0
+    dry_run: bool = False
+    stale_marked: list[str] = field(default_factory=list)
+    published: list[str] = field(default_factory=list)  # files written / Pushgateway URLs pushed to
+    publish_error: str = ""
+    summary_artifacts: list[str] = field(default_factory=list)  # artifact paths logged into the parent run
+    summary_error: str = ""
+
+    def count(self, status: str) -> int:
+        return sum(o.status == status for o in self.outcomes)
+
+    @property
+    def n_finished(self) -> int:
+        return self.count("FINISHED")
+
+    @property
+    def n_failed(self) -> int:
+        return self.count("FAILED") + self.count("KILLED")
+
+    @property
+    def n_skipped(self) -> int:
+        return self.count("SKIPPED")
+
+    @property
+    def ok(self) -> bool:
+        """True when every config has a finished run (now or from before) and publishing (if asked) worked."""
+        return all(o.status in ("FINISHED", "SKIPPED") for o in self.outcomes) and not self.publish_error
+
+    def table(self):
+        """DataFrame: index, config_hash, status, label, run_id, seconds, error, reason."""
+        import pandas as pd
+
+        return pd.DataFrame([{"index": o.index, "config_hash": o.config_hash, "status": o.status, "label": o.label,
+                              "run_id": o.run_id, "seconds": round(o.seconds, 2), "error": o.error,
+                              "reason": o.reason} for o in self.outcomes])
+
+    def summary(self) -> str:
+        head = "dry run: " if self.dry_run else ""
+        if self.dry_run:
+            return (f"{head}sweep {self.name!r} ({self.experiment}): {len(self.outcomes)} configs, "
+                    f"{self.count('PENDING')} would run, {self.n_skipped} finished earlier (skipped)")
+        return (f"sweep {self.name!r} ({self.experiment}): {len(self.outcomes)} configs, {self.n_finished} finished, "
+                f"{self.n_failed} failed, {self.n_skipped} skipped (finished earlier) in {self.seconds:.1f} s; "
+                f"parent run {self.parent_run_id}")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# kernel and environment
+# ----------------------------------------------------------------------------------------------------------
+def default_kernel() -> str:
+    """The Jupyter kernel that runs *this* interpreter: "raglab" (installed by ``make setup``) when its argv
+    starts with ``sys.executable``, else "python3" when its argv starts with a bare ``python`` (jupyter_client
+    replaces that with ``sys.executable``). Raises ConfigError when neither fits."""
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    ksm = KernelSpecManager()
+    bare = {"python", f"python{sys.version_info[0]}", "python%i.%i" % sys.version_info[:2]}
+    here = os.path.abspath(sys.executable)
+    for name in ("raglab", "python3"):
+        try:
+            argv = ksm.get_kernel_spec(name).argv
+        except NoSuchKernel:
+            continue
+        if argv and (os.path.abspath(argv[0]) == here or argv[0] in bare):
+            return name
+    raise ConfigError(f"no Jupyter kernel runs {sys.executable}; run `make setup` (installs the 'raglab' kernel) "
+                      "or `python -m ipykernel install --sys-prefix --name raglab`")
+
+
+def _die_with_parent() -> None:
+    """Pool-worker initializer: end this process when the sweep process dies (kill -9 included)."""
+    parent = os.getppid()
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    import threading
+
+    def watch():
+        while True:
+            if os.getppid() != parent:
+                os._exit(1)
+            time.sleep(0.5)
+
+    threading.Thread(target=watch, daemon=True, name="lab-parent-watch").start()
+
+
+# ----------------------------------------------------------------------------------------------------------
+# one config
+# ----------------------------------------------------------------------------------------------------------
+#: times a config's kernel is started again when it dies before answering (two kernels starting at once on a
+#: loaded machine sometimes lose that race; no cell has run then, so starting again is safe).
+KERNEL_START_RETRIES = 2
+_KERNEL_START_ERRORS = ("Kernel died before replying to kernel_info", "Kernel didn't respond in",
+                        "Address already in use")
+
+
+def is_kernel_start_failure(exc: BaseException) -> bool:
+    """True for the errors jupyter_client raises when a kernel fails to start (before any cell ran)."""
+    return isinstance(exc, RuntimeError) and any(m in str(exc) for m in _KERNEL_START_ERRORS)
+
+
+def _clean_traceback(lines) -> str:
+    import re
+
+    text = "\n".join(lines) if isinstance(lines, (list, tuple)) else str(lines)
+    return re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", text)
+
+
+def _status(cl, run_id: str) -> str:
+    return cl.get_run(run_id).info.status
+
+
+def execute_config(task: dict) -> dict:
+    """Run one config: create its child run, execute the notebook, log, end the run. Returns the outcome as a
+    plain dict (fields of :class:`ConfigOutcome`). The same function runs in-process, in pool workers and in
+    Ray tasks; ``task`` holds only plain values (see :func:`_tasks`)."""
+    import traceback
+
+    from mlflow import MlflowClient
+
+    from lab.workbench.config import flatten
+    from lab.tracking.store import log_params, set_tags
+
+    for k, v in _ENV_DEFAULTS.items():
+        os.environ.setdefault(k, v)
+    t0 = time.perf_counter()
+    cl = MlflowClient(tracking_uri=task["tracking_uri"])
+    import lab
+
+    tags = {TAG_PARENT: task["parent_run_id"], TAG_HASH: task["config_hash"], TAG_NAME: task["sweep_name"],
+            "metrics_version": str(lab.METRICS_VERSION),
+            "sweep.index": str(task["index"]), "sweep.host": os.uname().nodename, "sweep.pid": str(os.getpid()),
+            "mlflow.source.name": task["notebook_rel"], "mlflow.source.type": "NOTEBOOK",
+            RUN_TYPE_TAG: RUN_TYPE_EVALUATION, **task.get("tags", {})}
+    run_id = cl.create_run(task["experiment_id"], run_name=task.get("run_name", task["label"])[:240],
+                           tags=tags).info.run_id
+    out = {k: task[k] for k in ("index", "config_hash", "label", "config")}
+    out.update(run_id=run_id, notebook=task["output_path"], error="")
+    log_params(run_id, flatten(task["config"]), cl=cl)
+
+    parameters = dict(task["config"])
+    parameters.update(task["inject"])
+    parameters["mlflow_run_id"] = run_id
+    error, details = "", ""
+    try:
+        import papermill as pm
+
+        Path(task["output_path"]).parent.mkdir(parents=True, exist_ok=True)
+        for attempt in range(KERNEL_START_RETRIES + 1):
+            try:
+                pm.execute_notebook(task["notebook"], task["output_path"], parameters=parameters,
+                                    kernel_name=task.get("kernel_name") or default_kernel(),
+                                    cwd=str(Path(task["notebook"]).parent),
+                                    progress_bar=False, log_output=False, start_timeout=180,
+                                    execution_timeout=task.get("execution_timeout"),
+                                    extra_arguments=["--IPKernelApp.log_level=ERROR"])  # no TCP-transport warning
+                break
+            except RuntimeError as exc:
+                # the kernel never started (no cell ran, nothing was logged): start it again
+                if attempt == KERNEL_START_RETRIES or not is_kernel_start_failure(exc):
+                    raise
+                set_tags(run_id, {"sweep.kernel_start_retries": str(attempt + 1)}, cl=cl)
+                time.sleep(1.0 + attempt)
+    except KeyboardInterrupt:
+        cl.set_terminated(run_id, "KILLED")
+        raise
+    except Exception as exc:  # noqa: BLE001 - any failure of a config is recorded and the sweep goes on
+        from papermill.exceptions import PapermillExecutionError
+
+        if isinstance(exc, PapermillExecutionError):
+            error = f"{exc.ename}: {exc.evalue} (cell {exc.cell_index}, execution count {exc.exec_count})"
+            details = _clean_traceback(exc.traceback)
+        else:
+            error = f"{type(exc).__name__}: {exc}"
+            details = traceback.format_exc()
+
+    if Path(task["output_path"]).is_file():
+        cl.log_artifact(run_id, task["output_path"], NOTEBOOK_ARTIFACT_DIR)
+    if error:
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="lab-err-") as tmp:
+            path = Path(tmp) / ERROR_ARTIFACT
+            path.write_text(f"{error}\n\nconfig: {task['label']}\nnotebook: {task['output_path']}\n\n{details}\n",
+                            encoding="utf-8")
+            cl.log_artifact(run_id, str(path))
+        set_tags(run_id, {TAG_ERROR: error}, cl=cl)
+    status = "FAILED" if error else "FINISHED"
+    if _status(cl, run_id) == "RUNNING":  # never revive a run something else ended (a rerun marked it KILLED)
+        cl.set_terminated(run_id, status)
+    else:
+        status = _status(cl, run_id)
+    out.update(status=status, error=error, seconds=time.perf_counter() - t0)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------------
+# executors
+# ----------------------------------------------------------------------------------------------------------
+def _run_local(tasks: list[dict], jobs: int) -> Iterator[dict]:
+    if jobs <= 1:
+        for t in tasks:
+            yield execute_config(t)
+        return
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    ctx = mp.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_die_with_parent) as pool:
+        futures = {pool.submit(execute_config, t): t for t in tasks}
+        for f in as_completed(futures):
+            yield _future_result(f, futures[f])
+
+
+def _future_result(future, task: dict) -> dict:
+    """A worker's outcome, or a FAILED outcome when the worker itself died (the run stays for the next resume)."""
+    try:
+        return future.result()
+    except Exception as exc:  # noqa: BLE001
+        return {**{k: task[k] for k in ("index", "config_hash", "label", "config")}, "status": "FAILED",
+                "run_id": None, "error": f"{type(exc).__name__}: {exc}", "notebook": task["output_path"],
+                "seconds": 0.0}
+
+
+def _run_ray(tasks: list[dict], jobs: int, address: str | None) -> Iterator[dict]:
+    """Configs as Ray tasks (one CPU each), at most ``max(jobs, 1)`` in flight, on the cluster at ``address``
+    or on a local instance started here (2 CPUs, no dashboard) and shut down afterwards."""
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError("executor 'ray' needs Ray: pip install 'raglab[ray]' (or pip install ray)") from None
+    started = False
+    if not ray.is_initialized():
+        if address:
+            ray.init(address=address, log_to_driver=False)
+        else:
+            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        started = True
+    try:
+        remote = ray.remote(num_cpus=1, max_retries=0)(execute_config)
+        queue = list(tasks)
+        inflight: dict = {}
+        while queue or inflight:
+            while queue and len(inflight) < max(jobs, 1):
+                t = queue.pop(0)
+                inflight[remote.remote(t)] = t
+            done, _ = ray.wait(list(inflight), num_returns=1)
+            t = inflight.pop(done[0])
+            try:
+                yield ray.get(done[0])
+            except Exception as exc:  # noqa: BLE001 - a task that died: recorded, the sweep goes on
+                yield {**{k: t[k] for k in ("index", "config_hash", "label", "config")}, "status": "FAILED",
+                       "run_id": None, "error": f"{type(exc).__name__}: {exc}", "notebook": t["output_path"],
+                       "seconds": 0.0}
+    finally:
+        if started:
+            ray.shutdown()
+
+
+# ----------------------------------------------------------------------------------------------------------
+# resume
+# ----------------------------------------------------------------------------------------------------------
+def _search_all(cl, experiment_id: str, filter_string: str) -> list:
+    runs, token = [], None
+    while True:
+        page = cl.search_runs([experiment_id], filter_string=filter_string, max_results=1000, page_token=token)
+        runs.extend(page)
+        token = page.token
+        if not token:
+            return runs
+
+
+def mark_stale(cl, experiment_id: str, sweep_name: str) -> list[str]:
+    """End as KILLED the runs of sweep ``sweep_name`` left RUNNING (their process died): child runs get an
+    ``error`` tag and their configs run again; parents stay reusable. Returns the child run ids.
+    Only call while holding the sweep's lock (see :func:`_lock`): then no live process owns such a run."""
+    from lab.tracking.store import set_tags
+
+    stale = []
+    for r in _search_all(cl, experiment_id, "attributes.status = 'RUNNING'"):
+        tags = r.data.tags
+        if tags.get(TAG_NAME) != sweep_name:
+            continue
+        if tags.get(TAG_ROLE) != "parent":
+            set_tags(r.info.run_id, {TAG_ERROR: "interrupted: left RUNNING by a sweep process that died; "
+                                                "the config was run again"}, cl=cl)
+            stale.append(r.info.run_id)
+        cl.set_terminated(r.info.run_id, "KILLED")
+    return stale
+
+
+def _reusable_parent(cl, experiment_id: str, sweep_name: str, spec_hash: str) -> str | None:
+    """Latest parent run of this sweep (same spec hash) that did not finish, or None."""
+    runs = [r for r in _search_all(cl, experiment_id, f"tags.`{TAG_ROLE}` = 'parent'")
+            if r.data.tags.get(TAG_NAME) == sweep_name and r.data.tags.get(TAG_SPEC_HASH) == spec_hash
+            and r.info.status != "FINISHED"]
+    runs.sort(key=lambda r: r.info.start_time, reverse=True)
+    return runs[0].info.run_id if runs else None
+
+
+def _lock(root, output_dir: Path, name: str, experiment: str):
+    """An exclusive, non-blocking file lock for (store, experiment, sweep name); released when the process dies."""
+    import hashlib
+
+    from filelock import FileLock, Timeout
+
+    from lab.tracking.store import _is_uri, root_path
+
+    folder = output_dir if _is_uri(root) else root_path(root) / "locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    key = hashlib.sha256(f"{experiment}\0{name}".encode()).hexdigest()[:12]
+    lock = FileLock(str(folder / f"sweep-{key}.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise ConfigError(f"sweep {name!r} of experiment {experiment!r} is already running (lock {lock.lock_file}); "
+                          "wait for it to end, or end it first") from None
+    return lock
+
+
+# ----------------------------------------------------------------------------------------------------------
+# the sweep
+# ----------------------------------------------------------------------------------------------------------
+def _tasks(spec, todo: list[int], configs: list[dict], hashes: list[str], labels: list[str], output_dir: Path,
+           uri: str, experiment_id: str, parent_run_id: str, root, kernel_name: str | None,
+           execution_timeout, tags: dict[int, dict] | None = None) -> list[dict]:
+    """Plain-dict tasks for :func:`execute_config`, one per index in ``todo`` (indices into the full expansion)."""
+    from lab.core.paths import resolve_repo_path
+    from lab.tracking.store import _is_uri, root_path
+
+    root_value = str(root) if _is_uri(root) else str(root_path(root))
+    try:
+        nb_rel = str(spec.notebook.relative_to(spec.repo_root))
+    except ValueError:
+        nb_rel = str(spec.notebook)
+    from lab.analysis.labels import short_labels
+
+    names = short_labels(labels)  # run names in the MLflow UI: what varies, short ("kg · base bm25")
+    tasks = []
+    for i in todo:
+        config, h, lab_ = configs[i], hashes[i], labels[i]
+        inject = {"tracking_root": root_value, "experiment": spec.experiment}
+        if isinstance(config.get("dataset"), str):
+            inject["dataset"] = str(resolve_repo_path(config["dataset"], spec.repo_root))
+        tasks.append({
+            "index": i, "config": config, "config_hash": h, "label": lab_, "run_name": names[i], "inject": inject,
+            "notebook": str(spec.notebook), "notebook_rel": nb_rel,
+            "output_path": str(output_dir / f"{i:03d}_{h}.ipynb"),
+            "tracking_uri": uri, "experiment_id": experiment_id, "parent_run_id": parent_run_id,
+            "sweep_name": spec.name, "kernel_name": kernel_name, "execution_timeout": execution_timeout,
+            "tags": (tags or {}).get(i, {}),
+        })
+    return tasks
+
+
+def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry_run: bool = False,
+              ray_address: str | None = None, root: str | Path = "mlruns", output_dir: str | Path | None = None,
+              progress: bool = True, kernel_name: str | None = None, execution_timeout: int | None = None,
+              echo=print, publish: dict | None = None, summary: bool = True, rerun_on_code_change: bool = False,
+              parent_tags: dict | None = None, new_parent: bool = False, defer_publish: bool = False) -> SweepReport:
+    """Run every config of the sweep spec at ``spec_path`` (see the module docstring); returns a SweepReport.
+
+    jobs: configs run at once (processes; Ray tasks in flight). executor: "local" or "ray". dry_run: print the
+    configs and which would be skipped (and why the others run), run nothing. root: tracking root (see
+    :mod:`lab.tracking.store`). output_dir: executed notebooks (default ``results/sweeps/<name>`` under the repo root).
+    kernel_name: default :func:`default_kernel`. execution_timeout: seconds per cell (None: no limit). echo: where
+    dry-run and status lines go (None: silent). publish: keys of the spec's ``publish`` mapping (prometheus,
+    pushgateway, job, metrics, headers_env) that override or add to the spec's. summary: log the leaderboard
+    charts and the HTML report into the parent run (step 5). rerun_on_code_change: the git commit is part of a
+    run's identity (see :mod:`lab.workbench.resume`). parent_tags: extra tags of the parent run. new_parent: always create
+    a new parent run, even when every config is reused. defer_publish: do not publish here (the caller publishes
+    with :func:`publish_report` once it has checked the outcome).
+    """
+    from lab.workbench.config import config_hash, expand, flatten, label, load_spec, varying_keys
+    from lab.core.paths import resolve_repo_path, results_dir
+    from lab.core.progress import progress as bar
+    from lab.tracking.ui import DEFAULT_METRICS, set_runs_view
+    from lab.workbench.resume import TAG_REASON, decide, run_identity
+    from lab.tracking.store import (client, environment_tags, get_or_create_experiment, log_metrics, log_params, set_tags,
+                              tracking_uri)
+
+    if executor not in ("local", "ray"):
+        raise ConfigError(f"executor {executor!r}: use 'local' or 'ray'")
+    if jobs < 1:
+        raise ConfigError(f"jobs={jobs}: must be at least 1")
+    echo = echo or (lambda *a, **k: None)
+    t0 = time.perf_counter()
+    spec = load_spec(spec_path)
+    configs = expand(spec)
+    hashes = [config_hash(c) for c in configs]
+    keys = varying_keys(configs)
+    labels = [label(c, keys) if keys else spec.notebook.stem for c in configs]
+    if len(set(hashes)) != len(hashes):
+        dup = next(h for h in hashes if hashes.count(h) > 1)
+        raise ConfigError(f"{spec.path}: two configs are identical (hash {dup}); remove the repeated grid/zip value")
+    _check_configs(spec, configs, labels)
+    memo: dict = {}
+    identities = [run_identity(c, spec.repo_root, rerun_on_code_change, memo, where=f"{spec.path}, config {i} ({lab_})")
+                  for i, (c, lab_) in enumerate(zip(configs, labels))]
+    out_dir = (resolve_repo_path(output_dir, spec.repo_root) if output_dir is not None
+               else results_dir("sweeps", spec.name, root=spec.repo_root, create=False))
+    uri = tracking_uri(root)
+    cl = client(root)
+    report = SweepReport(spec.name, spec.experiment, None, None, out_dir, dry_run=dry_run)
+
+    def outcome(i, decision, status):
+        return ConfigOutcome(i, hashes[i], labels[i], configs[i], status, decision.run_id,
+                             reason=decision.reason, previous_run_id=decision.previous_run_id)
+
+    if dry_run:
+        exp = cl.get_experiment_by_name(spec.experiment)
+        report.experiment_id = exp.experiment_id if exp else None
+        decisions = decide(cl, report.experiment_id, identities)
+        for i, d in enumerate(decisions):
+            report.outcomes.append(outcome(i, d, "SKIPPED" if d.run_id else "PENDING"))
+        echo(f"sweep {spec.name!r}: notebook {spec.notebook}, experiment {spec.experiment!r}, store {uri}")
+        for o in report.outcomes:
+            what = f"skip (finished run {o.run_id})" if o.status == "SKIPPED" else "run"
+            echo(f"  [{o.index:3d}] {o.config_hash}  {what:<44} {o.label}"
+                 + (f"\n        why: {o.reason}" if o.reason else ""))
+        echo(report.summary())
+        return report
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    lock = _lock(root, out_dir, spec.name, spec.experiment)
+    try:
+        exp_id = get_or_create_experiment(spec.experiment, root, cl)
+        report.experiment_id = exp_id
+        shown = [k for k in keys if any(flatten(c).get(k) not in (None, "{}", "[]", "") for c in configs)]  # no "{}"
+        set_runs_view(cl, exp_id, ["strategy", *shown], [*DEFAULT_METRICS, sweep_metric(configs)])
+        report.stale_marked = mark_stale(cl, exp_id, spec.name)
+        decisions = decide(cl, exp_id, identities)
+        todo = [i for i, d in enumerate(decisions) if d.run_id is None]
+        outcomes: dict[int, ConfigOutcome] = {i: outcome(i, d, "SKIPPED") for i, d in enumerate(decisions)
+                                              if d.run_id is not None}
+        if report.stale_marked:
+            echo(f"marked {len(report.stale_marked)} run(s) left RUNNING by an interrupted sweep as KILLED; "
+                 "redoing them")
+        for i in todo:
+            if decisions[i].previous_run_id:  # a config seen before: say why it runs again
+                echo(f"config {i} ({labels[i]}) runs again: {decisions[i].reason}")
+        if not todo and not new_parent:
+            report.outcomes = [outcomes[i] for i in range(len(configs))]
+            report.seconds = time.perf_counter() - t0
+            echo(f"nothing to run: all {len(configs)} configs have finished runs in {spec.experiment!r} "
+                 "(same config, data, models and metrics version)")
+            if not defer_publish:
+                publish_report(report, spec, publish, root, echo)
+            return report
+
+        spec_hash = config_hash({"configs": sorted(hashes), "notebook": str(spec.notebook.name)})
+        parent = None if new_parent else _reusable_parent(cl, exp_id, spec.name, spec_hash)
+        if parent is None:
+            parent = cl.create_run(exp_id, run_name=f"sweep {spec.name}", tags={
+                TAG_ROLE: "parent", TAG_NAME: spec.name, TAG_SPEC_HASH: spec_hash,
+                "mlflow.source.name": str(spec.path), **environment_tags(), **(parent_tags or {})}).info.run_id
+            cl.log_artifact(parent, str(spec.path), "spec")
+            log_params(parent, {"sweep.notebook": str(spec.notebook.name), "sweep.n_configs": len(configs),
+                                "sweep.varying": ",".join(keys), "sweep.executor": executor, "sweep.jobs": jobs,
+                                "sweep.rerun_on_code_change": rerun_on_code_change}, cl=cl)
+        else:
+            cl.update_run(parent, status="RUNNING")
+        report.parent_run_id = parent
+
+        tags = {i: {**identities[i].tags(), TAG_REASON: decisions[i].reason,
+                    "sweep.previous_run_id": decisions[i].previous_run_id} for i in todo}
+        tasks = _tasks(spec, todo, configs, hashes, labels, out_dir, uri, exp_id, parent, root, kernel_name,
+                       execution_timeout, {i: {k: v for k, v in t.items() if v} for i, t in tags.items()})
+        stream = (_run_ray(tasks, jobs, ray_address) if executor == "ray" else _run_local(tasks, jobs)) if tasks \
+            else iter(())
+        failed = 0
+        pbar = bar(stream, desc=f"sweep {spec.name}", total=len(tasks), enabled=progress and bool(tasks),
+                   unit="config")
+        for res in pbar:
+            o = ConfigOutcome(**{k: res[k] for k in ConfigOutcome.__dataclass_fields__ if k in res})
+            o.reason, o.previous_run_id = decisions[o.index].reason, decisions[o.index].previous_run_id
+            outcomes[o.index] = o
+            if o.status != "FINISHED":
+                failed += 1
+                if hasattr(pbar, "write"):
+                    pbar.write(f"config {o.index} ({o.label}) {o.status}: {o.error}")
+                else:
+                    echo(f"config {o.index} ({o.label}) {o.status}: {o.error}")
+            if hasattr(pbar, "set_postfix"):
+                pbar.set_postfix(failed=failed)
+        report.outcomes = [outcomes[i] for i in range(len(configs))]
+        report.seconds = time.perf_counter() - t0
+        log_metrics(parent, {"n_configs": len(configs), "n_finished": report.n_finished + report.n_skipped,
+                             "n_failed": report.n_failed, "n_run_now": len(tasks), "seconds": report.seconds}, cl=cl)
+        set_tags(parent, {"sweep.ok": str(report.ok).lower()}, cl=cl)
+        cl.set_terminated(parent, "FINISHED" if report.ok else "FAILED")
+        if summary:
+            _log_summary(report, sweep_metric(configs), root, echo)
+        if not defer_publish:
+            publish_report(report, spec, publish, root, echo)
+        return report
+    finally:
+        lock.release()
+
+
+def sweep_metric(configs: list[dict], default: str = "ndcg@10") -> str:
+    """The metric a sweep ranks by: its configs' ``metric`` param when they set one (notebooks 02-04 take it),
+    else ``default``."""
+    values = {c.get("metric") for c in configs if isinstance(c.get("metric"), str)}
+    return values.pop() if len(values) == 1 else default
+
+
+def _log_summary(report: SweepReport, metric: str, root, echo) -> None:
+    """Leaderboard charts, CSV and HTML report of the sweep's finished runs, logged into its parent run under
+    ``summary/`` (step 5). Failures are reported in ``report.summary_error``, not raised."""
+    import tempfile
+    import warnings
+
+    from lab.analysis.compare import CompareWarning, leaderboard, plot_leaderboard
+    from lab.analysis.plots import quality_vs_latency
+    from lab.analysis.report import build_report, runs_from_mlflow
+    from lab.tracking.store import client
+
+    run_ids = [o.run_id for o in report.outcomes if o.status in ("FINISHED", "SKIPPED") and o.run_id]
+    if not run_ids or not report.parent_run_id:
+        return
+    cl = client(root)
+    try:
+        with tempfile.TemporaryDirectory(prefix="lab-sweep-summary-") as tmp, warnings.catch_warnings():
+            warnings.simplefilter("ignore", CompareWarning)
+            out = Path(tmp)
+            df = leaderboard(report.experiment, metric=metric, root=root, run_ids=run_ids)
+            if df.empty:
+                return
+            title = f"{report.name}: {metric}"
+            files = [plot_leaderboard(df, out / "leaderboard.png", metric=metric, title=title)]
+            quality_vs_latency(df, metric, label="label", title=f"{report.name}: quality vs latency").savefig(
+                out / "quality_vs_latency.png", dpi=120)
+            df.to_csv(out / "leaderboard.csv", index=False)
+            files += [out / "quality_vs_latency.png", out / "leaderboard.csv"]
+            notes: list[str] = []
+            runs = [r for r in runs_from_mlflow(report.experiment, root, metric, None, notes) if r.run_id in run_ids]
+            if runs:
+                files.append(build_report(runs, out / "report.html", [metric],
+                                          title=f"Retrieval report: sweep {report.name}", notes=notes).path)
+            for f in files:
+                cl.log_artifact(report.parent_run_id, str(f), "summary")
+                report.summary_artifacts.append(f"summary/{Path(f).name}")
+    except Exception as exc:  # noqa: BLE001 - the runs are logged; a summary failure must not lose them
+        report.summary_error = f"{type(exc).__name__}: {exc}"
+        echo(f"sweep summary not logged to the parent run: {report.summary_error}")
+
+
+def _check_configs(spec, configs: list[dict], labels: list[str]) -> None:
+    """Refuse to start (dry run included) when a config has a problem: one ConfigError line per problem
+    (:func:`lab.workbench.sweep_check.validate_sweep`)."""
+    from lab.workbench.sweep_check import validate_sweep
+
+    problems = validate_sweep(spec, configs, labels)
+    if len(problems) == 1:  # one problem, one line
+        raise ConfigError(f"{problems[0]}; sweep {spec.name!r} not started: fix it and run again")
+    if problems:
+        raise ConfigError("\n".join(problems + [f"sweep {spec.name!r} not started: {len(problems)} problem(s) in "
+                                                 f"{spec.path}; fix them and run again"]))
+
+
+def publish_report(report: SweepReport, spec, overrides: dict | None, root, echo=print, extra_samples=()) -> None:
+    """Publish the finished runs of the sweep's configs when the spec or ``overrides`` ask (see step 6);
+    ``extra_samples`` (lab.workbench.monitoring.Sample) go into the same exposition."""
+    _publish(report, spec, overrides, root, echo or (lambda *a, **k: None), extra_samples)
+
+
+def _publish(report: SweepReport, spec, overrides: dict | None, root, echo, extra_samples=()) -> None:
+    """Publish the finished runs of the sweep's configs when the spec or ``overrides`` ask (see step 6)."""
+    from lab.core.errors import LabError
+    from lab.workbench.monitoring import parse_publish, publish
+    from lab.core.paths import resolve_repo_path
+
+    merged = {**(spec.publish or {}), **{k: v for k, v in (overrides or {}).items() if v is not None}}
+    if not merged:
+        return
+    run_ids = [o.run_id for o in report.outcomes if o.status in ("FINISHED", "SKIPPED") and o.run_id]
+    if not run_ids:
+        report.publish_error = "no finished run to publish"
+        echo(f"publish: {report.publish_error}")
+        return
+    try:
+        opts = parse_publish(merged, "publish")
+        target = opts.get("prometheus")
+        report.published = publish(
+            spec.experiment, prometheus=resolve_repo_path(target, spec.repo_root) if target else None,
+            pushgateway=opts.get("pushgateway"), job=opts.get("job", "raglab"), metrics=opts["metrics"], root=root,
+            run_ids=run_ids, headers_env=opts.get("headers_env"), extra_samples=extra_samples)
+        echo(f"published {len(run_ids)} run(s) of {spec.experiment!r} to {', '.join(report.published)}")
+    except LabError as exc:
+        report.publish_error = str(exc)
+        echo(f"publish failed: {exc}")
+
+
+def sweep_configs(spec_path: str | Path) -> list[dict]:
+    """The expanded configs of a spec (a convenience for notebooks and tests)."""
+    from lab.workbench.config import expand, load_spec
+
+    return expand(load_spec(spec_path))

@@ -1,0 +1,90 @@
+"""lab.experiment.run.run_experiment: token-level chunk metrics beside the ranking metrics in span mode, and
+condensed evaluation (unjudged units removed first), on a small slice of SciFact with its rationale spans."""
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from lab.experiment.run import run_experiment
+from lab.metrics.tokens import UnitCounter, token_scores
+from lab.retrievers.base import Context
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def mini_scifact(tmp_path_factory) -> Path:
+    """5 SciFact test claims with evidence, their documents and 40 other documents."""
+    src = REPO / "data" / "scifact"
+    folder = tmp_path_factory.mktemp("scifact") / "mini"
+    ev = [json.loads(x) for x in (src / "evidence.jsonl").read_text(encoding="utf-8").splitlines() if x.strip()]
+    ev = [e for e in ev if e.get("split") == "test"]
+    qids = list(dict.fromkeys(e["query_id"] for e in ev))[:5]
+    rows = [r.split("\t") for r in (src / "qrels" / "test.tsv").read_text(encoding="utf-8").splitlines()[1:]]
+    rows = [r for r in rows if r[0] in qids]
+    wanted = {d for _, d, _ in rows}
+    docs = []
+    with gzip.open(src / "corpus.jsonl.gz", "rt", encoding="utf-8") as fh:
+        for i, line in enumerate(fh):
+            if json.loads(line)["_id"] in wanted or i < 40:
+                docs.append(line.rstrip("\n"))
+    queries = [x for x in (src / "queries.jsonl").read_text(encoding="utf-8").splitlines()
+               if x.strip() and json.loads(x)["_id"] in qids]
+    (folder / "qrels").mkdir(parents=True)
+    (folder / "corpus.jsonl").write_text("\n".join(docs) + "\n", encoding="utf-8")
+    (folder / "queries.jsonl").write_text("\n".join(queries) + "\n", encoding="utf-8")
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
+        f"{q}\t{d}\t{g}\n" for q, d, g in rows), encoding="utf-8")
+    (folder / "evidence.jsonl").write_text("".join(json.dumps(e) + "\n" for e in ev if e["query_id"] in qids),
+                                           encoding="utf-8")
+    return folder
+
+
+CHUNKING = {"chunker": "recursive", "size": 40, "overlap": 8, "size_unit": "words"}
+
+
+def test_span_runs_carry_token_metrics(mini_scifact, tmp_path):
+    ctx = Context(cache_dir=tmp_path / "cache", progress=False)
+    res = run_experiment(mini_scifact, "bm25", {}, k=20, chunking=CHUNKING, relevance="span",
+                         metrics=["ndcg@10", "recall@10", "judged@10"], ctx=ctx)
+    assert res.info["relevance_mode"] == "span"
+    pq = res.evaluation.per_query
+    for m in ("token_recall", "token_precision", "token_iou"):
+        assert f"{m}@10" in pq and f"{m}@10" in res.evaluation.means and f"{m}@10" in res.summary()
+        assert pq[f"{m}@10"].between(0, 1).all()
+    assert (pq["token_iou@10"] <= pq[["token_recall@10", "token_precision@10"]].min(axis=1) + 1e-12).all()
+    # one query recomputed from its spans directly
+    from lab.data.beir import load_dataset
+
+    ds = load_dataset(mini_scifact, progress=False)
+    q = pq.index[0]
+    spans = [(s.doc_id, s.start, s.end) for s in ds.evidence if s.query_id == q]
+    count = UnitCounter.for_docs({d: ds.corpus[d].text for d, _, _ in spans}, "words")
+    ranked = [d for d, _ in res.eval_run.ranked(q, 10)]
+    want = token_scores(ranked, spans, 10, count)
+    assert pq.loc[q, "token_recall@10"] == pytest.approx(want["token_recall"])
+    assert pq.loc[q, "token_iou@10"] == pytest.approx(want["token_iou"])
+
+
+def test_doc_runs_have_no_token_metrics_and_condensed_is_recorded(mini_scifact, tmp_path):
+    ctx = Context(cache_dir=tmp_path / "cache", progress=False)
+    plain = run_experiment(mini_scifact, "bm25", {}, k=20, metrics=["ndcg@10", "judged@10"], ctx=ctx)
+    cond = run_experiment(mini_scifact, "bm25", {}, k=20, metrics=["ndcg@10", "judged@10"], ctx=ctx,
+                          condensed=True)
+    assert not any(c.startswith("token_") for c in plain.evaluation.per_query)
+    assert "condensed" not in plain.config and cond.config["condensed"] is True
+    assert cond.evaluation.means["ndcg@10"] >= plain.evaluation.means["ndcg@10"]
+    assert plain.evaluation.means["judged@10"] < 1.0
+    # condensed lists hold judged documents only: every retrieved rank of them is judged
+    assert cond.evaluation.means["judged@10"] <= 1.0
+
+
+def test_span_mode_condensed_keeps_chunks_of_judged_documents(mini_scifact, tmp_path):
+    ctx = Context(cache_dir=tmp_path / "cache", progress=False)
+    res = run_experiment(mini_scifact, "bm25", {}, k=20, chunking=CHUNKING, relevance="span",
+                         metrics=["ndcg@10", "judged@1"], ctx=ctx, condensed=True)
+    # after condensing, the first rank of every query holds a chunk of a judged document
+    assert res.evaluation.per_query["judged@1"].eq(1.0).all()

@@ -1,0 +1,233 @@
+"""lab.testset.generate: prompt, strict and lenient parsing, stratified seeded sampling, generation params, a tiny
+real run with the packaged SmolLM2 (gates counted, set written and loadable), and the committed ord-qa set."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from lab.data.beir import load_dataset
+from lab.data.types import Corpus, Document
+from lab.core.errors import ConfigError
+from builders import mini_dataset
+from lab.testset.gates import GATES
+from lab.testset.generate import (PROMPT_VERSION, GenerationConfig, _gen_params, build_prompt, generate_testset,
+                                  parse_qa, parse_yes_no, qa_schema, sample_order, shown_passage, stratum_of)
+
+REPO = Path(__file__).resolve().parents[2]
+GENERATED = REPO / "data" / "ord-qa-generated"
+
+
+def test_prompt_is_seed_000_in_both_languages():
+    en = build_prompt("The gzip command compresses files.", "en")
+    assert "must not directly contain the key words" in en and en.endswith("The gzip command compresses files.")
+    assert '{"question": "...", "answer": "..."}' in en
+    zh = build_prompt("段落", "zh")
+    assert zh.startswith("给定以下文档段落，生成一个用户可能会问的、恰好需要这段信息才能回答的问题") and "问题不能直接包含段落中的关键词" in zh
+
+
+def test_shown_passage_cuts_at_a_boundary():
+    text = "word " * 300
+    cut = shown_passage(text, 100)
+    assert len(cut) <= 100 and not cut.endswith("wor") and shown_passage("short", 100) == "short"
+
+
+@pytest.mark.parametrize("text,expected,repaired", [
+    ('{"question": "Which flag?", "answer": "-clock"}', {"question": "Which flag?", "answer": "-clock"}, False),
+    ('  {"answer": "-clock", "question": "Which flag?"}\n', {"question": "Which flag?", "answer": "-clock"}, False),
+    ('```json\n{"question": "Which flag?", "answer": "-clock",}\n```', {"question": "Which flag?", "answer": "-clock"},
+     True),
+    ('Sure! {\u201cquestion\u201d: \u201cWhich flag?\u201d, \u201canswer\u201d: \u201c-clock\u201d}',
+     {"question": "Which flag?", "answer": "-clock"}, True),
+    ('{"question": "Which flag?", "answer": "the -clock fl', {"question": "Which flag?", "answer": "the -clock fl"},
+     True),
+    ("Question: Which flag sets clock RC?\nAnswer: -clock", {"question": "Which flag sets clock RC?",
+                                                             "answer": "-clock"}, True),
+])
+def test_parse_qa_strict_then_one_lenient_repair(text, expected, repaired):
+    assert parse_qa(text) == (expected, repaired)
+
+
+@pytest.mark.parametrize("text", ["", "Macro Placement", '{"question": "", "answer": "x"}', '{"question": 3}',
+                                  "[1, 2]"])
+def test_parse_qa_gives_up(text):
+    assert parse_qa(text) == (None, False)
+
+
+def test_parse_yes_no():
+    assert parse_yes_no("Yes.") is True and parse_yes_no(" no") is False and parse_yes_no("是") is True
+    assert parse_yes_no("Maybe") is None
+
+
+def _corpus() -> Corpus:
+    docs = {}
+    for sec, n in (("a", 5), ("b", 2), ("c", 1)):
+        for i in range(n):
+            docs[f"{sec}{i}"] = Document(f"{sec}{i}", f"# {sec.upper()} heading\n" + "some words here " * 10,
+                                         metadata={"source": sec})
+    docs["tiny"] = Document("tiny", "too short", metadata={"source": "c"})
+    return Corpus(docs)
+
+
+def test_sample_order_is_stratified_seeded_and_skips_short_units():
+    corpus = _corpus()
+    passages, skipped, strata = sample_order(corpus, seed=1, stratify="section", min_passage_words=10)
+    order = [p.unit_id for p in passages]
+    # each unit is one section (its heading and body); "tiny" is one window, too short
+    assert skipped == 1 and "tiny" not in order and len(order) == 8 == len(set(order))
+    assert {strata[p.key] for p in passages[:3]} == {"a", "b", "c"}  # round-robin: every section before any repeats
+    assert Counter(strata[p.key] for p in passages[:5]) == Counter({"a": 2, "b": 2, "c": 1})
+    assert all(p.text == corpus[p.unit_id].text[p.start:p.end] and p.section.endswith("heading") for p in passages)
+    assert sample_order(corpus, 1, "section", 10)[0] == passages
+    assert sample_order(corpus, 2, "section", 10)[0] != passages
+    assert stratum_of(corpus["a0"], "doc") == "a0" and stratum_of(Document("x", "# Head\ntext"), "section") == "Head"
+    assert stratum_of(Document("x@0-5", "t", metadata={"doc_id": "x"}), "doc") == "x"
+
+
+def test_generation_params_per_round_and_retry():
+    cfg = GenerationConfig(n=5, seed=3)
+    assert _gen_params(cfg, 0, 0)["temperature"] == 0.0 and _gen_params(cfg, 0, 0)["seed"] == 3
+    r1, retry = _gen_params(cfg, 1, 0), _gen_params(cfg, 0, 1)
+    assert (r1["temperature"], r1["seed"]) == (0.7, 4) and (retry["temperature"], retry["seed"]) == (0.7, 1003)
+    schema = _gen_params(cfg, 0, 0)["response_format"]["json_schema"]["schema"]
+    assert schema == qa_schema("en") and list(schema["properties"]) == ["answer", "question"]
+    assert "response_format" not in _gen_params(GenerationConfig(json_mode="prompt"), 0, 0)
+    with pytest.raises(ConfigError):
+        GenerationConfig(stratify="topic")
+    with pytest.raises(ConfigError):
+        GenerationConfig(grade=4)
+
+
+
+
+def test_tiny_real_generation_counts_every_candidate(tmp_path):
+    """Two real SmolLM2 calls on a folder with only corpus.jsonl: whatever the model writes, every candidate is
+    counted once, the set loads, and each accepted question's evidence span lies inside the passage it came from."""
+    cfg = GenerationConfig(n=2, max_attempts=2, retries=0, min_passage_words=5)
+    res = generate_testset(mini_dataset(tmp_path, corpus_only=True), tmp_path / "gen", config=cfg,
+                           cache_dir=tmp_path / "cache", progress=False, tracking_root=None)
+    rep = res.report
+    assert rep.candidates == 2 and rep.accepted + sum(rep.dropped_at.values()) == rep.candidates
+    for g in GATES:
+        assert rep.passed[g] + rep.failed[g] <= rep.candidates
+    lines = (res.folder / "candidates.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 2 and {json.loads(ln)["round"] for ln in lines} == {0}
+    prov = res.provenance
+    assert prov["llm"]["identity"].startswith("gguf:SmolLM2-135M-Instruct") and prov["prompt"]["version"] == PROMPT_VERSION
+    assert prov["seed"] == 0 and prov["llm_usage"]["calls"] == 2 and prov["units"]["n_units"] == 3
+    assert json.loads((res.folder / "gate_report.json").read_text())["candidates"] == 2
+    assert prov["topic_model"]["name"] == "multilingual-e5-small" and not prov["topic_model"]["same_as_default_dense"]
+    assert rep.extra["existing_queries_guarded"] == 0 and "route" not in prov
+    for ln in lines:
+        c = json.loads(ln)
+        s, e = c["passage_span"]
+        assert 0 <= s < e  # a window of the unit's text, not its first characters by construction
+    if rep.accepted:  # SmolLM2 passes the gates on these passages (llama.cpp b-version dependent)
+        ds = load_dataset(res.folder, progress=False)
+        assert len(ds.corpus) == 3 and len(ds.queries) == rep.accepted
+        assert prov["source_units"] == [ds.queries.metadata[q]["source_unit"] for q in ds.queries]
+        assert {e.query_id for e in ds.evidence} == set(ds.queries)  # one evidence span per question
+        for e in ds.evidence:
+            meta = ds.queries.metadata[e.query_id]
+            ps, pe = meta["passage_span"]
+            assert e.doc_id == meta["source_unit"] and ps <= e.start < e.end <= pe
+            assert ds.corpus[e.doc_id].text[ps:pe] == meta["passage"]
+    else:
+        assert not (res.folder / "queries.jsonl").exists() and prov["source_units"] == []
+
+
+@pytest.mark.skipif(not GENERATED.is_dir(), reason="data/ord-qa-generated not built (lab testset generate)")
+def test_committed_ord_qa_generated_set():
+    """The set notebook 01 and the embedder fine-tuning use: >= 100 gated questions, source units recorded."""
+    ds = load_dataset(GENERATED, progress=False)
+    prov = json.loads((GENERATED / "provenance.json").read_text(encoding="utf-8"))
+    queries, qrels = ds.split("test")
+    assert len(qrels) >= 100 and len(ds.corpus) == 290
+    assert prov["kind"] == "generated" and prov["llm"]["identity"].startswith("gguf:SmolLM2-135M-Instruct")
+    assert [queries.metadata[q]["source_unit"] for q in qrels] == prov["source_units"][:len(qrels)]
+    for q in qrels:
+        assert queries.metadata[q]["source_unit"] in qrels[q]
+    gate = prov["gate_report"]
+    assert gate["candidates"] == sum(gate["dropped_at"].values()) + gate["accepted"]
+    assert (GENERATED / "SOURCE.md").is_file()
+
+
+def test_generation_stops_after_n_consecutive_endpoint_failures_and_keeps_what_was_done(tmp_path, always_500):
+    """Issue 15, case 9: an endpoint that always fails stops the run after max_consecutive_failures calls (each
+    after its retries) with one clear error; the gate report, candidates and provenance are written."""
+    import time
+
+    from lab.models.breaker import EndpointDown
+
+    server = always_500
+    spec = {"backend": "openai", "base_url": server.url, "model": "m", "max_retries": 2, "backoff_s": 0.01,
+            "max_backoff_s": 0.02, "concurrency": 2}
+    cfg = GenerationConfig(n=100, min_passage_words=5, max_consecutive_failures=3)
+    t0 = time.perf_counter()
+    with pytest.raises(EndpointDown) as exc:
+        generate_testset(mini_dataset(tmp_path), tmp_path / "gen", llm=spec, config=cfg,
+                         cache_dir=tmp_path / "cache", progress=False, tracking_root=None)
+    seconds = time.perf_counter() - t0
+    message = str(exc.value)
+    assert "\n" not in message and message.startswith("test set generation stopped after 3 consecutive failed LLM")
+    assert "--max-consecutive-failures 3" in message and "HTTP 500" in message and "model crashed" in message
+    assert f"written to {tmp_path / 'gen'}" in message and "0 accepted questions" in message
+    # 3 calls x 3 attempts each, plus at most the one other call in flight (concurrency 2): not ~600 requests
+    assert 9 <= server.requests <= 12, server.requests
+    prov = json.loads((tmp_path / "gen" / "provenance.json").read_text())
+    assert prov["llm_usage"]["errors"] >= 3 and prov["llm_usage"]["retries"] >= 6
+    assert "stopped after 3 consecutive" in json.loads((tmp_path / "gen" / "gate_report.json").read_text())[
+        "extra"]["stopped"]
+    assert seconds < 60
+
+
+def test_max_consecutive_failures_is_checked():
+    with pytest.raises(ConfigError, match="max_consecutive_failures=0: expected an integer >= 1"):
+        GenerationConfig(max_consecutive_failures=0)
+
+
+def test_chinese_passages_get_the_chinese_prompt_and_windows_reach_the_end():
+    """Questions follow the passage's language: a Chinese window is sent with the Chinese prompt, an English one
+    with the English prompt; windows cover the whole document, not its first characters."""
+    from lab.testset.generate import _candidates
+
+    zh = "# 线电阻\n\n" + "set_wire_rc 命令设置用于估计布线延迟的电阻和电容，时钟网络和数据网络可以分别设置。" * 30
+    en = "# Wire RC\n\n" + "The set_wire_rc command sets the resistance and capacitance of routing wires. " * 40
+    corpus = Corpus({"zh": Document("zh", zh), "en": Document("en", en)})
+    cfg = GenerationConfig(n=1, rounds=1, min_passage_words=10)
+    passages, _, _ = sample_order(corpus, 0, "doc", 10, cfg.max_passage_chars)
+    cands = list(_candidates(passages, cfg))
+    assert {c.unit_id for c in cands} == {"zh", "en"} and len(cands) == len(passages) > 2
+    for c in cands:
+        assert c.language == c.unit_id and c.prompt.endswith(c.passage)
+        assert c.prompt.startswith("给定以下文档段落") == (c.unit_id == "zh")
+    for uid, text in (("zh", zh), ("en", en)):
+        assert max(c.span[1] for c in cands if c.unit_id == uid) == len(text.rstrip())
+
+
+ASYMPTOTE = REPO / "data" / "asymptote-generated"
+
+
+@pytest.mark.skipif(not ASYMPTOTE.is_dir(), reason="data/asymptote-generated not built (lab testset generate)")
+def test_committed_asymptote_generated_set():
+    """Generated offline from an ingested documentation folder (corpus only): >= 100 gated questions, each with
+    the exact passage the model saw and an evidence span inside it, qrels at document level."""
+    ds = load_dataset(ASYMPTOTE, progress=False)
+    prov = json.loads((ASYMPTOTE / "provenance.json").read_text(encoding="utf-8"))
+    queries, qrels = ds.split("test")
+    assert len(qrels) >= 100 and len(ds.corpus) == 163 and prov["units"]["chunking"] == {"chunker": "none"}
+    assert prov["topic_model"]["name"] == "multilingual-e5-small" and not prov["topic_model"]["same_as_default_dense"]
+    spans = {e.query_id: e for e in ds.evidence}
+    assert set(spans) == set(qrels)
+    for q in qrels:
+        meta = queries.metadata[q]
+        ps, pe = meta["passage_span"]
+        e = spans[q]
+        assert list(qrels[q]) == [meta["source_unit"]] == [e.doc_id]
+        assert ds.corpus[e.doc_id].text[ps:pe] == meta["passage"] and ps <= e.start < e.end <= pe
+    assert len({queries.metadata[q]["passage_span"][0] > 0 for q in qrels}) == 2  # not only first characters
+    gate = prov["gate_report"]
+    assert gate["candidates"] == sum(gate["dropped_at"].values()) + gate["accepted"]
+    assert (ASYMPTOTE / "SOURCE.md").is_file()

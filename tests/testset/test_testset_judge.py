@@ -1,0 +1,209 @@
+"""lab.testset.judge: pooled judgements by the packaged SmolLM2-135M on a tiny ord-qa pool (real generation,
+a few seconds), labels added with provenance, the trust report, a cheap cached rerun and the CLI's errors."""
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import pytest
+from ordqa_slices import mini_ordqa
+
+from lab.cli.main import main
+from lab.data.beir import load_dataset
+from lab.testset.judge import (GRAMMAR_TOKENS, PROMPT, PROMPT_VERSION, JudgeConfig, format_report, human_agreement,
+                               judge_dataset, make_prompt, parse_grade, prompt_sha256, sidecar_path)
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+
+
+def test_parse_grade():
+    assert parse_grade("##final score: 2") == 2
+    assert parse_grade("M: 2, T: 1\n## Final Score: **3**") == 3
+    assert parse_grade(" 1 ") == 1
+    assert parse_grade("score 7") is None
+    assert parse_grade("1. Determine the intent of the query.\n2. Measure") is None
+    assert parse_grade("") is None and parse_grade(None) is None
+
+
+def test_prompt_is_umbrela_and_versioned():
+    p = make_prompt(" what is CTS? ", "Clock tree synthesis builds the clock network.")
+    assert "Query: what is CTS?\nPassage: Clock tree synthesis" in p
+    assert "0 to 3" in p and "##final score:" in p
+    assert PROMPT_VERSION == "umbrela-v1" and len(prompt_sha256()) == 64
+    assert "{query}" in PROMPT and "{passage}" in PROMPT
+    assert GRAMMAR_TOKENS >= 10
+
+
+@pytest.fixture(scope="module")
+def judged(tmp_path_factory):
+    base = tmp_path_factory.mktemp("judge")
+    ds_dir = mini_ordqa(base / "mini", n_queries=2, n_other=6)
+    cfg = JudgeConfig(strategies=["bm25"], depth=2, grammar="always", max_passage_chars=500)
+    meta = judge_dataset(ds_dir, out=base / "judged", config=cfg, cache_dir=base / "cache", progress=False,
+                         tracking_root=None)
+    return base, ds_dir, meta
+
+
+def test_labels_added_with_provenance(judged):
+    base, ds_dir, meta = judged
+    r = meta["report"]
+    assert r["pool_pairs"] == 4 and r["queries"] == 2  # 2 queries x depth 2, one strategy
+    assert r["graded"] + r["ungraded"] == r["pool_pairs"]
+    assert r["parse_failures"] == r["ungraded"]  # grammar "always": one call per pair
+    assert meta["judge"].startswith("gguf:SmolLM2-135M-Instruct") and meta["prompt_version"] == PROMPT_VERSION
+    assert meta["prompt_sha256"] == prompt_sha256()
+    old = load_dataset(ds_dir, progress=False).qrels["test"].qrels
+    new = load_dataset(base / "judged", progress=False).qrels["test"].qrels  # every reader still reads the tsv
+    n_old = sum(map(len, old.values()))
+    assert sum(map(len, new.values())) == n_old + r["labels_added"]
+    for q, docs in old.items():
+        assert all(new[q][d] == g for d, g in docs.items())  # existing labels are kept as they were
+    side = [json.loads(x) for x in sidecar_path(base / "judged", "test").read_text(encoding="utf-8").splitlines()]
+    assert len(side) == n_old + r["labels_added"]
+    assert {s["source"] for s in side} <= {"human", "judged"}
+    assert sum(s["source"] == "judged" for s in side) == r["labels_added"]
+    for s in side:
+        assert new[s["query_id"]][s["doc_id"]] == s["grade"]
+        if s["source"] == "judged":
+            assert s["judge_grade"] == s["grade"] and s["prompt_version"] == PROMPT_VERSION
+    assert (base / "judged" / "judge_report.json").is_file()
+    assert "labels added" in format_report(meta)
+
+
+def test_trust_report_and_score_changes(judged):
+    _, _, meta = judged
+    r = meta["report"]
+    assert r["known_positives_graded"] <= r["known_positives_in_pool"]
+    if r["known_positives_graded"]:
+        assert 0.0 <= r["recall_known_positives"] <= 1.0
+    row = r["strategies"]["bm25"]
+    # after judging, every pooled document of bm25's top 3 that got a grade is judged
+    assert row["judged@2_after"] >= row["judged@2_before"]
+    assert row["judged@2_after"] == pytest.approx(1.0) or r["ungraded"] > 0  # every pooled pair got a label
+    assert row["ndcg@2_after_condensed"] >= 0.0
+
+
+def test_rerun_is_answered_from_the_cache_and_in_place_keeps_sources(judged, tmp_path):
+    base, _, meta = judged
+    import shutil
+
+    shutil.copytree(base / "judged", tmp_path / "set")
+    again = judge_dataset(tmp_path / "set", in_place=True, config=JudgeConfig(strategies=["bm25"], depth=2,
+                                                                               grammar="always",
+                                                                               max_passage_chars=500),
+                          cache_dir=base / "cache", progress=False, tracking_root=None)
+    assert again["llm_usage"]["generated"] == 0 and again["llm_usage"]["cache_hits"] == meta["report"]["pool_pairs"]
+    assert again["report"]["labels_added"] == 0
+    # labels judged by the first run are not counted as known positives of the second
+    assert again["report"]["known_positives_graded"] == meta["report"]["known_positives_graded"]
+    side = [json.loads(x) for x in sidecar_path(tmp_path / "set", "test").read_text(encoding="utf-8").splitlines()]
+    assert sum(s["source"] == "judged" for s in side) == meta["report"]["labels_added"]
+
+
+def test_human_agreement_kappa():
+    rows = [{"qid": "q", "unit_id": f"d{i}", "grade": g} for i, g in enumerate([0, 1, 2, 3, 3, None])]
+    judged = {("q", f"d{i}"): g for i, g in enumerate([0, 1, 2, 3, 2, 1])}
+    out = human_agreement(rows, judged)
+    assert out["pairs"] == 5 and out["sheet_graded"] == 5
+    assert out["exact_agreement"] == pytest.approx(4 / 5)
+    assert 0 < out["kappa"] < out["kappa_quadratic"] <= 1
+    assert human_agreement(rows, {})["pairs"] == 0
+
+
+def test_cli_judge_with_annotation_sheet_logs_to_mlflow(judged, tmp_path, capsys, blank_mlflow_root):
+    base, ds_dir, meta = judged
+    side = [json.loads(x) for x in sidecar_path(base / "judged", "test").read_text(encoding="utf-8").splitlines()]
+    sheet = tmp_path / "sheet.csv"
+    with open(sheet, "w", encoding="utf-8", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["qid", "query", "unit_id", "passage", "grade", "tier", "note"])
+        for s in side:
+            w.writerow([s["query_id"], "", s["doc_id"], "", s["grade"], "", ""])
+    rc = main(["testset", "judge", "--dataset", str(ds_dir), "--strategies", "bm25", "--depth", "2", "--out",
+               str(tmp_path / "out"), "--grammar", "always", "--max-passage-chars", "500", "--annotation",
+               str(sheet), "--cache-dir",
+               str(base / "cache"), "--tracking-root", str(blank_mlflow_root), "--json"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    from lab.tracking.store import client
+
+    run = client(blank_mlflow_root).get_run(out["mlflow_run_id"])
+    assert run.info.status == "FINISHED" and run.data.tags["testset.kind"] == "judge"
+    assert run.data.params["prompt_version"] == PROMPT_VERSION and run.data.params["prompt_sha256"] == prompt_sha256()
+    assert run.data.params["judge"].startswith("gguf:SmolLM2") and "labels_added" in run.data.metrics
+    assert "bm25.judged_at_2_after" in run.data.metrics
+    agree = out["report"]["human_agreement"]
+    assert agree["pairs"] >= 1
+    assert agree["kappa"] is None or math.isnan(agree["kappa"]) or -1 <= agree["kappa"] <= 1
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--strategies", "bm25,nope", "--out", "x"], "--strategies: unknown nope"),
+    (["--depth", "0", "--out", "x"], "--depth: expected an integer >= 1, got 0"),
+    (["--out", "DATASET"], "--in-place"),
+    (["--out", "DATASET/qrels"], "not a judged set"),
+])
+def test_cli_errors_are_one_line_exit_2(judged, capsys, argv, message):
+    _, ds_dir, _ = judged
+    argv = [a.replace("DATASET", str(ds_dir)) for a in argv]
+    try:
+        rc = main(["testset", "judge", "--dataset", str(ds_dir), "--no-mlflow", *argv])
+    except SystemExit as exc:  # counts are checked by argparse (lab.cli.options.positive_int)
+        rc = exc.code
+    err = capsys.readouterr().err
+    assert rc == 2 and message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_cli_needs_out_or_in_place(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["testset", "judge", "--dataset", "data/ord-qa"])
+    assert e.value.code == 2 and "--out" in capsys.readouterr().err
+
+
+def test_label_sources_from_provenance_and_sidecar(tmp_path):
+    from lab.testset.judge import label_sources
+
+    (tmp_path / "qrels").mkdir()
+    qrels = {"q": {"a": 1, "b": 0}}
+    assert label_sources(tmp_path, "test", qrels) == {("q", "a"): "human", ("q", "b"): "human"}
+    (tmp_path / "provenance.json").write_text('{"kind": "generated"}', encoding="utf-8")
+    assert set(label_sources(tmp_path, "test", qrels).values()) == {"generated"}
+    sidecar_path(tmp_path, "test").write_text('{"query_id": "q", "doc_id": "b", "grade": 0, "source": "judged"}\n',
+                                              encoding="utf-8")
+    assert label_sources(tmp_path, "test", qrels) == {("q", "a"): "generated", ("q", "b"): "judged"}
+    sidecar_path(tmp_path, "test").write_text("not json\n", encoding="utf-8")
+    from lab.core.errors import DataError
+
+    with pytest.raises(DataError, match="line 1"):
+        label_sources(tmp_path, "test", qrels)
+
+
+def test_unreachable_judge_is_one_line_exit_2_and_writes_nothing(judged, tmp_path, capsys, monkeypatch):
+    _, ds_dir, _ = judged
+    monkeypatch.setenv("LAB_LLM_BASE_URL", "http://127.0.0.1:9/v1")  # nothing listens on the discard port
+    monkeypatch.setenv("LAB_LLM_API_KEY", "test-key")
+    rc = main(["testset", "judge", "--dataset", str(ds_dir), "--strategies", "bm25", "--depth", "1", "--llm",
+               "openai:some-model", "--out", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "c"),
+               "--no-mlflow", "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "every judgement failed" in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_judging_stops_after_consecutive_endpoint_failures(judged, tmp_path, capsys, monkeypatch):
+    """The breaker of lab.models.breaker: N calls failed in a row stop judging with one line, exit 1 (not bad
+    input), nothing written; finished grades stay in the LLM cache."""
+    _, ds_dir, _ = judged
+    monkeypatch.setenv("LAB_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("LAB_LLM_API_KEY", "test-key")
+    rc = main(["testset", "judge", "--dataset", str(ds_dir), "--strategies", "bm25", "--depth", "2", "--llm",
+               "openai:some-model", "--out", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "c"),
+               "--max-consecutive-failures", "2", "--no-mlflow", "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "judging stopped after" in err and "--max-consecutive-failures 2" in err, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()

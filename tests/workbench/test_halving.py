@@ -1,0 +1,69 @@
+"""lab.workbench.halving: rung sizes, the halving itself on a known grid, and a real tiny sweep spec on ORD-QA with BM25."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from lab.core.errors import ConfigError
+from lab.workbench.halving import query_order, rung_sizes, run_halving_sweep, successive_halving
+from lab.core.paths import repo_root
+
+
+def test_rung_sizes():
+    assert rung_sizes(300, 20, eta=2, min_queries=20) == [20, 37, 75, 150, 300]
+    assert rung_sizes(90, 4, eta=2, min_queries=20) == [22, 45, 90]
+    assert rung_sizes(90, 4, eta=2, min_queries=60) == [60, 90]  # equal early rungs collapse
+    assert rung_sizes(50, 1) == [50]
+    with pytest.raises(ConfigError, match="eta must be an integer >= 2"):
+        rung_sizes(100, 4, eta=1)
+
+
+def test_query_order_is_seeded_and_nested():
+    ids = [f"q{i}" for i in range(50)]
+    assert query_order(ids, 0) == query_order(list(reversed(ids)), 0)
+    assert query_order(ids, 0) != query_order(ids, 1)
+    assert sorted(query_order(ids, 3)) == sorted(ids)
+
+
+def test_halving_keeps_the_best_and_counts_work():
+    # config c scores c/10 plus a per-query term that misleads on small slices for config 6 only
+    truth = [c / 10 for c in range(8)]
+    seen: list[tuple[int, int]] = []
+
+    def score(c, qids):
+        seen.append((c, len(qids)))
+        return truth[c] + (0.5 if c == 6 and len(qids) < 20 else 0)
+
+    rep = successive_halving(8, score, [f"q{i}" for i in range(80)], eta=2, min_queries=10)
+    assert [r.n_queries for r in rep.rungs] == [10, 20, 40, 80]
+    assert [len(r.configs) for r in rep.rungs] == [8, 4, 2, 1]
+    assert rep.rungs[0].kept[0] == 6  # misled on the first slice, dropped once the slice grew
+    assert rep.winner == 7
+    assert rep.evaluations == 8 * 10 + 4 * 20 + 2 * 40 + 1 * 80 == sum(n for _, n in seen)
+    assert rep.full_grid_evaluations == 640 and rep.saved == pytest.approx(1 - 320 / 640)
+
+
+def test_halving_on_a_real_spec(tmp_path, monkeypatch):
+    root = repo_root()
+    spec = tmp_path / "k1_grid.yaml"
+    spec.write_text(f"notebook: {root / 'notebooks/03_strategy_comparison.ipynb'}\n"
+                    f"dataset: {root / 'data/ord-qa'}\nexperiment: halving_test\nseed: 0\n"
+                    "fixed:\n  split: test\n  k: 100\n  strategy: bm25\n"
+                    "grid:\n  params.k1: [0.0, 0.9, 1.5, 3.0]\n")
+    monkeypatch.setenv("LAB_CACHE_DIR", str(tmp_path / "cache"))
+    out = run_halving_sweep(spec, metric="ndcg@10", eta=2, min_queries=20, compare_full=True, echo=None)
+    assert [r["n_queries"] for r in out["rungs"]] == [22, 45, 90]
+    assert out["evaluations"] == 4 * 22 + 2 * 45 + 90 < out["full_grid_evaluations"] == 4 * 90
+    assert len(out["full_scores"]) == 4 and out["winner_gap"] >= 0
+    assert out["winner_matches"] == (out["full_winner"] == out["winner"])
+    # the last rung scores its config on every query: the same number as the full grid's
+    assert out["rungs"][-1]["scores"][0] == pytest.approx(out["full_scores"][out["winner"]])
+    json.dumps(out)
+
+
+def test_cli_halving_bad_eta(capsys):
+    from lab.cli.main import main
+
+    assert main(["sweep", "params/chunk_size_grid.yaml", "--halving", "--eta", "1"]) == 2
+    assert "--eta 1: must be an integer >= 2" in capsys.readouterr().err
