@@ -13,7 +13,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup demo test test-all bench clean-cache ui lab browser
+.PHONY: setup demo test test-all bench clean-cache ui lab browser notebooks
 
 # Headless Chromium (Debian package) for the browser tests (report, JupyterLab, MLflow UI; Playwright drives it
 # by its path, no browser download); installed when missing and we are root.
@@ -51,6 +51,12 @@ ui: setup
 # JupyterLab on notebooks/ (127.0.0.1, a token, the raglab kernel); prints the URL to open.
 lab: setup
 	$(VENV)/bin/lab notebook
+
+# After editing a notebook outside JupyterLab: each .ipynb / .py pair synced (the newer file wins; pairs named in
+# notebooks/jupytext.toml), then outputs stripped from the .ipynb (in this order: stripping makes the .ipynb newer).
+notebooks: setup
+	$(PY) -m jupytext --sync notebooks/*.ipynb
+	$(PY) scripts/strip_notebooks.py
 
 clean-cache:
 	rm -rf .cache

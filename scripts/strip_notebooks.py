@@ -3,6 +3,8 @@
 Stripped means: every code cell has ``outputs == []`` and ``execution_count is None``, and no cell or notebook
 metadata left by an execution (papermill, execution timings, widgets). PATHs are notebooks or folders
 (default: notebooks/ at the repo root). ``--check`` changes nothing and exits 1 listing what is not stripped.
+Only outputs and runtime metadata go: cell sources stay, so each notebook still agrees with its jupytext ``.py``
+pair (``make notebooks`` runs ``jupytext --sync`` first, then this).
 """
 from __future__ import annotations
 

@@ -3,6 +3,10 @@
 Conventions
 - JupyterLab (pinned in requirements.txt, with jupytext so paired ``.py`` notebooks open as notebooks and
   ipywidgets so tqdm progress bars render as widgets) runs from the same environment as ``lab``.
+- Its contents manager is jupytext's (``jupytext.AsyncTextFileContentsManager``, named on the command line so it
+  does not depend on jupytext's server extension being enabled): ``notebooks/jupytext.toml`` pairs each
+  ``.ipynb`` with a ``py:percent`` script, so saving either in JupyterLab rewrites the other, and opening a notebook
+  takes its cells from the newer of the two (https://jupytext.readthedocs.io/en/latest/paired-notebooks.html).
 - It listens on 127.0.0.1 only, asks for a token (random unless ``--token`` is given) and serves the
   ``notebooks/`` folder of the repository; the printed URL carries the token.
 - New notebooks start the ``raglab`` kernel (the one ``make setup`` installs into .venv); the four notebooks name
@@ -22,6 +26,8 @@ from pathlib import Path
 #: The Jupyter kernel that runs this environment's Python (installed by `make setup`).
 KERNEL_NAME = "raglab"
 DEFAULT_PORT = 8888
+#: jupytext's contents manager (async, as jupyter_server's default): keeps .ipynb / .py pairs in sync on save.
+CONTENTS_MANAGER = "jupytext.AsyncTextFileContentsManager"
 #: JupyterLab settings raglab ships (overrides.json: no news or update prompts, which would need the internet).
 SETTINGS_DIR = Path(__file__).resolve().parents[1] / "resources" / "jupyterlab"
 
@@ -40,6 +46,7 @@ def jupyterlab_command(root: str | Path, host: str = "127.0.0.1", port: int = DE
     return [str(exe) if exe.exists() else "jupyter-lab", "--no-browser", f"--ServerApp.ip={host}",
             f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--ServerApp.root_dir={root}",
             f"--IdentityProvider.token={token}", f"--MultiKernelManager.default_kernel_name={KERNEL_NAME}",
+            f"--ServerApp.contents_manager_class={CONTENTS_MANAGER}",
             "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate", "--LabApp.news_url=None",
             "--LabApp.extension_manager=readonly", f"--LabApp.app_settings_dir={SETTINGS_DIR}"] + (["--allow-root"] if os.geteuid() == 0 else [])
 

@@ -29,6 +29,7 @@ def test_command_is_local_with_a_token_and_the_raglab_kernel(tmp_path):
     assert "--ServerApp.ip=127.0.0.1" in cmd and "--ServerApp.port=8899" in cmd and "--ServerApp.port_retries=0" in cmd
     assert f"--ServerApp.root_dir={tmp_path}" in cmd and "--IdentityProvider.token=abc" in cmd
     assert f"--MultiKernelManager.default_kernel_name={KERNEL_NAME}" in cmd and "--no-browser" in cmd
+    assert "--ServerApp.contents_manager_class=jupytext.AsyncTextFileContentsManager" in cmd
     assert lab_url("127.0.0.1", 8899, "abc", NOTEBOOK) == f"http://127.0.0.1:8899/lab/tree/{NOTEBOOK}?token=abc"
 
 
@@ -57,6 +58,52 @@ def test_raglab_kernel_and_notebook_metadata():
 
     meta = json.loads((REPO / "notebooks" / NOTEBOOK).read_text())["metadata"]["kernelspec"]
     assert meta["name"] == KERNEL_NAME
+
+
+def test_jupyterlab_keeps_the_ipynb_and_py_pair_in_sync(tmp_path):
+    """JupyterLab as `lab notebook` starts it, on a copy of notebook 03's pair and notebooks/jupytext.toml, through
+    its contents API (what the browser calls): saving the .ipynb rewrites the .py, and a .py edited on disk is what
+    the notebook opens with, saved back into the .ipynb."""
+    import json
+    import urllib.request
+
+    import jupytext
+
+    folder = tmp_path / "notebooks"
+    folder.mkdir()
+    stem = Path(NOTEBOOK).stem
+    for name in (NOTEBOOK, f"{stem}.py", "jupytext.toml"):
+        shutil.copy(REPO / "notebooks" / name, folder / name)
+    ipynb, py = folder / NOTEBOOK, folder / f"{stem}.py"
+    port, token = free_port(), "raglab-test-token"
+
+    def contents(method: str, body: dict | None = None) -> dict:
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/api/contents/{NOTEBOOK}?token={token}", method=method,
+                                     data=json.dumps(body).encode() if body else None,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return json.loads(r.read())
+
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
+    with server(jupyterlab_command(folder, port=port, token=token), env, tmp_path / "jupyterlab.log") as proc:
+        wait_for(f"http://127.0.0.1:{port}/api/status?token={token}", proc, timeout=120)
+        nb = contents("GET")["content"]
+        assert [c["source"] for c in nb["cells"]] == [c.source for c in jupytext.read(ipynb).cells]
+        # saved in JupyterLab: a default changed in the parameters cell
+        nb["cells"][1]["source"] = nb["cells"][1]["source"].replace("max_queries = None ", "max_queries = 5    ")
+        contents("PUT", {"type": "notebook", "format": "json", "content": nb})
+        assert "max_queries = 5    " in py.read_text(encoding="utf-8")
+        assert py.read_text(encoding="utf-8") == jupytext.writes(jupytext.read(ipynb), fmt="py:percent")
+        # edited as a script (an editor, git): JupyterLab opens the notebook with the .py's cells
+        time.sleep(1.1)  # a later modification time than the .ipynb's
+        py.write_text(py.read_text(encoding="utf-8").replace("max_queries = 5    ", "max_queries = 7    "),
+                      encoding="utf-8")
+        nb = contents("GET")["content"]
+        assert "max_queries = 7    " in nb["cells"][1]["source"]
+        assert nb["cells"][1]["metadata"]["tags"] == ["parameters"]
+        contents("PUT", {"type": "notebook", "format": "json", "content": nb})
+    assert "max_queries = 7    " in jupytext.read(ipynb).cells[1].source
+    assert py.read_text(encoding="utf-8") == jupytext.writes(jupytext.read(ipynb), fmt="py:percent")
 
 
 def _parameters(store: Path) -> str:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import json
+import re
+import shutil
 from pathlib import Path
 
 import nbformat
@@ -73,8 +75,136 @@ def test_notebook_is_stripped_with_one_parameters_cell(path):
     assert nb.metadata.kernelspec.name == KERNEL
 
 
-def test_notebooks_match_their_generator():
-    assert _script("make_notebooks").main(["--check"]) == 0, "run: python scripts/make_notebooks.py"
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_setup_is_one_call_of_the_workbench_function(path):
+    """The setup each notebook used to repeat is lab.workbench.notebook.setup, called once, right after the
+    parameters cell; no cell builds its own Context or sets the environment."""
+    import ast
+
+    code = [c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+    calls = [i for i, src in enumerate(code) for node in ast.walk(ast.parse(src))
+             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "setup"]
+    assert calls == [1], f"{path.name}: setup(...) called in code cells {calls}, expected once, in cell 1"
+    assert "from lab.workbench.notebook import setup" in code[1]
+    assert not any("Context(" in src or "os.environ" in src for src in code), path.name
+
+
+# ------------------------------------------------------------------------------------------------ .ipynb / .py pairs
+PAIR_FORMAT = "py:percent"
+SYNC = "run: jupytext --sync notebooks/*.ipynb (the newer file of each pair wins), then python scripts/strip_notebooks.py"
+
+
+def pair_differences(ipynb: Path) -> list[str]:
+    """How the jupytext pair of ``ipynb`` (its ``.py`` in percent format beside it) disagrees; empty when it agrees.
+
+    Agreeing means: the ``.py`` exists and is exactly what jupytext writes from the ``.ipynb``, and jupytext reads
+    back from the ``.py`` the same cells (type, source, metadata such as the ``parameters`` tag) and kernelspec.
+    """
+    import jupytext
+
+    py = ipynb.with_suffix(".py")
+    if not py.is_file():
+        return [f"{py.name} is missing"]
+    nb, text_nb = jupytext.read(ipynb), jupytext.read(py)
+    out = []
+    if py.read_text(encoding="utf-8") != jupytext.writes(nb, fmt=PAIR_FORMAT):
+        out.append(f"{py.name} is not what `jupytext --to {PAIR_FORMAT}` writes from {ipynb.name}")
+    if len(nb.cells) != len(text_nb.cells):
+        out.append(f"{ipynb.name} has {len(nb.cells)} cells, {py.name} {len(text_nb.cells)}")
+    for i, (a, b) in enumerate(zip(nb.cells, text_nb.cells)):
+        for what, x, y in (("type", a.cell_type, b.cell_type), ("source", a.source, b.source),
+                           ("metadata", dict(a.metadata), dict(b.metadata))):
+            if x != y:
+                out.append(f"cell {i}: {what} differs: {x!r:.80} in {ipynb.name}, {y!r:.80} in {py.name}")
+    if nb.metadata.get("kernelspec") != text_nb.metadata.get("kernelspec"):
+        out.append(f"kernelspec differs between {ipynb.name} and {py.name}")
+    return out
+
+
+def test_notebooks_are_paired_with_percent_scripts_by_the_jupytext_config():
+    """notebooks/jupytext.toml pairs every notebook there (JupyterLab's jupytext contents manager and the jupytext
+    CLI both read it), and each pair has both files."""
+    from jupytext.config import find_jupytext_configuration_file, load_jupytext_config
+
+    assert find_jupytext_configuration_file(str(NOTEBOOK_DIR)) == str(NOTEBOOK_DIR / "jupytext.toml")
+    for path in NOTEBOOKS:
+        assert load_jupytext_config(str(path)).formats == [f"ipynb,{PAIR_FORMAT}"]
+    assert sorted(p.stem for p in NOTEBOOK_DIR.glob("*.py")) == [p.stem for p in NOTEBOOKS]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_and_its_py_agree(path):
+    import jupytext
+
+    assert pair_differences(path) == [], SYNC
+    py_cells = jupytext.read(path.with_suffix(".py")).cells
+    assert sum("parameters" in c.metadata.get("tags", []) for c in py_cells) == 1  # Papermill's tag, in the .py too
+
+
+def test_pair_check_catches_an_edit_on_one_side(tmp_path):
+    """Each one-sided edit a researcher could make (outside a jupytext-aware editor) is reported."""
+    import jupytext
+
+    src = NOTEBOOK_DIR / "03_strategy_comparison.ipynb"
+
+    def pair(name: str) -> Path:
+        folder = tmp_path / name
+        folder.mkdir()
+        shutil.copy(src, folder / src.name)
+        shutil.copy(src.with_suffix(".py"), folder / f"{src.stem}.py")
+        return folder / src.name
+
+    assert pair_differences(pair("same")) == []
+    ipynb = pair("py-edited")  # a default changed in the .py only
+    py = ipynb.with_suffix(".py")
+    py.write_text(py.read_text(encoding="utf-8").replace("k = 100", "k = 10"), encoding="utf-8")
+    assert any(d.startswith("cell 1: source differs") for d in pair_differences(ipynb))
+    ipynb = pair("ipynb-edited")  # the parameters tag dropped in the .ipynb only
+    nb = nbformat.read(ipynb, as_version=4)
+    nb.cells[1].metadata["tags"] = []
+    nbformat.write(nb, ipynb)
+    assert any(d.startswith("cell 1: metadata differs") for d in pair_differences(ipynb))
+    ipynb = pair("cell-added")  # a cell added to the .ipynb only
+    nb = jupytext.read(ipynb)
+    nb.cells.append(nbformat.v4.new_code_cell("print('new')"))
+    nbformat.write(nb, ipynb)
+    assert f"{ipynb.name} has {len(nb.cells)} cells, {py.name} {len(nb.cells) - 1}" in pair_differences(ipynb)
+    ipynb = pair("py-missing")
+    ipynb.with_suffix(".py").unlink()
+    assert pair_differences(ipynb) == [f"{ipynb.stem}.py is missing"]
+    ipynb = pair("header")  # the .py's text differs though its cells read the same: still not what jupytext writes
+    py = ipynb.with_suffix(".py")
+    py.write_text(re.sub(r"^#\s+jupytext_version: .*\n", "", py.read_text(encoding="utf-8"), count=1, flags=re.M),
+                  encoding="utf-8")  # the header's jupytext version line dropped
+    assert pair_differences(ipynb) == [f"{py.name} is not what `jupytext --to py:percent` writes from {ipynb.name}"]
+
+
+def test_edits_on_either_side_sync_through_the_jupytext_cli(tmp_path):
+    """The documented command keeps a pair in sync: the .py edited, `jupytext --sync` updates the .ipynb (cell ids
+    kept, still stripped); the .ipynb edited, it updates the .py."""
+    import os
+    import subprocess
+    import sys
+
+    src = NOTEBOOK_DIR / "03_strategy_comparison.ipynb"
+    for name in (src.name, src.with_suffix(".py").name, "jupytext.toml"):
+        shutil.copy(NOTEBOOK_DIR / name, tmp_path / name)
+    ipynb, py = tmp_path / src.name, tmp_path / f"{src.stem}.py"
+    jupytext_cli = [sys.executable, "-m", "jupytext", "--sync", str(ipynb)]
+    ids = [c.id for c in nbformat.read(ipynb, as_version=4).cells]
+
+    os.utime(ipynb, (1_000_000_000, 1_000_000_000))  # the .py is the newer file: it was edited
+    py.write_text(py.read_text(encoding="utf-8").replace("k = 100 ", "k = 50  "), encoding="utf-8")
+    subprocess.run(jupytext_cli, check=True, capture_output=True, timeout=120)
+    nb = nbformat.read(ipynb, as_version=4)
+    assert "k = 50" in nb.cells[1].source and [c.id for c in nb.cells] == ids
+    assert _script("strip_notebooks").problems(nb) == [] and pair_differences(ipynb) == []
+
+    os.utime(py, (1_000_000_000, 1_000_000_000))  # now the .ipynb is the newer one
+    nb.cells[1].source = nb.cells[1].source.replace("k = 50  ", "k = 20  ")
+    nbformat.write(nb, ipynb)
+    subprocess.run(jupytext_cli, check=True, capture_output=True, timeout=120)
+    assert "k = 20  " in py.read_text(encoding="utf-8") and pair_differences(ipynb) == []
 
 
 def test_strip_script_strips_an_executed_notebook(tmp_path):

@@ -1,0 +1,119 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: raglab (.venv)
+#     language: python
+#     name: raglab
+# ---
+
+# %% [markdown]
+# # 03 · Strategy comparison
+#
+# Retrieval strategies on one dataset: a leaderboard with 95% confidence intervals, a paired significance test of
+# every strategy against the best (`diff` = strategy minus best; `p_value`: two-sided sign-flip randomisation test
+# over queries; `significant`: p < 0.05), and quality against per-query latency with the Pareto front marked
+# (the strategies nothing else beats on both).
+#
+# - Interactively: every name in `strategies`, one MLflow run each.
+# - As a sweep: `lab sweep params/strategy_comparison.yaml` (or `make demo`) injects one `strategy` per execution;
+#   the cross-run leaderboard is then `lab compare --experiment strategy_comparison`.
+
+# %% tags=["parameters"]
+dataset = "data/scifact"    # BEIR folder; repo-relative
+strategy = None             # one strategy (injected by `lab sweep`); None: compare `strategies`
+strategies = ["bm25", "dense", "hybrid"]   # see `lab strategies`
+params = {}                 # params of `strategy`
+strategy_params = {}        # params per name in `strategies`, e.g. {"dense": {"model": "all-mpnet-base-v2"}}
+chunking = None             # None: index whole documents; or e.g. {"chunker": "recursive", "size": 256, "overlap": 32}
+relevance = "auto"          # "doc", "span" or "auto" (span when chunking and the dataset has evidence)
+condensed = False           # True: unjudged documents removed before scoring (trec_eval -J), for pooled qrels
+split = "test"
+k = 100                     # hits retrieved per query
+metric = "ndcg@10"          # ranks the leaderboard
+report_metrics = ["recall@10", "recall@100", "mrr@10", "judged@10"]   # judged@10: share of the top 10 judged
+max_queries = None          # first N queries only, for a quick look
+seed = 0
+progress = True
+tracking_root = "mlruns"
+experiment = "strategy_comparison"
+mlflow_run_id = None        # set by `lab sweep`: log into this run
+
+# %%
+# Setup (lab.workbench.notebook.setup): offline model libraries, inline figures, pandas display, one Context
+# (cache, seed) for every run, the dataset loaded and summarised.
+from IPython.display import display
+
+from lab.analysis import plots
+from lab.experiment.run import run_experiment
+from lab.tracking.store import log_figure, log_result
+from lab.workbench.notebook import setup
+
+ctx, ds = setup(dataset, seed=seed, progress=progress, tracking_root=tracking_root, experiment=experiment)
+
+# %% [markdown]
+# ## Run each strategy
+
+# %%
+todo = {strategy: params} if strategy else {name: strategy_params.get(name, {}) for name in strategies}
+if mlflow_run_id and len(todo) > 1:
+    raise ValueError("mlflow_run_id is set (a sweep run): give one `strategy`, not a list")
+results, run_ids = {}, []
+for name, p in todo.items():
+    res = run_experiment(ds, name, p, split=split, k=k, chunking=chunking, relevance=relevance,
+                         max_queries=max_queries, ctx=ctx, condensed=condensed)
+    run_ids.append(log_result(res, run_id=mlflow_run_id, experiment=experiment, root=tracking_root, seed=seed))
+    results[name] = res
+    print(f"{name:>14}: {metric} {res.evaluation.means[metric]:.4f}  P50 {res.latency['latency_p50_ms']:.2f} ms  "
+          f"index {res.index_seconds:.1f} s  ({res.evaluation.n_queries} queries)  run {run_ids[-1]}")
+
+# %% [markdown]
+# ## Leaderboard
+
+# %%
+board = plots.leaderboard_table(results, metric, report_metrics, seed=seed)
+cost = [c for c in ("llm_index_calls", "llm_index_tokens", "llm_index_seconds", "llm_index_cold_seconds",
+                    "llm_query_calls", "llm_query_tokens")
+        if c in board]      # LLM strategies: calls, tokens generated, seconds paid now and on a cold run
+display(board[["label", metric, f"{metric}_ci_low", f"{metric}_ci_high", "diff", "diff_ci_low", "diff_ci_high",
+               "p_value", "significant", *report_metrics, "latency_p50_ms", "latency_p95_ms", "index_seconds",
+               *cost, "n_queries"]])
+
+# %% [markdown]
+# ## Plots
+
+# %%
+figures = {
+    "leaderboard": plots.leaderboard_bars(board, metric, label="label", highlight=board["significant"],
+                                          title=f"{ds.name}/{split}: {metric}"),
+    "quality_vs_latency": plots.quality_vs_latency(board, metric, latency="latency_p50_ms", label="label",
+                                                   title=f"{ds.name}/{split}: quality vs latency"),
+    "per_query": plots.per_query_distribution({n: r.evaluation.per_query for n, r in results.items()}, metric),
+}
+for _name, _fig in figures.items():
+    display(_fig)
+    for _run_id in run_ids:
+        log_figure(_fig, _name, _run_id, root=tracking_root)
+
+# %% [markdown]
+# ## Trends over scheduled sweeps
+#
+# `lab sweep SPEC --scheduled` (a cron line or the CI schedule, see the README) records every scheduled sweep of the
+# experiment. Each config's metric over them, with its 95% CI; a triangle marks a sweep where the dataset changed
+# since that config's previous one, a square one where a model changed.
+
+# %%
+from lab.analysis.trends import schedule_history
+
+history = schedule_history(experiment, root=tracking_root, metric=metric)
+if len(history):
+    display(plots.trend_lines(history, metric, title=f"{experiment}: {metric} over the scheduled sweeps"))
+    display(history[["sequence", "label", metric, f"{metric}_ci_low", f"{metric}_ci_high", "reused",
+                     "dataset_changed", "model_changed", "reason"]])
+else:
+    print(f"no scheduled sweep in experiment {experiment!r} yet (lab sweep params/<spec>.yaml --scheduled)")
