@@ -1,6 +1,6 @@
 """The ``http`` strategy at concurrency 16 against concurrency 1: 500 queries to a local retrieval service.
 
-The service is our own BM25 served over HTTP by ``python -m lab.retrievers.http`` in a separate process on
+The service is our own BM25 served over HTTP by ``python -m lab.experiment.serve`` in a separate process on
 127.0.0.1 (SciFact, 5,183 docs; the first 500 train queries by default). Two services: BM25 as it is (about a
 millisecond of work per query, so the figures are mostly HTTP and JSON overhead on both sides) and the same with
 ``--delay-ms`` of simulated service time (network plus a model: what concurrency is for). For each, the same
@@ -38,7 +38,7 @@ def free_port() -> int:
 def start_service(data: str, delay_ms: float) -> tuple[subprocess.Popen, str]:
     """The BM25 service in its own process; returns (process, /retrieve URL) once /health answers."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "lab.retrievers.http", "--dataset", data, "--strategy", "bm25",
+    proc = subprocess.Popen([sys.executable, "-m", "lab.experiment.serve", "--dataset", data, "--strategy", "bm25",
                              "--port", str(port), "--delay-ms", str(delay_ms)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     base = f"http://127.0.0.1:{port}"

@@ -191,7 +191,9 @@ def _summary(path: Path, data: dict) -> ResultFile:
     return ResultFile(path, "summary", means, None, figures, None if version is None else str(version), meta)
 
 
-def _looks_like_trec(path: Path) -> bool:
+def looks_like_trec(path: Path) -> bool:
+    """True when the first non-empty line of ``path`` has the 6 fields of a TREC run line (qid Q0 docid rank
+    score tag); False for other files and files that cannot be read."""
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
             for line in fh:
@@ -253,7 +255,7 @@ def read_result(path: str | Path, qrels=None, metrics: Sequence[str] | None = No
         res = _summary(path, data)
         extra = companion_per_query(path) if companion else None
         return attach_per_query(res, extra) if extra else res
-    if not _looks_like_trec(path):
+    if not looks_like_trec(path):
         raise DataError(path, "not a result file: expected a summary JSON, a per-query table (.csv/.tsv/.parquet/"
                         ".json) or a TREC run (qid Q0 docid rank score tag)")
     if qrels is None:

@@ -181,7 +181,7 @@ def runs_from_files(paths: Sequence[str | Path], qrels=None, dataset: str | None
     """Runs from result files, grouped by :func:`file_group`. A TREC run is read for the worst queries and, when
     its group has no per-query table, evaluated against ``qrels`` (a path) or the split's qrels of ``dataset``."""
     from lab.data.trec import read_trec_run
-    from lab.analysis.gate import _looks_like_trec, attach_per_query, read_result
+    from lab.analysis.gate import looks_like_trec, attach_per_query, read_result
 
     groups: dict[str, list[Path]] = {}
     for p in paths:
@@ -193,7 +193,7 @@ def runs_from_files(paths: Sequence[str | Path], qrels=None, dataset: str | None
     for label, files in groups.items():
         summary, table, trec = None, None, None
         for p in files:
-            if p.suffix not in (".json", ".csv", ".tsv", ".parquet") and _looks_like_trec(p):
+            if p.suffix not in (".json", ".csv", ".tsv", ".parquet") and looks_like_trec(p):
                 trec = p
                 continue
             res = read_result(p, companion=False)

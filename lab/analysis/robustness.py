@@ -40,7 +40,6 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from lab.cli.options import add_tracking_root, positive_int
 from lab.core.errors import ConfigError
 
 STRATEGIES = ("bm25", "dense", "hybrid")
@@ -97,6 +96,24 @@ def find_variants(variants) -> list[Path]:
                               "with `lab testset perturb SET --out DIR`")
         return found
     return [Path(v) for v in variants]
+
+
+def make_variants(dataset, folder, variants: Iterable[str], split: str = "test", seed: int = 0,
+                  progress: bool = True) -> list[Path]:
+    """Variant folders ``folder/<dataset name>-<variant>`` of ``dataset``, one per name in ``variants`` (order kept);
+    those not there yet (no PERTURBATION.json) are made by :func:`lab.testset.perturb.perturb_dataset` with
+    ``seed``, the unanswerable variant holding out queries of ``split``. Folders already there are used as they
+    are, so a second call only reads."""
+    from lab.data.beir import load_dataset
+    from lab.testset.perturb import PROVENANCE_FILE, perturb_dataset
+
+    folder, names = Path(folder), list(variants)
+    name = load_dataset(dataset, progress=False).name
+    todo = [v for v in names if not (folder / f"{name}-{v}" / PROVENANCE_FILE).is_file()]
+    if todo:
+        perturb_dataset(dataset, todo, folder, seed=seed, progress=progress,
+                        params={v: {"split": split} for v in todo if v == "unanswerable"})
+    return [folder / f"{name}-{v}" for v in names]
 
 
 def load_variants(paths: Iterable[Path], clean_fingerprint: str | None = None, progress: bool = False
@@ -477,61 +494,3 @@ def write_outputs(rob: Robustness, folder: Path | str, title: str = "") -> list[
     out.append(folder / "robustness.png")
     plot_robustness(rob.table, rob.metrics, title=title).savefig(out[-1], dpi=110)
     return out
-
-
-# ------------------------------------------------------------------------------------------------ CLI
-def cmd_robustness(args) -> int:
-    from lab.cli.main import _parse_set
-    from lab.testset.perturb import VARIANTS, perturb_dataset
-    from lab.retrievers.base import Context
-
-    strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
-    params = _parse_set(args.set)
-    ctx = Context(cache_dir=Path(args.cache_dir), progress=not args.no_progress, seed=args.seed)
-    variants = args.variants
-    if variants is None:
-        made = Path(args.out) / "variants"
-        names = [v for v in (args.make or ",".join(VARIANTS)).split(",") if v]
-        from lab.data.beir import load_dataset
-
-        name = load_dataset(args.dataset, progress=False).name
-        todo = [v for v in names if not (made / f"{name}-{v}" / "PERTURBATION.json").is_file()]
-        if todo:
-            perturb_dataset(args.dataset, todo, made, seed=args.seed, progress=ctx.progress,
-                            params={v: {"split": args.split} for v in todo if v == "unanswerable"})
-        variants = [made / f"{name}-{v}" for v in names]
-    rob = run_robustness(args.dataset, variants, strategies, params, split=args.split, k=args.k, ctx=ctx,
-                         max_queries=args.max_queries, n_resamples=args.resamples, seed=args.seed,
-                         log=not args.no_log, root=args.tracking_root, experiment=args.experiment)
-    files = write_outputs(rob, args.out)
-    print(rob.format())
-    print(f"\nwritten: {', '.join(str(f) for f in files)}")
-    if rob.summary_run_id:
-        print(f"MLflow: experiment {args.experiment!r}, summary run {rob.summary_run_id}")
-    return 0
-
-
-def add_parsers(sub) -> None:
-    """``lab robustness``: perturb (when needed), run the strategies on clean + variants, print and log."""
-    p = sub.add_parser("robustness", help="robustness table: strategies on clean vs perturbed variants",
-                       description="Run strategies on a clean BEIR set and on its perturbed variants (lab testset "
-                                   "perturb); print the metric drops with paired CIs; log to MLflow.")
-    p.add_argument("--dataset", required=True, help="the clean BEIR dataset folder")
-    p.add_argument("--variants", default=None,
-                   help="folder of variant folders (default: make them under OUT/variants with --make)")
-    p.add_argument("--make", default=None, help="variants to make when --variants is not given "
-                                                "(default: typo,synonym,distractor,unanswerable)")
-    p.add_argument("--strategies", default=",".join(STRATEGIES))
-    p.add_argument("--set", action="append", metavar="STRATEGY.KEY=VALUE", help="strategy params, e.g. bm25.k1=1.2")
-    p.add_argument("--split", default="test")
-    p.add_argument("-k", type=positive_int, default=100)
-    p.add_argument("--max-queries", type=positive_int, default=None)
-    p.add_argument("--resamples", type=positive_int, default=10000)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default="results/robustness", help="folder for the table, CSVs and figures")
-    add_tracking_root(p)
-    p.add_argument("--experiment", default=DEFAULT_EXPERIMENT)
-    p.add_argument("--no-log", action="store_true", help="do not log to MLflow")
-    p.add_argument("--cache-dir", default=os.environ.get("LAB_CACHE_DIR", ".cache"))
-    p.add_argument("--no-progress", action="store_true")
-    p.set_defaults(func=cmd_robustness)

@@ -7,7 +7,9 @@ import math
 import os
 from pathlib import Path
 
-from lab.cli.options import add_max_consecutive_failures, add_tracking_root, non_negative_int, positive_int
+from lab.cli.options import (add_max_consecutive_failures, add_tracking_root, non_negative_int, positive_int,
+                             write_table)
+from lab.core.settings import parse_settings
 
 DEFAULT_FIXTURE = "tests/fixtures/answers"
 
@@ -39,10 +41,9 @@ def _fmt(v: float) -> str:
 
 def cmd_answers(args) -> int:
     from lab.analysis.answer_metrics import METRICS, log_answer_metrics, run_answer_metrics
-    from lab.cli.main import _parse_set, _write_table
     from lab.retrievers.base import Context
 
-    params = _parse_set(args.set)
+    params = parse_settings(args.set)
     chunking = params.pop("chunking", None)
     ctx = Context(cache_dir=Path(args.cache_dir), progress=not args.no_progress and not args.json, seed=args.seed)
     report = run_answer_metrics(args.dataset, args.strategy, params, split=args.split, k=args.k, chunking=chunking,
@@ -53,7 +54,7 @@ def cmd_answers(args) -> int:
                                 fallback=args.fallback, max_consecutive_failures=args.max_consecutive_failures)
     run_id = None if args.no_log else log_answer_metrics(report, experiment=args.experiment, root=args.tracking_root)
     if args.per_query:
-        _write_table(report.evaluation.per_query, args.per_query)
+        write_table(report.evaluation.per_query, args.per_query)
     if report.evaluation.stopped:  # the endpoint went down: say so, and where the finished queries are
         return _stopped(report, run_id, args)
     summary = report.summary()

@@ -7,6 +7,11 @@
   ``--root`` and ``--mlflow-root``, the older spellings, are kept as hidden aliases.
 - ``--max-consecutive-failures`` (:func:`add_max_consecutive_failures`) on every command that generates or judges
   with an LLM.
+- Lists of names (``--metric``, ``--metrics``, ``--publish-metrics``) may be given space or comma separated
+  (:func:`split_names`); `lab evaluate` and `lab run` check their ``--metrics`` names before any work starts
+  (:func:`checked_metrics`).
+- Settings ``--set key=value`` are read by :func:`lab.core.settings.parse_settings`; tables (``--per-query
+  FILE``) are written by :func:`write_table`, the format chosen by the file's suffix.
 - :class:`Parser` prints a bad option as one line, ``error: lab run: argument --k: ... (see lab run --help)``,
   and exits 2, like every other user error of raglab (no usage block, no traceback).
 """
@@ -63,3 +68,42 @@ def add_max_consecutive_failures(parser) -> None:
     parser.add_argument("--max-consecutive-failures", type=positive_int, default=DEFAULT_MAX_CONSECUTIVE_FAILURES,
                         metavar="N", help="stop after N LLM calls in a row failed (each after its retries); what was "
                         f"finished is kept (default {DEFAULT_MAX_CONSECUTIVE_FAILURES})")
+
+
+def split_names(values) -> list[str] | None:
+    """Names given to an ``nargs="+"`` option, each value split at commas and spaces (``--metric ndcg@10,mrr@10``
+    and ``--metric ndcg@10 mrr@10`` are the same); None when none were given."""
+    return [n for v in values or [] for n in v.replace(",", " ").split()] or None
+
+
+def checked_metrics(values, option: str = "--metrics") -> list[str] | None:
+    """The names of a metrics option, split like :func:`split_names`, each checked by
+    :func:`lab.metrics.ranking.parse_metric` (a ConfigError naming ``option`` and the bad name); None when none
+    were given."""
+    from lab.core.errors import ConfigError
+    from lab.metrics.ranking import parse_metric
+
+    if not values:
+        return None
+    names = [n for v in values for n in v.replace(",", " ").split()]
+    for name in names:
+        try:
+            parse_metric(name)
+        except ValueError as exc:
+            raise ConfigError(f"{option} {exc}") from None
+    return names
+
+
+def write_table(df, path) -> None:
+    """Write a table (a pandas DataFrame, e.g. a per-query table) to ``path`` by its suffix: .parquet, .json
+    (records keyed by index), .tsv, else CSV; parent folders are created."""
+    from pathlib import Path
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix == ".parquet":
+        df.to_parquet(path)
+    elif path.suffix == ".json":
+        df.to_json(path, orient="index", indent=1)
+    else:
+        df.to_csv(path, sep="\t" if path.suffix == ".tsv" else ",")

@@ -7,11 +7,7 @@ from __future__ import annotations
 import sys
 import warnings
 
-from lab.cli.options import add_tracking_root, non_negative_int, positive_int
-
-
-def _metrics(values):
-    return [m for v in values or [] for m in v.replace(",", " ").split()] or None
+from lab.cli.options import add_tracking_root, non_negative_int, positive_int, split_names
 
 
 def cmd_report(args) -> int:
@@ -19,7 +15,7 @@ def cmd_report(args) -> int:
     from lab.core.errors import ConfigError
     from lab.analysis.report import report_experiment, report_files
 
-    common = {"metrics": _metrics(args.metric), "reference": args.baseline, "n_worst": args.worst,
+    common = {"metrics": split_names(args.metric), "reference": args.baseline, "n_worst": args.worst,
               "alpha": args.alpha, "seed": args.seed, "title": args.title}
     if args.files and args.experiment:
         raise ConfigError("pass result files or --experiment, not both")
@@ -45,7 +41,7 @@ def cmd_gate(args) -> int:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", GateWarning)  # printed with the table
-        rep = gate_files(args.baseline, args.current, metrics=_metrics(args.metric), qrels=args.qrels,
+        rep = gate_files(args.baseline, args.current, metrics=split_names(args.metric), qrels=args.qrels,
                          rel_threshold=args.rel_threshold, max_drop=args.max_drop, relative=args.relative,
                          significant_only=args.significant_only, alpha=args.alpha, n_resamples=args.resamples,
                          seed=args.seed)

@@ -1,12 +1,13 @@
 """`lab testset ...`: generate (generated questions), export-review / import-review (spot check), import-logs
-(FAQ import), export-annotation / import-annotation (annotation sheet), judge (pooled LLM judgements); `perturb`
-comes from lab.testset.perturb when it is there."""
+(FAQ import), export-annotation / import-annotation (annotation sheet), judge (pooled LLM judgements), perturb
+(robustness variants); thin commands over lab.testset."""
 from __future__ import annotations
 
 import json
 import os
 
 from lab.cli.options import add_max_consecutive_failures, add_tracking_root, non_negative_int, positive_int
+from lab.core.settings import parse_settings
 
 
 def _common(p, mlflow: bool = True) -> None:
@@ -256,19 +257,66 @@ def add_parsers(sub) -> None:
     _add_perturb(tsub)
 
 
-def _add_perturb(tsub) -> bool:
-    """`lab testset perturb`, owned by lab.testset.perturb: added when that module defines add_parser(subparsers)."""
-    import importlib
+def _variants(text: str) -> list[str]:
+    """``--variants``: a comma-separated subset of lab.testset.perturb.VARIANTS."""
+    from lab.core.errors import ConfigError
+    from lab.testset.perturb import VARIANTS
 
-    try:
-        module = importlib.import_module("lab.testset.perturb")
-    except ModuleNotFoundError as e:
-        if e.name not in ("lab.testset.perturb",):
-            raise
-        return False
-    add = getattr(module, "add_parser", None)
-    if add is None:
-        return False
-    add(tsub)
-    return True
+    names = [v.strip() for v in text.replace(" ", ",").split(",") if v.strip()]
+    bad = [v for v in names if v not in VARIANTS]
+    if bad or not names:
+        raise ConfigError(f"--variants {text!r}: use a comma-separated subset of {','.join(VARIANTS)}")
+    return names
 
+
+def cmd_perturb(args) -> int:
+    from pathlib import Path
+
+    from lab.core.errors import ConfigError
+    from lab.testset.perturb import Resources, perturb_dataset
+
+    variants = _variants(args.variants)
+    params = parse_settings(args.set)
+    for key, value in params.items():
+        if not isinstance(value, dict):
+            raise ConfigError(f"--set {key}={value}: name the variant, e.g. --set typo.rate=0.3")
+    res = Resources(cache_dir=Path(args.cache_dir))
+    out = perturb_dataset(args.dataset, variants, args.out, seed=args.seed, params=params,
+                          splits=args.split or None, link_corpus=not args.copy_corpus, res=res,
+                          progress=not args.no_progress and not args.json)
+    if args.json:
+        print(json.dumps(out, indent=1, ensure_ascii=False))
+        return 0
+    for v, prov in out.items():
+        name = f"{prov['source']['name']}-{v}"
+        extra = ""
+        if v == "unanswerable":
+            u = prov["unanswerable"]
+            extra = (f", {u['n_queries']} unanswerable / {u['n_answerable']} answerable, "
+                     f"{prov['corpus']['n_removed']} docs removed")
+        print(f"{Path(args.out) / name}: {prov['n_changed']}/{prov['n_queries']} queries changed "
+              f"({prov['share_changed']:.1%}){extra}")
+    return 0
+
+
+def _add_perturb(tsub) -> None:
+    """``lab testset perturb``."""
+    from lab.testset.perturb import VARIANTS
+
+    p = tsub.add_parser("perturb", help="seeded robustness variants of a BEIR test set",
+                        description="Write typo / synonym / distractor / unanswerable variants of a BEIR dataset, "
+                                    "one BEIR folder each (OUT/<set>-<variant>) with PERTURBATION.json provenance.")
+    p.add_argument("dataset", help="BEIR dataset folder")
+    p.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated subset of {','.join(VARIANTS)}")
+    p.add_argument("--out", required=True, help="folder that receives one sub-folder per variant")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--split", action="append", help="qrels split(s) to perturb (repeatable; default: all); "
+                                                    "unanswerable uses --set unanswerable.split=NAME")
+    p.add_argument("--set", action="append", metavar="VARIANT.KEY=VALUE",
+                   help="variant params, e.g. typo.rate=0.3 synonym.top=1 distractor.source=templates "
+                        "unanswerable.rate=0.2")
+    p.add_argument("--copy-corpus", action="store_true", help="copy the corpus instead of linking it")
+    p.add_argument("--cache-dir", default=os.environ.get("LAB_CACHE_DIR", ".cache"))
+    p.add_argument("--json", action="store_true", help="print the provenance of each variant as JSON")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=cmd_perturb)

@@ -1,6 +1,7 @@
-"""`lab sweep`, `lab compare` and `lab ui`: thin commands over lab.workbench.sweep, lab.analysis.compare and the MLflow UI.
+"""`lab sweep` (also `--halving` and `--scheduled`), `lab compare` and `lab ui`: thin commands over lab.workbench.sweep,
+lab.workbench.halving, lab.workbench.schedule, lab.analysis.compare and the MLflow UI (lab.tracking.ui).
 
-Wired into lab.cli.main by ``from lab.cli.workbench import add_parsers; add_parsers(sub)``.
+Wired into lab.cli.main through SUBCOMMAND_MODULES: ``add_parsers(sub)`` adds the three subcommands.
 """
 from __future__ import annotations
 
@@ -8,11 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from lab.cli.options import add_tracking_root, positive_int
-
-#: Environment of the MLflow UI server: no job runner (huey consumer) and no telemetry, so `mlflow ui` is one
-#: server process that only serves the store.
-UI_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "MLFLOW_DISABLE_TELEMETRY": "true"}
+from lab.cli.options import add_tracking_root, positive_int, split_names
 
 
 def cmd_sweep(args) -> int:
@@ -20,12 +17,10 @@ def cmd_sweep(args) -> int:
     from lab.workbench.sweep import run_sweep
 
     if args.halving:
-        from lab.workbench.halving import cmd_halving
-
         if args.scheduled:
             raise ConfigError("--halving and --scheduled: choose one (halving explores a grid; a scheduled sweep "
                               "runs every config)")
-        return cmd_halving(args)
+        return _halving(args)
     gate_opts = [o for o, v in (("--metric", args.metric), ("--max-drop", args.max_drop), ("--relative", args.relative),
                                 ("--significant-only", args.significant_only), ("--alpha", args.alpha),
                                 ("--schedule", args.schedule), ("--report-dir", args.report_dir)) if v]
@@ -53,11 +48,35 @@ def cmd_sweep(args) -> int:
     return 0 if (args.dry_run or rep.ok) else 1
 
 
+def _halving(args) -> int:
+    """``lab sweep SPEC --halving``: print the rungs and the winner; ``--json FILE`` writes the report."""
+    import json
+
+    from lab.core.errors import ConfigError
+    from lab.metrics.ranking import parse_metric
+    from lab.workbench.halving import run_halving_sweep
+
+    if args.eta < 2:
+        raise ConfigError(f"--eta {args.eta}: must be an integer >= 2")
+    try:
+        metric = (args.metric or ["ndcg@10"])[0] if isinstance(args.metric, (list, tuple)) else (args.metric or "ndcg@10")
+        parse_metric(metric)
+    except ValueError as e:
+        raise ConfigError(f"--metric {metric!r}: {e}") from None
+    out = run_halving_sweep(args.spec, metric=metric, eta=args.eta, min_queries=args.min_queries,
+                            compare_full=args.compare_full)
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(out, indent=1))
+        print(f"report: {args.json}")
+    return 0
+
+
 def _scheduled(args, common) -> int:
     from lab.analysis.gate import DEFAULT_MAX_DROP
     from lab.workbench.schedule import run_scheduled
 
-    out = run_scheduled(args.spec, schedule=args.schedule, metrics=_names(args.metric),
+    out = run_scheduled(args.spec, schedule=args.schedule, metrics=split_names(args.metric),
                         max_drop=DEFAULT_MAX_DROP if args.max_drop is None else args.max_drop,
                         relative=args.relative, significant_only=args.significant_only,
                         alpha=0.05 if args.alpha is None else args.alpha, report_dir=args.report_dir, **common)
@@ -76,7 +95,7 @@ def cmd_compare(args) -> int:
 
     from lab.analysis.compare import CompareWarning, format_leaderboard, latest_experiment, leaderboard, plot_leaderboard
 
-    metrics = _names(args.metric) or ["ndcg@10"]
+    metrics = split_names(args.metric) or ["ndcg@10"]
     experiment = args.experiment or latest_experiment(args.tracking_root)
     if args.previous:
         return _compare_previous(args, experiment, metrics)
@@ -130,13 +149,9 @@ def _publish_args(args) -> dict | None:
     given)."""
     opts = {"prometheus": str(Path(args.prometheus).resolve()) if args.prometheus else None,  # relative to the cwd
             "pushgateway": args.pushgateway, "job": args.push_job,
-            "metrics": _names(args.publish_metrics)}
+            "metrics": split_names(args.publish_metrics)}
     opts = {k: v for k, v in opts.items() if v}
     return opts or None
-
-
-def _names(values) -> list[str] | None:
-    return [m for v in values for m in v.replace(",", " ").split()] if values else None
 
 
 def _add_publish_options(p, what: str, default: str) -> None:
@@ -158,48 +173,11 @@ def _add_gate_options(p, metric: bool = True) -> None:
     p.add_argument("--alpha", type=float, help="significance level (default 0.05)")
 
 
-def ui_command(root="mlruns", host: str = "127.0.0.1", port: int = 5000) -> list[str]:
-    """The `mlflow ui` command line for the store at ``root`` (one worker; run it with :data:`UI_ENV`)."""
-    from lab.tracking.store import artifact_location, tracking_uri
-
-    mlflow = Path(sys.executable).with_name("mlflow")
-    cmd = [str(mlflow) if mlflow.exists() else "mlflow", "ui", "--backend-store-uri", tracking_uri(root)]
-    art = artifact_location(root)
-    if art:
-        cmd += ["--default-artifact-root", art]
-    return cmd + ["--host", host, "--port", str(port), "--workers", "1"]
-
-
-def ui_links(root="mlruns", host: str = "127.0.0.1", port: int = 5000, experiment: str | None = None) -> list[str]:
-    """Lines naming the runs view of each experiment in the store (``experiment`` only, when given; the one with
-    the latest run first). Experiments without the model-training tag get it (see lab.tracking.store)."""
-    from lab.tracking.ui import runs_url
-    from lab.tracking.store import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, client
-
-    cl = client(root)
-    exps = [e for e in cl.search_experiments() if e.name != "Default" or experiment == "Default"]
-    if experiment is not None:
-        exps = [e for e in exps if e.name == experiment]
-        if not exps:
-            from lab.core.errors import ConfigError
-
-            names = ", ".join(sorted(e.name for e in cl.search_experiments())) or "none"
-            raise ConfigError(f"--experiment {experiment!r}: no such experiment in the store (it has: {names})")
-    latest = {}
-    for e in exps:
-        if EXPERIMENT_KIND_TAG not in (e.tags or {}):
-            cl.set_experiment_tag(e.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
-        runs = cl.search_runs([e.experiment_id], max_results=1, order_by=["attributes.start_time DESC"])
-        latest[e.experiment_id] = runs[0].info.start_time if runs else -1
-    exps.sort(key=lambda e: -latest[e.experiment_id])
-    return [f"  {e.name}: {runs_url(e.experiment_id, host, port, cl)}" for e in exps]
-
-
 def cmd_ui(args) -> int:
     import shlex
     import subprocess
 
-    from lab.tracking.ui import base_url
+    from lab.tracking.ui import UI_ENV, base_url, ui_command, ui_links
 
     cmd = ui_command(args.tracking_root, args.host, args.port)
     line = " ".join(f"{k}={v}" for k, v in UI_ENV.items()) + " " + shlex.join(cmd)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lab.data._io import DataWarning, JSONError, json_loads, as_id, iter_jsonl, read_text
+from lab.data.io import DataWarning, JSONError, json_loads, as_id, iter_jsonl, read_text
 from lab.data.types import Corpus, EvidenceSpan, Queries
 from lab.core.errors import DataError
 

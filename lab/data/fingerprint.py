@@ -19,7 +19,7 @@ import hashlib
 from pathlib import Path
 from typing import Iterable
 
-from lab.data._io import read_bytes
+from lab.data.io import read_bytes
 from lab.data.types import Dataset
 from lab.core.errors import DataError
 

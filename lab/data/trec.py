@@ -18,7 +18,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab.data._io import DataWarning, as_int, numbered_lines, read_text
+from lab.data.io import DataWarning, as_int, numbered_lines, read_text
 from lab.data.types import Qrels, Run
 from lab.core.errors import DataError
 from lab.core.progress import progress

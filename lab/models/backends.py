@@ -242,7 +242,7 @@ class ExportedEmbedder:
 
     def encode(self, texts: Sequence[str], prefix: str = "") -> np.ndarray:
         """Normalised float32 vectors of ``prefix + text``, in input order (batches longest first)."""
-        from lab.models.embedders import PROGRESS_MIN_TEXTS, length_batches
+        from lab.models.batching import PROGRESS_MIN_TEXTS, length_batches
         from lab.core.progress import progress
 
         texts = list(texts)

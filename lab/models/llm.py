@@ -46,7 +46,6 @@ failure is an :class:`LLMError` naming the endpoint, the status and what to do n
 """
 from __future__ import annotations
 
-import email.utils
 import json
 import logging
 import os
@@ -56,12 +55,12 @@ import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
 
 from lab.core.errors import ConfigError, LabError
+from lab.core.net import backoff_delay, parse_retry_after
 
 log = logging.getLogger("lab.llm")
 
@@ -210,38 +209,6 @@ def request_key(identity: str, messages: Sequence[Message], params: Mapping[str,
     payload = json.dumps({"messages": list(messages), "params": dict(params)}, sort_keys=True,
                          ensure_ascii=False, separators=(",", ":"))
     return content_key(CACHE_NAMESPACE, identity, payload)
-
-
-def backoff_delay(attempt: int, base: float, cap: float, rng: random.Random) -> float:
-    """Seconds to wait before retry number ``attempt`` (0-based): ``min(cap, base * 2**attempt)`` times a
-    jitter factor drawn uniformly from [0.5, 1.5) by ``rng`` (seeded by the caller, so waits are reproducible)."""
-    return min(cap, base * (2 ** attempt)) * (0.5 + rng.random())
-
-
-def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
-    """Seconds asked for by ``retry-after-ms`` or ``Retry-After`` (delta seconds or an HTTP date); None if absent
-    or unreadable; never negative."""
-    ms = headers.get("retry-after-ms")
-    if ms is not None:
-        try:
-            return max(0.0, float(ms) / 1000.0)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    now_dt = datetime.fromtimestamp(time.time() if now is None else now, tz=timezone.utc)
-    return max(0.0, (when - now_dt).total_seconds())
 
 
 def public_base_url(base_url: str) -> str:

@@ -29,7 +29,7 @@ Response mapping (:func:`parse_hits`)
 Failures and retries
 - ``concurrency`` requests in flight at most (default 16; asyncio + aiohttp), ``timeout`` seconds per request.
 - Retried ``retries`` times (default 3): timeouts, connection errors, 429 and 5xx. The wait before retry n
-  (0-based) is :func:`lab.models.llm.backoff_delay` (``backoff`` * 2**n capped at ``max_backoff``, times a
+  (0-based) is :func:`lab.core.net.backoff_delay` (``backoff`` * 2**n capped at ``max_backoff``, times a
   jitter in [0.5, 1.5) from a generator seeded by (ctx.seed, query id), so waits are reproducible), or the
   server's ``Retry-After`` when that is longer (capped at ``max_retry_after``).
 - Not retried: other 4xx, an answer that is not JSON, an answer whose shape does not match the mapping.
@@ -50,25 +50,24 @@ normalised); mapped hits are counted (``http_mapped_by_text``). Unknown hits sta
 relevant), so the metrics show what the service returned.
 
 ``index(corpus)`` only remembers the corpus ids (and texts for ``map_unknown: text``): the service has its own
-index. For tests, benchmarks and demos, :class:`StrategyServer` serves one of our own strategies over HTTP
-(``python -m lab.retrievers.http --dataset data/ord-qa --strategy bm25 --port 8765``).
+index. For tests, benchmarks and demos, :mod:`lab.experiment.serve` serves one of our own strategies over HTTP
+(``python -m lab.experiment.serve --dataset data/ord-qa --strategy bm25 --port 8765``).
 """
 from __future__ import annotations
 
 import asyncio
 import json
 import math
-import os
 import random
 import re
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from lab.data.types import Corpus, Queries, Run
 from lab.core.errors import ConfigError, LabError
+from lab.core.net import backoff_delay, parse_retry_after, public_url, redact, resolve_headers
 from lab.retrievers.base import Context, register
 from lab.retrievers.params import COUNT, above, at_least, between, one_of
 
@@ -81,8 +80,6 @@ DEFAULT_GET_PARAMS = {"query": "{query}", "k": "{k}"}
 #: How many failed query ids / unknown ids are listed in describe() (all are counted).
 LIST_LIMIT = 20
 EXAMPLES = 5
-_SECRET_PARAM = re.compile(r"key|token|secret|passw|auth|signature|credential", re.IGNORECASE)
-_ENV_REF = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 
 
 class HttpRetrieverError(LabError):
@@ -241,60 +238,6 @@ def _getter(path: str | None):
         key = segments[0]
         return lambda hit, names: hit.get(key, _MISSING)
     return lambda hit, names: get_path(hit, segments, _MISSING)
-
-
-def resolve_headers(headers_env: Mapping[str, str] | None, environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Header values from environment variables: ``{"Authorization": "API_TOKEN"}`` (the variable holds the whole
-    value) or ``{"Authorization": "Bearer $API_TOKEN"}`` (variables expanded inside the value). A missing
-    variable is a ConfigError naming the header and the variable (never a value)."""
-    environ = os.environ if environ is None else environ
-    out = {}
-    for name, spec in (headers_env or {}).items():
-        if not isinstance(spec, str) or not spec.strip():
-            raise ConfigError(f"headers_env.{name}: give the name of an environment variable, e.g. "
-                              f"--set headers_env.{name}=MY_TOKEN_ENV")
-        refs = [a or b for a, b in _ENV_REF.findall(spec)]
-        names = refs or [spec.strip()]
-        for var in names:
-            if var not in environ:
-                raise ConfigError(f"headers_env.{name}: environment variable {var} is not set; export it "
-                                  f"(its value is sent as the {name} header and never logged)")
-        out[str(name)] = (_ENV_REF.sub(lambda m: environ[m.group(1) or m.group(2)], spec) if refs
-                          else environ[spec.strip()])
-    return out
-
-
-def redact(text: str, secrets) -> str:
-    """``text`` with every secret value (and each whitespace-separated part of it longer than 7 characters,
-    e.g. the token of "Bearer <token>") replaced by ``***``."""
-    parts = set()
-    for s in secrets:
-        if s:
-            parts.add(s)
-            parts.update(p for p in str(s).split() if len(p) > 7)
-    for p in sorted(parts, key=len, reverse=True):
-        text = text.replace(p, "***")
-    return text
-
-
-def public_url(url: str) -> str:
-    """``url`` as shown in describe(): scheme, host, port and path (query string dropped). Refuses credentials in
-    the URL (user:password@, or a query parameter named like key / token / secret / auth), since the url itself is
-    logged with the config: use headers_env."""
-    parts = urlsplit(str(url).strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"url {url!r}: expected http(s)://host[:port]/path, e.g. --set url=http://127.0.0.1:8000/retrieve")
-    if parts.username or parts.password:
-        raise ConfigError("url: credentials in the URL would be logged with the config; pass them as a header "
-                          "from the environment instead, e.g. --set headers_env.Authorization=MY_TOKEN_ENV")
-    secret = [name for name, _ in parse_qsl(parts.query, keep_blank_values=True) if _SECRET_PARAM.search(name)]
-    if secret:
-        raise ConfigError(f"url: query parameter {secret[0]!r} looks like a credential and the url is logged with the "
-                          "config; send it as a header from the environment (headers_env) instead")
-    netloc = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
-    if parts.port:
-        netloc += f":{parts.port}"
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def text_key(text: str) -> str:
@@ -511,8 +454,6 @@ class HttpRetriever:
     async def _one(self, session, sem: asyncio.Semaphore, qid: str, text: str, k: int) -> QueryOutcome:
         import aiohttp
 
-        from lab.models.llm import backoff_delay, parse_retry_after
-
         rng = random.Random(f"{self.ctx.seed}:{qid}")
         out = QueryOutcome(qid)
         body = fill_template(self.body, text, k, qid) if self.body is not None else None
@@ -614,131 +555,3 @@ def _run_coroutine(make):
     if "error" in box:
         raise box["error"]
     return box["value"]
-
-
-# ------------------------------------------------------------------------------------------------ a server
-def make_app(retriever, *, token: str | None = None, delay_s: float = 0.0, with_text: bool = False,
-             corpus: Corpus | None = None):
-    """An aiohttp app serving ``retriever`` (already indexed) at ``/retrieve``: POST ``{"query", "k"}`` or GET
-    ``?query=&k=`` -> ``{"hits": [{"id", "score"[, "text"]}]}`` (scores as JSON floats, exact), plus ``/health``.
-    ``token``: requests need ``Authorization: Bearer <token>`` (else 401). ``delay_s``: sleep before answering
-    (a stand-in for network and model time in benchmarks). ``with_text``: add each hit's text (needs corpus)."""
-    from aiohttp import web
-
-    def hits_of(text: str, k: int) -> list[tuple[str, float]]:
-        if hasattr(retriever, "search_one"):
-            return list(retriever.search_one(text, k))
-        run = retriever.search(Queries({"q": text}), k)
-        return run.ranked("q", k)
-
-    async def retrieve(request):
-        if token is not None and request.headers.get("Authorization") != f"Bearer {token}":
-            return web.json_response({"error": "unauthorized"}, status=401)
-        if request.method == "GET":
-            text, k = request.query.get("query", ""), int(request.query.get("k", 10))
-        else:
-            data = await request.json()
-            text, k = str(data.get("query", "")), int(data.get("k", 10))
-        if delay_s:
-            await asyncio.sleep(delay_s)
-        hits = [{"id": d, "score": float(s)} for d, s in hits_of(text, k)]
-        if with_text and corpus is not None:
-            for h in hits:
-                h["text"] = corpus[h["id"]].text
-        return web.json_response({"hits": hits})
-
-    async def health(request):
-        return web.json_response({"ok": True})
-
-    app = web.Application()
-    app.router.add_route("POST", "/retrieve", retrieve)
-    app.router.add_route("GET", "/retrieve", retrieve)
-    app.router.add_get("/health", health)
-    return app
-
-
-class StrategyServer:
-    """An aiohttp app on 127.0.0.1 (a free port) in a background thread: ``with StrategyServer(app) as s:
-    s.url("/retrieve")``. Used by tests, the benchmark and :func:`main`."""
-
-    def __init__(self, app, host: str = "127.0.0.1", port: int = 0):
-        self.app, self.host, self.port = app, host, port
-        self._loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._serve, daemon=True, name="lab-strategy-server")
-
-    def url(self, path: str = "/retrieve") -> str:
-        return f"http://{self.host}:{self.port}{path}"
-
-    def _serve(self):
-        from aiohttp import web
-
-        asyncio.set_event_loop(self._loop)
-        try:
-            self._runner = web.AppRunner(self.app, access_log=None)
-            self._loop.run_until_complete(self._runner.setup())
-            site = web.TCPSite(self._runner, self.host, self.port)
-            self._loop.run_until_complete(site.start())
-            self.port = self._runner.addresses[0][1]
-        except BaseException as exc:  # noqa: BLE001 - reported by start()
-            self._error = exc
-            self._ready.set()
-            return
-        self._ready.set()
-        self._loop.run_forever()
-        self._loop.run_until_complete(self._runner.cleanup())
-        self._loop.close()
-
-    def start(self) -> "StrategyServer":
-        self._thread.start()
-        if not self._ready.wait(30) or self._error is not None:
-            raise LabError(f"server on {self.host}:{self.port} did not start: {self._error}")
-        return self
-
-    def stop(self) -> None:
-        if self._thread.is_alive():
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(10)
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.stop()
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m lab.retrievers.http --dataset D --strategy bm25 [--port P] [--delay-ms MS]``: serve one of our
-    strategies over HTTP (a reference service to point ``--strategy http`` at). Token from ``--token-env VAR``."""
-    import argparse
-
-    from lab.experiment.run import load
-    from lab.retrievers.base import build
-
-    p = argparse.ArgumentParser(prog="python -m lab.retrievers.http", description=main.__doc__)
-    p.add_argument("--dataset", required=True)
-    p.add_argument("--strategy", default="bm25")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8765)
-    p.add_argument("--delay-ms", type=float, default=0.0, help="sleep before each answer (simulated service time)")
-    p.add_argument("--with-text", action="store_true", help="add each hit's text to the answer")
-    p.add_argument("--token-env", help="require Authorization: Bearer $VAR")
-    args = p.parse_args(argv)
-    ds = load(args.dataset, progress=False)
-    retriever = build(args.strategy, {}, Context(progress=False))
-    retriever.index(ds.corpus)
-    token = os.environ[args.token_env] if args.token_env else None
-    server = StrategyServer(make_app(retriever, token=token, delay_s=args.delay_ms / 1000, with_text=args.with_text,
-                                     corpus=ds.corpus), args.host, args.port).start()
-    print(f"serving {args.strategy} over {ds.name} at {server.url()}", flush=True)
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        server.stop()
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

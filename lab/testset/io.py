@@ -239,7 +239,7 @@ def read_csv(path: str | Path, required: Sequence[str] = (), what: str = "sheet"
 
     A DataError names the file (line 1, the field) when a ``required`` column is missing, and the line of a
     record with more cells than the header."""
-    from lab.data._io import decode, read_bytes
+    from lab.data.io import decode, read_bytes
 
     path = Path(path)
     text = decode(path, read_bytes(path, what, hint="check the path"))

@@ -76,7 +76,7 @@ def read_log_rows(path: str | Path) -> list[LogRow]:
     path = Path(path)
     rows = []
     if path.suffix.lower() in (".jsonl", ".json", ".ndjson") or path.name.endswith(".jsonl.gz"):
-        from lab.data._io import iter_jsonl
+        from lab.data.io import iter_jsonl
 
         for line, obj in iter_jsonl(path, "log file"):
             cols = [k.lower() for k in obj]

@@ -53,7 +53,8 @@ _BAD_KEY = re.compile(r"[^/\w.\- :]")
 # ----------------------------------------------------------------------------------------------------------
 # store
 # ----------------------------------------------------------------------------------------------------------
-def _is_uri(root: str | Path) -> bool:
+def is_uri(root: str | Path) -> bool:
+    """True when ``root`` is a tracking URI (``scheme://...`` or ``sqlite:...``), False for a folder."""
     s = str(root)
     return "://" in s or s.startswith("sqlite:")
 
@@ -74,7 +75,7 @@ def root_path(root: str | Path = "mlruns") -> Path:
 
 def tracking_uri(root: str | Path = "mlruns") -> str:
     """``sqlite:///<abs root>/mlflow.db`` (creating the folder), or ``root`` itself when it is a URI."""
-    if _is_uri(root):
+    if is_uri(root):
         return str(root)
     folder = root_path(root)
     folder.mkdir(parents=True, exist_ok=True)
@@ -83,7 +84,7 @@ def tracking_uri(root: str | Path = "mlruns") -> str:
 
 def artifact_location(root: str | Path = "mlruns") -> str | None:
     """``file://<abs root>/artifacts`` for a folder root; None (the server's default) for a URI root."""
-    if _is_uri(root):
+    if is_uri(root):
         return None
     folder = root_path(root) / "artifacts"
     folder.mkdir(parents=True, exist_ok=True)
@@ -120,7 +121,7 @@ def ensure_store(root: str | Path = "mlruns") -> str:
     lock = FileLock(f"{db}.lock")
     try:
         with lock.acquire(timeout=STORE_LOCK_TIMEOUT):
-            SqlAlchemyStore(uri, artifact_location(root) if not _is_uri(root) else (db.parent / "artifacts").as_uri())
+            SqlAlchemyStore(uri, artifact_location(root) if not is_uri(root) else (db.parent / "artifacts").as_uri())
     except Timeout:
         raise TrackingError(f"{db}: another process has held the store's lock ({lock.lock_file}) for more than "
                             f"{STORE_LOCK_TIMEOUT} s; is a migration stuck? end that process and retry") from None

@@ -16,11 +16,14 @@ Conventions (MLflow 3 UI, checked against the UI bundled with the pinned mlflow)
 - Child runs: on a browser's first visit to an experiment, the UI expands the parent of every run tagged
   ``mlflow.runType`` = ``evaluation``; sweep child runs carry that tag (each is an evaluation of one config), so
   they show under their sweep's run, expanded.
-- Host and port default to what ``lab ui`` serves (127.0.0.1:5000).
+- Host and port default to what ``lab ui`` serves (127.0.0.1:5000): :func:`ui_command` is its ``mlflow ui``
+  command line (one worker, run with :data:`UI_ENV`: no job runner, no telemetry).
 """
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 #: Key of the view state raglab writes (the ``viewStateShareKey`` of the links it prints).
 VIEW_KEY = "raglab"
@@ -33,6 +36,9 @@ WORKFLOW_PARAM = "workflowType=machine_learning"
 #: Metric columns every raglab view shows (lab metric names, mapped to MLflow names when written).
 DEFAULT_METRICS = ("ndcg@10", "latency_p50_ms")
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 5000
+#: Environment of the MLflow UI server: no job runner (huey consumer) and no telemetry, so `mlflow ui` is one
+#: server process that only serves the store.
+UI_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "MLFLOW_DISABLE_TELEMETRY": "true"}
 
 
 def column_id(kind: str, name: str) -> str:
@@ -83,3 +89,39 @@ def runs_url(experiment_id: str, host: str = DEFAULT_HOST, port: int = DEFAULT_P
     if cl is not None:
         has_view = (VIEW_TAG_PREFIX + VIEW_KEY) in (cl.get_experiment(experiment_id).tags or {})
     return url + (f"&viewStateShareKey={VIEW_KEY}" if has_view else "")
+
+
+def ui_command(root="mlruns", host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> list[str]:
+    """The `mlflow ui` command line for the store at ``root`` (one worker; run it with :data:`UI_ENV`)."""
+    from lab.tracking.store import artifact_location, tracking_uri
+
+    mlflow = Path(sys.executable).with_name("mlflow")
+    cmd = [str(mlflow) if mlflow.exists() else "mlflow", "ui", "--backend-store-uri", tracking_uri(root)]
+    art = artifact_location(root)
+    if art:
+        cmd += ["--default-artifact-root", art]
+    return cmd + ["--host", host, "--port", str(port), "--workers", "1"]
+
+
+def ui_links(root="mlruns", host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, experiment: str | None = None) -> list[str]:
+    """Lines naming the runs view of each experiment in the store (``experiment`` only, when given; the one with
+    the latest run first). Experiments without the model-training tag get it (see lab.tracking.store)."""
+    from lab.tracking.store import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, client
+
+    cl = client(root)
+    exps = [e for e in cl.search_experiments() if e.name != "Default" or experiment == "Default"]
+    if experiment is not None:
+        exps = [e for e in exps if e.name == experiment]
+        if not exps:
+            from lab.core.errors import ConfigError
+
+            names = ", ".join(sorted(e.name for e in cl.search_experiments())) or "none"
+            raise ConfigError(f"--experiment {experiment!r}: no such experiment in the store (it has: {names})")
+    latest = {}
+    for e in exps:
+        if EXPERIMENT_KIND_TAG not in (e.tags or {}):
+            cl.set_experiment_tag(e.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+        runs = cl.search_runs([e.experiment_id], max_results=1, order_by=["attributes.start_time DESC"])
+        latest[e.experiment_id] = runs[0].info.start_time if runs else -1
+    exps.sort(key=lambda e: -latest[e.experiment_id])
+    return [f"  {e.name}: {runs_url(e.experiment_id, host, port, cl)}" for e in exps]

@@ -45,6 +45,7 @@ import numpy as np
 from lab.data.types import Dataset, Qrels, Queries
 from lab.core.errors import ConfigError
 from lab.core.progress import progress
+from lab.training.splits import split_validation
 
 TRAINING_FILE = "training.json"
 DOC_OVERLAP = ("refuse", "drop", "allow")
@@ -147,13 +148,6 @@ def content_key(base_identity: str, data_fingerprint: str, split: str, cfg: Embe
     doc = {"base": base_identity, "data": data_fingerprint, "split": split, "params": asdict(cfg),
            "force": bool(force), "eval": eval_fingerprint}
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode("utf-8")).hexdigest()
-
-
-def split_validation(query_ids: list[str], fraction: float, max_queries: int, seed: int) -> tuple[list[str], list[str]]:
-    """(train ids, validation ids), as lab.training.reranker.split_validation."""
-    from lab.training.reranker import split_validation as _split
-
-    return _split(query_ids, fraction, max_queries, seed)
 
 
 def default_out(dataset_name: str, key: str) -> str:

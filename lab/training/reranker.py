@@ -68,6 +68,7 @@ from lab.data.types import Dataset, Qrels, Queries
 from lab.core.errors import ConfigError
 from lab.models.crossencoder import TRAINING_FILE, packaged_minilm_path, passage_text, text_sha
 from lab.core.progress import progress
+from lab.training.splits import split_validation
 
 ALPHA_GRID = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 LOSSES = ("listwise", "pairwise", "pointwise")
@@ -125,19 +126,6 @@ def duplicate_texts(train_queries: Queries, eval_queries: Queries) -> list[str]:
     """Training query ids whose text (stripped) equals an evaluation query's text."""
     seen = {eval_queries[q].strip() for q in eval_queries}
     return [q for q in train_queries if train_queries[q].strip() in seen]
-
-
-def split_validation(query_ids: list[str], fraction: float, max_queries: int, seed: int) -> tuple[list[str], list[str]]:
-    """(train ids, validation ids): a seeded shuffle; validation = the first round(fraction * n) ids, at most
-    ``max_queries``, at least 1 when fraction > 0 and n > 1; both lists come back in input order."""
-    ids = list(query_ids)
-    n_val = min(max_queries, round(fraction * len(ids))) if fraction > 0 else 0
-    if fraction > 0 and len(ids) > 1:
-        n_val = max(1, n_val)
-    order = ids[:]
-    random.Random(seed).shuffle(order)
-    val = set(order[:n_val])
-    return [q for q in ids if q not in val], [q for q in ids if q in val]
 
 
 def mine_groups(qrels: Qrels, query_ids: list[str], ranked: dict[str, list[str]], negatives: int, depth: int,

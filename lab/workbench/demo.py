@@ -16,8 +16,6 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lab.cli.options import add_tracking_root, positive_int
-
 DEFAULT_SPEC = "params/strategy_comparison.yaml"
 DEFAULT_OUT = "results/demo"
 
@@ -84,10 +82,8 @@ def ui_hint(root="mlruns", experiment_id: str | None = None) -> str:
     """How to browse the store: the `mlflow ui` command line (as `lab ui --print` gives it) and the URL."""
     import shlex
 
-    from lab.cli.workbench import UI_ENV, ui_command
-
-    from lab.tracking.ui import base_url, runs_url
     from lab.tracking.store import client
+    from lab.tracking.ui import UI_ENV, base_url, runs_url, ui_command
 
     line = " ".join(f"{k}={v}" for k, v in UI_ENV.items()) + " " + shlex.join(ui_command(root))
     url = runs_url(experiment_id, cl=client(root)) if experiment_id else base_url()
@@ -123,21 +119,3 @@ def run_demo(spec: str | Path = DEFAULT_SPEC, root="mlruns", out_dir: str | Path
     result.ui_command = ui_hint(root, report.experiment_id)
     echo("\n" + result.ui_command)
     return result
-
-
-def cmd_demo(args) -> int:
-    res = run_demo(args.spec, root=args.tracking_root, out_dir=args.out, metric=args.metric, jobs=args.jobs,
-                   progress=not args.no_progress)
-    return 0 if res.ok and not res.leaderboard.empty else 1
-
-
-def add_parsers(sub) -> None:
-    """Add the `demo` subcommand to an argparse subparsers object (wired in lab.cli.main.build_parser)."""
-    d = sub.add_parser("demo", help="run the strategy comparison on SciFact, print the leaderboard, chart it")
-    d.add_argument("--spec", default=DEFAULT_SPEC, help=f"sweep spec (default {DEFAULT_SPEC})")
-    add_tracking_root(d)
-    d.add_argument("--out", default=DEFAULT_OUT, help=f"folder for the charts and CSV (default {DEFAULT_OUT})")
-    d.add_argument("--metric", default="ndcg@10")
-    d.add_argument("--jobs", type=positive_int, default=1, help="configs run at once")
-    d.add_argument("--no-progress", action="store_true")
-    d.set_defaults(func=cmd_demo)

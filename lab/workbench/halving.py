@@ -183,25 +183,3 @@ def run_halving_sweep(spec_path, metric: str = "ndcg@10", eta: int = 2, min_quer
         echo(f"full grid winner: {labels[best]} ({metric} {full[best]:.4f}; halving's winner "
              f"{full[rep.winner]:.4f}); match: {best == rep.winner}; full grid {out['full_seconds']:.1f} s")
     return json.loads(json.dumps(out))
-
-
-def cmd_halving(args) -> int:
-    """``lab sweep SPEC --halving``: print the rungs and the winner; ``--json FILE`` writes the report."""
-    from pathlib import Path
-
-    from lab.metrics.ranking import parse_metric
-
-    if args.eta < 2:
-        raise ConfigError(f"--eta {args.eta}: must be an integer >= 2")
-    try:
-        metric = (args.metric or ["ndcg@10"])[0] if isinstance(args.metric, (list, tuple)) else (args.metric or "ndcg@10")
-        parse_metric(metric)
-    except ValueError as e:
-        raise ConfigError(f"--metric {metric!r}: {e}") from None
-    out = run_halving_sweep(args.spec, metric=metric, eta=args.eta, min_queries=args.min_queries,
-                            compare_full=args.compare_full)
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(out, indent=1))
-        print(f"report: {args.json}")
-    return 0

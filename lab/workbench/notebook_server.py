@@ -18,7 +18,6 @@ Conventions
 from __future__ import annotations
 
 import os
-import secrets
 import socket
 import sys
 from pathlib import Path
@@ -65,39 +64,3 @@ def port_free(host: str, port: int) -> bool:
         except OSError:
             return False
     return True
-
-
-def cmd_notebook(args) -> int:
-    import shlex
-    import subprocess
-
-    from lab.core.errors import ConfigError
-
-    if not 0 < args.port < 65536:
-        raise ConfigError(f"--port {args.port}: give a TCP port between 1 and 65535")
-    if not args.print and not port_free(args.host, args.port):
-        raise ConfigError(f"--port {args.port}: something already listens on {args.host}:{args.port}; "
-                          "pass another, e.g. --port 8890")
-    token = args.token or secrets.token_hex(24)
-    cmd = jupyterlab_command(notebook_dir(), args.host, args.port, token)
-    if args.print:
-        print(shlex.join(cmd))
-        return 0
-    print(f"JupyterLab on the notebooks (kernel {KERNEL_NAME!r}); open\n  {lab_url(args.host, args.port, token)}\n"
-          "(Ctrl-C to stop)", flush=True)
-    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "TOKENIZERS_PARALLELISM": "false"}
-    try:
-        return subprocess.call(cmd, env=env)
-    except KeyboardInterrupt:
-        return 0
-
-
-def add_parsers(sub) -> None:
-    """Add the `notebook` subcommand to an argparse subparsers object (wired in lab.cli.main.build_parser)."""
-    n = sub.add_parser("notebook", help="start JupyterLab on notebooks/ (127.0.0.1, token, raglab kernel)")
-    n.add_argument("--host", default="127.0.0.1")
-    n.add_argument("--port", type=int, default=DEFAULT_PORT)
-    n.add_argument("--token", help="the access token (default: a random one, printed in the URL)")
-    n.add_argument("--print", action="store_true", help="only print the command")
-    n.set_defaults(func=cmd_notebook)

@@ -396,9 +396,9 @@ def _lock(root, output_dir: Path, name: str, experiment: str):
 
     from filelock import FileLock, Timeout
 
-    from lab.tracking.store import _is_uri, root_path
+    from lab.tracking.store import is_uri, root_path
 
-    folder = output_dir if _is_uri(root) else root_path(root) / "locks"
+    folder = output_dir if is_uri(root) else root_path(root) / "locks"
     folder.mkdir(parents=True, exist_ok=True)
     key = hashlib.sha256(f"{experiment}\0{name}".encode()).hexdigest()[:12]
     lock = FileLock(str(folder / f"sweep-{key}.lock"))
@@ -418,9 +418,9 @@ def _tasks(spec, todo: list[int], configs: list[dict], hashes: list[str], labels
            execution_timeout, tags: dict[int, dict] | None = None) -> list[dict]:
     """Plain-dict tasks for :func:`execute_config`, one per index in ``todo`` (indices into the full expansion)."""
     from lab.core.paths import resolve_repo_path
-    from lab.tracking.store import _is_uri, root_path
+    from lab.tracking.store import is_uri, root_path
 
-    root_value = str(root) if _is_uri(root) else str(root_path(root))
+    root_value = str(root) if is_uri(root) else str(root_path(root))
     try:
         nb_rel = str(spec.notebook.relative_to(spec.repo_root))
     except ValueError:

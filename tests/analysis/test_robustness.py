@@ -1,7 +1,6 @@
 """lab.analysis.robustness: the robustness table on a small real example (ORD-QA, BM25, 30 queries) and its statistics."""
 from __future__ import annotations
 
-import argparse
 import shutil
 
 import numpy as np
@@ -15,10 +14,10 @@ from lab.retrievers.base import Context
 from lab.analysis.robustness import (
     CLEAN,
     abstention,
-    add_parsers,
     auroc,
     find_variants,
     format_table,
+    make_variants,
     paired_deltas,
     plot_robustness,
     plot_top1,
@@ -114,6 +113,13 @@ def test_auroc_and_abstention_by_hand():
         abstention(clean, clean, clean, answer_rate=1.0)
 
 
+def test_make_variants_reuses_the_variants_already_made(variants):
+    stamps = {v: (variants / f"ord-qa-{v}" / "PERTURBATION.json").stat().st_mtime_ns for v in ("typo", "unanswerable")}
+    paths = make_variants(ORD_QA, variants, ["unanswerable", "typo"], progress=False)
+    assert paths == [variants / "ord-qa-unanswerable", variants / "ord-qa-typo"]
+    assert {v: (variants / f"ord-qa-{v}" / "PERTURBATION.json").stat().st_mtime_ns for v in stamps} == stamps
+
+
 def test_a_variant_of_another_dataset_is_refused(variants, tmp_path):
     with pytest.raises(ConfigError, match="fingerprint"):
         run_robustness(resolve_repo_path("data/scifact"), variants, ["bm25"], ctx=Context(progress=False),
@@ -145,11 +151,11 @@ def test_logged_to_mlflow_with_one_nested_run_per_strategy_and_variant(variants,
 
 
 def test_cli_robustness_makes_missing_variants(tmp_path, capsys):
-    ap = argparse.ArgumentParser()
-    add_parsers(ap.add_subparsers())
-    args = ap.parse_args(["robustness", "--dataset", str(ORD_QA), "--strategies", "bm25", "--make", "distractor",
-                          "--max-queries", "15", "--resamples", "200", "--out", str(tmp_path), "--no-log",
-                          "--no-progress"])
+    from lab.cli.main import build_parser
+
+    args = build_parser().parse_args(["robustness", "--dataset", str(ORD_QA), "--strategies", "bm25", "--make",
+                                      "distractor", "--max-queries", "15", "--resamples", "200", "--out",
+                                      str(tmp_path), "--no-log", "--no-progress"])
     assert args.func(args) == 0
     out = capsys.readouterr().out
     assert "| bm25 | distractor |" in out and (tmp_path / "variants" / "ord-qa-distractor").is_dir()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.cli.main import _parse_set, main
+from lab.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests" / "fixtures" / "metrics"
@@ -55,11 +55,6 @@ def test_bad_input_is_one_clear_line_not_a_traceback(tmp_path):
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert str(bad) in proc.stderr and "line 1" in proc.stderr
-
-
-def test_parse_set_nests_dotted_keys_and_parses_yaml_values():
-    assert _parse_set(["k1=1.2", "retrievers=[bm25, dense]", "dense.model=mpnet", "chunking.size=128"]) == {
-        "k1": 1.2, "retrievers": ["bm25", "dense"], "dense": {"model": "mpnet"}, "chunking": {"size": 128}}
 
 
 def test_run_bm25_json_on_ord_qa(tmp_path):

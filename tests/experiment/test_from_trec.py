@@ -11,7 +11,8 @@ import math
 import pytest
 from conftest import blank_store
 
-from lab.cli.main import main, trec_result
+from lab.cli.main import main
+from lab.experiment.trec import trec_result
 from lab.core.errors import DataError
 from lab.core.paths import resolve_repo_path
 

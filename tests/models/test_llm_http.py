@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from lab.core.errors import ConfigError
-from lab.models.llm import (LLMError, LocalLLM, OpenAILLM, backoff_delay, load_llm, parse_retry_after,
-                            smollm2_path)
+from lab.core.net import backoff_delay, parse_retry_after
+from lab.models.llm import LLMError, LocalLLM, OpenAILLM, load_llm, smollm2_path
 
 SERVER_KEY = "sk-test-llamacpp-0123456789abcdef"
 SECRET = "sk-proj-SECRETSECRET-9f8e7d6c5b4a"

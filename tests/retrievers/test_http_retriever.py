@@ -17,17 +17,9 @@ import pytest
 from lab.data.types import Corpus, Document
 from lab.core.errors import ConfigError
 from lab.retrievers.base import Context, build
-from lab.retrievers.http import (
-    HttpRetrieverError,
-    ResponseError,
-    StrategyServer,
-    fill_template,
-    make_app,
-    parse_hits,
-    public_url,
-    redact,
-    resolve_headers,
-)
+from lab.core.net import public_url, redact, resolve_headers
+from lab.experiment.serve import StrategyServer, make_app
+from lab.retrievers.http import HttpRetrieverError, ResponseError, fill_template, parse_hits
 
 SECRET = "tok-SECRET-6c1f0e9a7b"
 FAST = {"backoff": 0.01, "max_backoff": 0.05}

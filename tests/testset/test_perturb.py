@@ -2,7 +2,6 @@
 queries, CMRC 2018 queries), written and read back through lab.data.beir."""
 from __future__ import annotations
 
-import argparse
 import json
 import random
 
@@ -17,7 +16,6 @@ from lab.testset.perturb import (
     PROVENANCE_FILE,
     Resources,
     _read_table,
-    add_parser,
     choose_unanswerable,
     edit_distance,
     keyboard_typo,
@@ -255,20 +253,20 @@ def test_choose_unanswerable_holds_out_queries_sharing_a_document_together():
 
 
 def test_cli_perturb_writes_each_variant(tmp_path, capsys):
-    ap = argparse.ArgumentParser()
-    sub = ap.add_subparsers()
-    add_parser(sub)
-    args = ap.parse_args(["perturb", str(ORD_QA), "--variants", "typo,synonym,distractor,unanswerable",
+    from lab.cli.main import build_parser
+
+    ap = build_parser()
+    args = ap.parse_args(["testset", "perturb", str(ORD_QA), "--variants", "typo,synonym,distractor,unanswerable",
                           "--out", str(tmp_path), "--seed", "0", "--set", "typo.rate=0.3", "--no-progress"])
     assert args.func(args) == 0
     printed = capsys.readouterr().out
     for v in ("typo", "synonym", "distractor", "unanswerable"):
         assert (tmp_path / f"ord-qa-{v}" / PROVENANCE_FILE).is_file() and f"ord-qa-{v}" in printed
     assert read_provenance(tmp_path / "ord-qa-typo")["params"]["rate"] == 0.3
-    bad = ap.parse_args(["perturb", str(ORD_QA), "--variants", "typo,smudge", "--out", str(tmp_path / "x")])
+    bad = ap.parse_args(["testset", "perturb", str(ORD_QA), "--variants", "typo,smudge", "--out", str(tmp_path / "x")])
     with pytest.raises(ConfigError, match="--variants"):
         bad.func(bad)
-    bad = ap.parse_args(["perturb", str(ORD_QA), "--variants", "typo", "--out", str(tmp_path / "y"),
+    bad = ap.parse_args(["testset", "perturb", str(ORD_QA), "--variants", "typo", "--out", str(tmp_path / "y"),
                          "--set", "typo.speed=3"])
     with pytest.raises(ConfigError, match="unknown param"):
         bad.func(bad)

@@ -16,23 +16,12 @@ def test_subcommands_are_registered(capsys):
         main(["testset", "--help"])
     out = capsys.readouterr().out
     for name in ("generate", "export-review", "import-review", "import-logs", "export-annotation",
-                 "import-annotation"):
+                 "import-annotation", "judge", "perturb"):
         assert name in out
     args = build_parser().parse_args(["testset", "generate", "--dataset", "data/ord-qa", "--out", "x", "--n", "5",
                                       "--stratify", "doc", "--chunking", "recursive,size=128"])
     assert (args.n, args.stratify, args.chunking, args.llm, args.json_mode) == (5, "doc", "recursive,size=128",
                                                                                 "local", "schema")
-
-
-def test_perturb_is_added_when_lab_perturb_provides_it():
-    import importlib
-    import importlib.util
-
-    has = hasattr(importlib.import_module("lab.testset.perturb"), "add_parser") if importlib.util.find_spec(
-        "lab.testset.perturb") else False
-    sub = build_parser()._subparsers._group_actions[0].choices["testset"]
-    choices = sub._subparsers._group_actions[0].choices
-    assert ("perturb" in choices) == has
 
 
 def test_export_review_from_the_command_line(tmp_path, capsys):

@@ -55,7 +55,7 @@ def test_experiments_are_tagged_and_views_widen(blank_mlflow_root):
 
 def test_lab_ui_lists_each_experiment_and_refuses_an_unknown_one(blank_mlflow_root, capsys):
     from lab.cli.main import main
-    from lab.cli.workbench import ui_links
+    from lab.tracking.ui import ui_links
 
     cl = client(blank_mlflow_root)
     a = get_or_create_experiment("a", blank_mlflow_root, cl)

@@ -151,7 +151,7 @@ def test_ui_serves_the_store(store):
     import time
     import urllib.request
 
-    from lab.cli.workbench import UI_ENV, ui_command
+    from lab.tracking.ui import UI_ENV, ui_command
 
     from lab.tracking.store import get_or_create_experiment
 

@@ -119,7 +119,7 @@ class Gateway:
 
 @pytest.fixture(scope="module")
 def gateway():
-    from lab.retrievers.http import StrategyServer
+    from lab.experiment.serve import StrategyServer
 
     g = Gateway()
     with StrategyServer(g.app()) as server:

@@ -272,7 +272,7 @@ def test_demo_is_wired_into_the_cli():
     from lab.cli.main import build_parser
 
     args = build_parser().parse_args(["demo", "--spec", "params/smoke.yaml", "--out", "x"])
-    assert args.func.__module__ == "lab.workbench.demo" and args.spec == "params/smoke.yaml"
+    assert args.func.__module__ == "lab.cli.demo" and args.spec == "params/smoke.yaml"
 
 
 # ------------------------------------------------------------------------------------------------ executions
