@@ -79,18 +79,22 @@ def latest_experiment(root="mlruns") -> str:
     return best
 
 
-def _runs(cl, experiment_id: str, parent_run_id: str | None) -> list:
-    from lab.workbench.sweep import TAG_PARENT, TAG_ROLE, _search_all
+def experiment_runs(cl, experiment_id: str, parent_run_id: str | None = None) -> list:
+    """The FINISHED runs of an experiment, sweep parent runs left out (only the children of ``parent_run_id``
+    when given), oldest first."""
+    from lab.tracking.store import TAG_PARENT, TAG_ROLE, search_all_runs
 
-    runs = _search_all(cl, experiment_id, "attributes.status = 'FINISHED'")
+    runs = search_all_runs(cl, experiment_id, "attributes.status = 'FINISHED'")
     runs = [r for r in runs if r.data.tags.get(TAG_ROLE) != "parent"]
     if parent_run_id:
         runs = [r for r in runs if r.data.tags.get(TAG_PARENT) == parent_run_id]
     return sorted(runs, key=lambda r: r.info.start_time)
 
 
-def _labels(runs) -> list[str]:
-    from lab.workbench.config import varying_keys
+def run_labels(runs) -> list[str]:
+    """One label per run: ``key=value`` of the params that differ between the runs (``resolved.*`` and
+    ``retriever.*`` left out), else the run name, else the first 8 characters of the run id."""
+    from lab.core.flat import varying_keys
 
     def plain(params):
         return {k: v for k, v in params.items() if not k.startswith(("resolved.", "retriever."))}
@@ -126,7 +130,7 @@ def leaderboard(experiment: str, metric: str = "ndcg@10", root="mlruns", parent_
         raise ConfigError(f"no experiment {experiment!r} in the store at {root}; experiments: {names}")
     mkey = mlflow_metric_name(metric)
     keep = None if run_ids is None else set(run_ids)
-    runs = [r for r in _runs(cl, exp.experiment_id, parent_run_id) if mkey in r.data.metrics
+    runs = [r for r in experiment_runs(cl, exp.experiment_id, parent_run_id) if mkey in r.data.metrics
             and (keep is None or r.info.run_id in keep)]
     lo, hi = f"{metric}_ci_low", f"{metric}_ci_high"
     judged = judged_metric(metric)
@@ -139,7 +143,7 @@ def leaderboard(experiment: str, metric: str = "ndcg@10", root="mlruns", parent_
         return df
 
     rows = []
-    for r, lab in zip(runs, _labels(runs)):
+    for r, lab in zip(runs, run_labels(runs)):
         m, t, p = r.data.metrics, r.data.tags, r.data.params
         rows.append({
             "label": lab, metric: m[mkey], lo: m.get(mlflow_metric_name(lo), math.nan),
