@@ -37,27 +37,10 @@ LAYERS = ("core", "data", "text", "metrics", "models", "retrievers", "experiment
 NOT_LAYERS = ("__main__",)
 CLI_IMPORTERS = ("lab.cli", "lab.__main__")
 
-# Being moved in the same change (another branch): pure helpers into lab.core.flat, compare's sweep queries and
-# the names monitoring takes from compare. Each pair (importer, imported) is exempt from every check below; delete
-# this list once that branch is merged (test_being_moved_list_is_current says when an entry is no longer needed).
-BEING_MOVED = (
-    ("lab.analysis.compare", "lab.workbench.sweep"),  # TAG_PARENT, TAG_ROLE, _search_all
-    ("lab.analysis.compare", "lab.workbench.config"),  # varying_keys
-    ("lab.workbench.monitoring", "lab.analysis.compare"),  # _labels, _runs
-    ("lab.tracking.store", "lab.workbench.config"),  # flatten, format_value, config_hash
-    ("lab.testset.track", "lab.workbench.config"),  # flatten
-    ("lab.analysis.answer_metrics", "lab.workbench.config"),  # config_hash, flatten
-)
-
-
 @pytest.fixture(scope="module")
 def graph():
-    """lab's import graph (function-level imports included), without the :data:`BEING_MOVED` imports."""
-    g = grimp.build_graph(PACKAGE, cache_dir=None)
-    for importer, imported in BEING_MOVED:
-        if g.direct_import_exists(importer=importer, imported=imported):
-            g.remove_import(importer=importer, imported=imported)
-    return g
+    """lab's import graph (function-level imports included)."""
+    return grimp.build_graph(PACKAGE, cache_dir=None)
 
 
 def _check(contract_class, graph, **options) -> None:
@@ -173,7 +156,7 @@ def _private(name: str) -> bool:
 def test_no_module_imports_a_private_name_of_another(graph):
     """``from lab.x import _y`` and ``lab.x._y`` (through ``import lab.x`` or ``from lab import x``) are refused
     outside ``lab.x`` itself."""
-    modules, exempt, bad = set(graph.modules), set(BEING_MOVED), []
+    modules, bad = set(graph.modules), []
     for name, path in _lab_modules():
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         aliases = {}  # local name -> lab module it is bound to
@@ -187,23 +170,14 @@ def test_no_module_imports_a_private_name_of_another(graph):
                 for a in node.names:
                     if f"{node.module}.{a.name}" in modules:
                         aliases[a.asname or a.name] = f"{node.module}.{a.name}"
-                    elif _private(a.name) and (name, node.module) not in exempt:
+                    elif _private(a.name):
                         bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: from {node.module} import {a.name}")
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute) and _private(node.attr):
                 base = ast.unparse(node.value)
                 target = aliases.get(base)
-                if target and target != name and (name, target) not in exempt:
+                if target and target != name:
                     bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: {base}.{node.attr} ({target})")
     if bad:
         pytest.fail("private names of other modules imported (make them public or move them):\n" + "\n".join(bad),
-                    pytrace=False)
-
-
-def test_being_moved_list_is_current():
-    """Each :data:`BEING_MOVED` pair is a real import today; once one is gone, its entry must go too."""
-    g = grimp.build_graph(PACKAGE, cache_dir=None)
-    stale = [f"{a} -> {b}" for a, b in BEING_MOVED if not g.direct_import_exists(importer=a, imported=b)]
-    if stale:
-        pytest.fail("no longer imported, delete from BEING_MOVED in tests/test_layers.py: " + ", ".join(stale),
                     pytrace=False)

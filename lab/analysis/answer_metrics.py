@@ -643,7 +643,7 @@ def log_answer_metrics(report: AnswerReport, experiment: str = "answer_metrics",
 
     from mlflow.entities import RunStatus
 
-    from lab.workbench.config import config_hash, flatten
+    from lab.core.flat import config_hash, flatten
     from lab.tracking.store import (
         client,
         environment_tags,

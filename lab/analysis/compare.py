@@ -6,10 +6,14 @@ Conventions
   (``<metric>`` mean, ``<metric>_ci_low`` / ``<metric>_ci_high``, names mapped back from MLflow's ``_at_``).
 - Label: ``key=value`` of the params that differ between the listed runs (``resolved.*`` and
   ``retriever.*`` keys left out), else the run name.
-- Paired test against the best run (highest mean): per-query values from each run's ``per_query.parquet``,
-  :func:`lab.metrics.paired_test` of (run - best) on the queries both scored. ``diff`` < 0 means worse;
-  ``p_value`` is the two-sided randomisation (sign-flip) p-value, ``significant`` is ``p_value < alpha``.
-  Runs scored on different queries (another dataset or split) get NaN and a warning.
+- Paired test against the best run (highest mean) and everything after the CI columns come from the one
+  leaderboard function :func:`lab.analysis.leaderboard.leaderboard` (its docstring states the conventions):
+  per-query values from each run's ``per_query.parquet``, :func:`lab.metrics.paired_test` of (run - best) on the
+  queries both scored, ``diff`` < 0 means worse; ``p_value`` is the raw two-sided randomisation (sign-flip)
+  p-value, ``p_adjusted`` the p adjusted for the comparisons against the best (``correction``: Holm when more
+  than one run is tested, unless one is chosen), ``significant`` is ``p_adjusted < alpha``; ``wins`` / ``ties``
+  / ``losses`` count the queries the run scored higher / equal / lower than the best. Runs scored on different
+  queries (another dataset or split) get no test (NaN) and a warning.
 - Judged@k beside the metric (``judged`` column, k the metric's cut-off, 10 for a bare name): the share of the
   top k that carries a judgement, so a low score from unjudged documents shows; NaN for runs logged before it
   existed. A run evaluated on condensed lists (unjudged documents removed) is marked in the printed table.
@@ -26,6 +30,8 @@ from typing import Iterable
 
 import pandas as pd
 
+from lab.analysis.leaderboard import N_RESAMPLES, TEST_COLUMNS, legend_lines
+from lab.analysis.leaderboard import leaderboard as leaderboard_of_scores
 from lab.core.errors import ConfigError
 
 #: Columns of a leaderboard, after ``label``, ``<metric>``, ``<metric>_ci_low``, ``<metric>_ci_high``.
@@ -79,18 +85,22 @@ def latest_experiment(root="mlruns") -> str:
     return best
 
 
-def _runs(cl, experiment_id: str, parent_run_id: str | None) -> list:
-    from lab.workbench.sweep import TAG_PARENT, TAG_ROLE, _search_all
+def experiment_runs(cl, experiment_id: str, parent_run_id: str | None = None) -> list:
+    """The FINISHED runs of an experiment, sweep parent runs left out (only the children of ``parent_run_id``
+    when given), oldest first."""
+    from lab.tracking.store import TAG_PARENT, TAG_ROLE, search_all_runs
 
-    runs = _search_all(cl, experiment_id, "attributes.status = 'FINISHED'")
+    runs = search_all_runs(cl, experiment_id, "attributes.status = 'FINISHED'")
     runs = [r for r in runs if r.data.tags.get(TAG_ROLE) != "parent"]
     if parent_run_id:
         runs = [r for r in runs if r.data.tags.get(TAG_PARENT) == parent_run_id]
     return sorted(runs, key=lambda r: r.info.start_time)
 
 
-def _labels(runs) -> list[str]:
-    from lab.workbench.config import varying_keys
+def run_labels(runs) -> list[str]:
+    """One label per run: ``key=value`` of the params that differ between the runs (``resolved.*`` and
+    ``retriever.*`` left out), else the run name, else the first 8 characters of the run id."""
+    from lab.core.flat import varying_keys
 
     def plain(params):
         return {k: v for k, v in params.items() if not k.startswith(("resolved.", "retriever."))}
@@ -105,18 +115,20 @@ def _labels(runs) -> list[str]:
 
 
 def leaderboard(experiment: str, metric: str = "ndcg@10", root="mlruns", parent_run_id: str | None = None,
-                alpha: float = 0.05, n_resamples: int = 10000, seed: int = 0,
-                run_ids: Iterable[str] | None = None) -> pd.DataFrame:
+                alpha: float = 0.05, n_resamples: int = N_RESAMPLES, seed: int = 0,
+                run_ids: Iterable[str] | None = None, correction: str | None = None) -> pd.DataFrame:
     """One row per finished run of ``experiment`` with ``metric``, best first (see the module docstring).
 
     parent_run_id: only the children of that sweep parent. run_ids: only these runs (e.g. the run ids of a
-    SweepReport's outcomes); the paired tests are then against the best of them.
+    SweepReport's outcomes); the paired tests are then against the best of them. correction: none|holm|bh, or
+    None for Holm when more than one run is tested against the best (lab.analysis.leaderboard).
 
-    Columns: label, ``metric``, ``metric_ci_low``, ``metric_ci_high``, latency_p50_ms, latency_p95_ms,
-    index_seconds, n_queries, diff, diff_ci_low, diff_ci_high, p_value, significant, strategy, dataset,
-    metrics_version, config_hash, run_id, run_name. ``df.attrs``: metric, experiment, best_run_id, warnings.
+    Columns: label, ``metric``, ``metric_ci_low``, ``metric_ci_high``, latency and LLM figures
+    (:data:`EXTRA_COLUMNS`), diff, diff_ci_low, diff_ci_high, p_value, p_adjusted, significant, wins, ties,
+    losses, correction, strategy, dataset, metrics_version, config_hash, run_id, run_name, judged, condensed.
+    ``df.attrs``: metric, experiment, best_run_id, warnings, alpha, metrics_version_warning, correction,
+    n_comparisons, correction_note.
     """
-    from lab.metrics import paired_test
     from lab.tracking.store import client, load_per_query, mlflow_metric_name
 
     cl = client(root)
@@ -126,24 +138,24 @@ def leaderboard(experiment: str, metric: str = "ndcg@10", root="mlruns", parent_
         raise ConfigError(f"no experiment {experiment!r} in the store at {root}; experiments: {names}")
     mkey = mlflow_metric_name(metric)
     keep = None if run_ids is None else set(run_ids)
-    runs = [r for r in _runs(cl, exp.experiment_id, parent_run_id) if mkey in r.data.metrics
+    runs = [r for r in experiment_runs(cl, exp.experiment_id, parent_run_id) if mkey in r.data.metrics
             and (keep is None or r.info.run_id in keep)]
     lo, hi = f"{metric}_ci_low", f"{metric}_ci_high"
     judged = judged_metric(metric)
-    cols = ["label", metric, lo, hi, *EXTRA_COLUMNS, "diff", "diff_ci_low", "diff_ci_high", "p_value",
-            "significant", "strategy", "dataset", "metrics_version", "config_hash", "run_id", "run_name",
-            "judged", "condensed"]
+    tail = ["strategy", "dataset", "metrics_version", "config_hash", "run_id", "run_name", "judged", "condensed"]
+    cols = ["label", metric, lo, hi, *EXTRA_COLUMNS, *TEST_COLUMNS, *tail]
     if not runs:
         df = pd.DataFrame(columns=cols)
-        df.attrs.update(metric=metric, experiment=experiment, best_run_id=None, warnings=[])
+        df.attrs.update(metric=metric, experiment=experiment, best_run_id=None, warnings=[], alpha=alpha,
+                        metrics_version_warning=None, correction="none", n_comparisons=0,
+                        correction_note="p not adjusted for multiple comparisons (0 comparisons)")
         return df
 
-    rows = []
-    for r, lab in zip(runs, _labels(runs)):
+    rows, scores = [], []
+    for r in runs:
         m, t, p = r.data.metrics, r.data.tags, r.data.params
         rows.append({
-            "label": lab, metric: m[mkey], lo: m.get(mlflow_metric_name(lo), math.nan),
-            hi: m.get(mlflow_metric_name(hi), math.nan),
+            metric: m[mkey], lo: m.get(mlflow_metric_name(lo), math.nan), hi: m.get(mlflow_metric_name(hi), math.nan),
             **{c: m.get(c, math.nan) for c in EXTRA_COLUMNS},
             "strategy": p.get("strategy", t.get("strategy", "")), "dataset": t.get("dataset", p.get("dataset", "")),
             "metrics_version": t.get("metrics_version", ""), "config_hash": t.get("config_hash", ""),
@@ -151,48 +163,23 @@ def leaderboard(experiment: str, metric: str = "ndcg@10", root="mlruns", parent_
             "judged": m.get(mlflow_metric_name(judged), math.nan),
             "condensed": str(p.get("condensed", "False")).lower() == "true",
         })
-    df = pd.DataFrame(rows).sort_values(metric, ascending=False, kind="stable").reset_index(drop=True)
-
+        try:
+            scores.append(load_per_query(r.info.run_id, root, cl)[metric])
+        except Exception:  # noqa: BLE001 - a run without the artifact is listed without a test
+            scores.append(None)
+    df = leaderboard_of_scores(scores, metric, labels=run_labels(runs), extra=rows, alpha=alpha,
+                               correction=correction, n_resamples=n_resamples, seed=seed,
+                               names=[f"run {r.info.run_id[:8]}" for r in runs])
     notes = []
     version_note = metrics_version_warning(df["metrics_version"])
     if version_note:
         notes.append(version_note)
-
-    best_id = df.loc[0, "run_id"]
-    tables: dict[str, pd.Series | None] = {}
-
-    def per_query(run_id):
-        if run_id not in tables:
-            try:
-                tables[run_id] = load_per_query(run_id, root)[metric]
-            except Exception:  # noqa: BLE001 - a run without the artifact is listed without a test
-                tables[run_id] = None
-        return tables[run_id]
-
-    best = per_query(best_id)
-    stats = []
-    for rid in df["run_id"]:
-        s = per_query(rid)
-        if rid == best_id:
-            stats.append((0.0, 0.0, 0.0, math.nan, False))
-            continue
-        if best is None or s is None:
-            stats.append((math.nan,) * 4 + (False,))
-            continue
-        if set(s.index) != set(best.index):
-            notes.append(f"run {rid[:8]} scored other queries than the best run {best_id[:8]} (another dataset, "
-                         "split or max_queries); no paired test")
-            stats.append((math.nan,) * 4 + (False,))
-            continue
-        res = paired_test(s.loc[best.index].to_numpy(), best.to_numpy(), n_resamples=n_resamples, seed=seed)
-        stats.append((res["diff"], res["ci_low"], res["ci_high"], res["p_permutation"],
-                      bool(res["p_permutation"] < alpha)))
-    df[["diff", "diff_ci_low", "diff_ci_high", "p_value", "significant"]] = pd.DataFrame(stats, index=df.index)
-    df["significant"] = df["significant"].astype(bool)
+    notes.extend(df.attrs["notes"])
     for n in notes:
         warnings.warn(n, CompareWarning, stacklevel=2)
+    attrs = dict(df.attrs)
     df = df[cols]
-    df.attrs.update(metric=metric, experiment=experiment, best_run_id=best_id, warnings=notes, alpha=alpha,
+    df.attrs.update(attrs, experiment=experiment, best_run_id=df.loc[0, "run_id"], warnings=notes,
                     metrics_version_warning=version_note)
     return df
 
@@ -215,8 +202,10 @@ def format_leaderboard(df: pd.DataFrame, max_label: int = 60) -> str:
         "95% CI": [f"[{a:.4f}, {b:.4f}]" if not (math.isnan(a) or math.isnan(b)) else "-"
                    for a, b in zip(df[f"{metric}_ci_low"], df[f"{metric}_ci_high"])],
         "diff": ["best" if i == 0 else ("-" if math.isnan(d) else f"{d:+.4f}") for i, d in enumerate(df["diff"])],
-        "p": ["" if math.isnan(p) else f"{p:.3g}" + (" *" if s else "")
-              for p, s in zip(df["p_value"], df["significant"])],
+        "p": ["" if math.isnan(p) else f"{p:.3g}" for p in df["p_value"]],
+        "p adj": ["" if math.isnan(p) else f"{p:.3g}" + (" *" if s else "")
+                  for p, s in zip(df.get("p_adjusted", df["p_value"]), df["significant"])],
+        "W/T/L": _wtl(df),
         "P50 ms": df["latency_p50_ms"].map(lambda v: "-" if math.isnan(v) else f"{v:.2f}"),
         "P95 ms": df["latency_p95_ms"].map(lambda v: "-" if math.isnan(v) else f"{v:.2f}"),
         "index s": df["index_seconds"].map(lambda v: "-" if math.isnan(v) else f"{v:.2f}"),
@@ -252,13 +241,20 @@ def format_leaderboard(df: pd.DataFrame, max_label: int = 60) -> str:
         show.insert(len(show.columns) - 1, "metrics v",
                     [(str(v) or "none") + ("" if str(v or "") == ref and ref else " !") for v in df["metrics_version"]])
     text = show.to_string(index=False)
-    alpha = df.attrs.get("alpha", 0.05)
-    text += f"\n* significantly below the best (paired randomisation test, p < {alpha:g})"
+    text += "\n" + "\n".join(legend_lines(df, "the best"))
     if "condensed" in df and df["condensed"].any():
         text += "\nc: scored on condensed lists (unjudged documents removed before scoring, trec_eval -J)"
     for n in df.attrs.get("warnings", []):
         text += f"\nwarning: {n}"
     return text
+
+
+def _wtl(df: pd.DataFrame) -> list[str]:
+    """wins/ties/losses per row as "w/t/l" ("-" where unknown; "" for a frame without the columns)."""
+    if not {"wins", "ties", "losses"} <= set(df.columns):
+        return [""] * len(df)
+    return ["-" if pd.isna(w) or pd.isna(t) or pd.isna(lo) else f"{int(w)}/{int(t)}/{int(lo)}"
+            for w, t, lo in zip(df["wins"], df["ties"], df["losses"])]
 
 
 def plot_leaderboard(df: pd.DataFrame, path: str | Path, metric: str | None = None, title: str = "") -> Path:

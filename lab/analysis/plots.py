@@ -8,7 +8,8 @@ Conventions
   and lab.analysis.compare returns); any other names can be passed explicitly. Missing CI columns draw no error bars.
 - Quality is higher-is-better, latency lower-is-better; :func:`pareto_front` uses exactly that convention.
 - The tables the plots take are built from in-memory Results by :func:`results_table` and
-  :func:`leaderboard_table` (same column names as lab.analysis.compare.leaderboard, which builds them from MLflow runs).
+  :func:`leaderboard_table` (lab.analysis.leaderboard.leaderboard: the same columns as
+  lab.analysis.compare.leaderboard, which builds them from MLflow runs).
 - In a notebook, figures show once ``%matplotlib inline`` is active (``display(fig)``).
 """
 from __future__ import annotations
@@ -425,31 +426,34 @@ def leaderboard_table(
     alpha: float = 0.05,
     n_resamples: int = 10000,
     seed: int = 0,
+    correction: str | None = None,
 ) -> pd.DataFrame:
     """:func:`results_table` of {label: Result}, best ``metric`` first, with a paired test of each row against
-    the best one (lab.metrics.compare, row minus best): ``diff``, ``diff_ci_low``, ``diff_ci_high``, ``p_value``
-    (two-sided sign-flip randomisation test) and ``significant`` (p_value < alpha), as lab.analysis.compare.leaderboard
-    names them. No correction for multiple comparisons: with many rows, read p-values near alpha with care.
+    the best one, built by the one leaderboard function :func:`lab.analysis.leaderboard.leaderboard` (the same
+    columns as lab.analysis.compare.leaderboard and lab report): ``diff``, ``diff_ci_low``, ``diff_ci_high``,
+    ``p_value`` (raw two-sided sign-flip randomisation test, row minus best), ``p_adjusted`` (``correction``:
+    none|holm|bh, default Holm when more than one row is tested), ``significant`` (p_adjusted < alpha), ``wins``,
+    ``ties``, ``losses`` and ``correction``. CIs are results_table's (min(n_resamples, 1000) resamples). As in
+    lab.metrics.compare, Evaluations scored on other queries are paired on the union of the queries, a query one
+    of them did not score counting 0 there.
     """
-    from lab.metrics import compare
+    from lab.analysis.leaderboard import leaderboard
 
+    for attr, what in (("metrics_version", "re-evaluate them with the same raglab version"),
+                       ("rel_threshold", "re-evaluate them with one rel_threshold")):
+        seen = {str(getattr(r.evaluation, attr, None)) for r in results.values()}
+        if len(seen) > 1:
+            raise ValueError(f"leaderboard_table: the results carry different {attr} ({', '.join(sorted(seen))}); "
+                             f"{what}")
     cols = list(dict.fromkeys([metric, *(metrics or [])]))
     table = results_table(results, cols, n_resamples=min(n_resamples, 1000), seed=seed)
-    table = table.sort_values(metric, ascending=False, kind="stable").reset_index(drop=True)
-    evals = {str(k): r.evaluation for k, r in results.items()}
-    best = evals[table.loc[0, "label"]] if len(table) else None
-    stats = []
-    for label in table["label"]:
-        if evals[label] is best:
-            stats.append((0.0, 0.0, 0.0, np.nan, False))
-            continue
-        c = compare(evals[label], best, metric, n_resamples=n_resamples, seed=seed)
-        stats.append((c["diff"], c["ci_low"], c["ci_high"], c["p_permutation"], bool(c["p_permutation"] < alpha)))
-    table[["diff", "diff_ci_low", "diff_ci_high", "p_value", "significant"]] = pd.DataFrame(
-        stats, index=table.index, columns=["diff", "diff_ci_low", "diff_ci_high", "p_value", "significant"])
-    table["significant"] = table["significant"].astype(bool)
-    table.attrs.update(metric=metric, alpha=alpha)
-    return table
+    scores = [results[k].evaluation.per_query[metric] for k in results]
+    board = leaderboard(scores, metric, labels=table["label"], extra=table, alpha=alpha, correction=correction,
+                        n_resamples=n_resamples, seed=seed, fill_missing=0.0)
+    attrs = dict(board.attrs)
+    board = board[[*table.columns, *(c for c in board.columns if c not in table.columns)]]
+    board.attrs.update(attrs)
+    return board
 
 
 def _require(df: pd.DataFrame, cols: Sequence[str], where: str) -> pd.DataFrame:

@@ -5,11 +5,14 @@ Conventions
   metrics as lab.tracking.store logged them) or result files (:func:`runs_from_files`: summary JSON of
   ``lab run --json`` / ``lab evaluate --json``, per-query tables, TREC runs). Files sharing a name before their
   suffixes (``bm25.json``, ``bm25.per_query.csv``, ``bm25.trec``) are one run labelled ``bm25``.
-- Leaderboard (:func:`leaderboard_table`): per metric the mean, a 95% percentile-bootstrap CI over queries (the CI
-  MLflow holds when logged, else :func:`lab.metrics.bootstrap_ci`, 1000 resamples, seeded) and the paired test of
-  the run minus the reference run (:func:`lab.metrics.paired_test`, sign-flip p-value; ``significant`` is
-  p < alpha). Reference: the best run on the first metric, or the one chosen. Runs scored on other queries than
-  the reference get no test (NaN) and a note. No correction for multiple comparisons.
+- Leaderboard (:func:`leaderboard_table`): per metric, the table of :func:`lab.analysis.leaderboard.leaderboard` (the
+  one leaderboard function; its docstring states the conventions): the mean, a 95% CI over queries (the CI MLflow
+  holds when logged, else :func:`lab.metrics.bootstrap_ci`, 1000 resamples, seeded; Wilson's for 0/1 metrics) and
+  the paired test of the run minus the reference run (:func:`lab.metrics.paired_test`, raw sign-flip p-value),
+  the p adjusted for the comparisons against the reference on that metric (``correction``: Holm when more than
+  one run is tested, unless one is chosen; one family per metric), ``significant`` = p adjusted < alpha whatever
+  the sign, and wins / ties / losses over the queries both scored. Reference: the best run on the first metric,
+  or the one chosen. Runs scored on other queries than the reference get no test (NaN) and a note.
 - Worst queries: the ``n_worst`` lowest queries of the reference run on the first metric (ties by query id), each
   with its text, the relevant documents (grade, text, the rank the run gave them) and the top ``depth`` hits
   (rank, score, grade, text). Needs the dataset (``dataset`` param of the run or ``--dataset``) and the TREC run.
@@ -36,6 +39,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from lab.analysis.leaderboard import N_RESAMPLES
 from lab.core.errors import ConfigError, DataError
 
 #: Metrics of the report when none are named: the README's headline columns.
@@ -258,47 +262,58 @@ def pick_reference(runs: Sequence[RunData], metric: str, reference: str | None =
 
 
 def leaderboard_table(runs: Sequence[RunData], metrics: Sequence[str], reference: int = 0, alpha: float = 0.05,
-                      n_resamples: int = 10000, seed: int = 0, notes: list[str] | None = None) -> pd.DataFrame:
-    """One row per run, best first on ``metrics[0]`` (see the module docstring). Columns: label, for each metric
-    ``m``, ``m_ci_low``, ``m_ci_high``, ``m_diff``, ``m_diff_ci_low``, ``m_diff_ci_high``, ``m_p``, ``m_significant``
-    (significantly below the reference); then latency_p50_ms, latency_p95_ms, index_seconds, n_queries,
-    is_reference, strategy, run_id, source."""
-    from lab.metrics import bootstrap_ci, paired_test
+                      n_resamples: int = N_RESAMPLES, seed: int = 0, notes: list[str] | None = None,
+                      correction: str | None = None) -> pd.DataFrame:
+    """One row per run, best first on ``metrics[0]`` (see the module docstring), built by
+    :func:`lab.analysis.leaderboard.leaderboard` once per metric (one family of comparisons per metric).
 
-    ref = runs[reference]
-    rows = []
-    for i, r in enumerate(runs):
-        row = {"label": r.label}
-        for m in metrics:
-            mean = r.figures.get(m, math.nan)
-            lo, hi = r.figures.get(f"{m}_ci_low", math.nan), r.figures.get(f"{m}_ci_high", math.nan)
-            if r.per_query is not None and m in r.per_query:
-                mean = float(r.per_query[m].mean())
-                if math.isnan(lo) or math.isnan(hi):
-                    ci = bootstrap_ci(r.per_query[m], n_resamples=1000, seed=seed).iloc[0]
-                    lo, hi = float(ci.ci_low), float(ci.ci_high)
-            test = (math.nan,) * 4
-            if i == reference:
-                test = (0.0, 0.0, 0.0, math.nan)
-            elif (r.per_query is not None and ref.per_query is not None and m in r.per_query and m in ref.per_query):
-                a, b = r.per_query[m], ref.per_query[m]
-                if set(a.index) == set(b.index):
-                    t = paired_test(a.loc[b.index].to_numpy(), b.to_numpy(), n_resamples=n_resamples, seed=seed)
-                    test = (t["diff"], t["ci_low"], t["ci_high"], t["p_permutation"])
-                elif notes is not None and m == metrics[0]:
-                    notes.append(f"{r.label}: scored other queries than the reference {ref.label} "
-                                 f"({len(a)} vs {len(b)}); no paired test")
-            row.update({m: mean, f"{m}_ci_low": lo, f"{m}_ci_high": hi, f"{m}_diff": test[0],
-                        f"{m}_diff_ci_low": test[1], f"{m}_diff_ci_high": test[2], f"{m}_p": test[3],
-                        f"{m}_significant": bool(test[3] < alpha and test[0] < 0) if not math.isnan(test[3]) else False})
-        n = len(r.per_query) if r.per_query is not None else r.figures.get("n_queries", math.nan)
-        row.update({c: r.figures.get(c, math.nan) for c in ("latency_p50_ms", "latency_p95_ms", "index_seconds")})
-        row.update(n_queries=n, is_reference=i == reference, strategy=r.strategy, run_id=r.run_id or "",
-                   source=r.source, _index=i)
-        rows.append(row)
-    df = pd.DataFrame(rows)
-    df = df.sort_values(metrics[0], ascending=False, kind="stable", na_position="last").reset_index(drop=True)
-    df.attrs.update(metrics=list(metrics), alpha=alpha, reference=ref.label)
+    Columns: label, for each metric ``m``: ``m``, ``m_ci_low``, ``m_ci_high``, ``m_diff``, ``m_diff_ci_low``,
+    ``m_diff_ci_high``, ``m_p`` (raw p), ``m_p_adjusted``, ``m_significant`` (``m_p_adjusted < alpha``),
+    ``m_wins``, ``m_ties``, ``m_losses``; then the leaderboard's columns for ``metrics[0]`` unprefixed (diff,
+    diff_ci_low, diff_ci_high, p_value, p_adjusted, significant, wins, ties, losses, correction), latency_p50_ms,
+    latency_p95_ms, index_seconds, n_queries, is_reference, strategy, run_id, source. ``df.attrs``: metrics,
+    alpha, reference, correction, n_comparisons, correction_note (of ``metrics[0]``) and corrections
+    ({metric: note})."""
+    from lab.analysis.leaderboard import CI_RESAMPLES, TEST_COLUMNS, leaderboard
+
+    labels = [r.label for r in runs]
+    base = pd.DataFrame([{
+        **{c: r.figures.get(c, math.nan) for c in ("latency_p50_ms", "latency_p95_ms", "index_seconds")},
+        "n_queries": len(r.per_query) if r.per_query is not None else r.figures.get("n_queries", math.nan),
+        "is_reference": i == reference, "strategy": r.strategy, "run_id": r.run_id or "", "source": r.source,
+        "_index": i} for i, r in enumerate(runs)])
+    per_metric, corrections, primary = {}, {}, None
+    for m in metrics:
+        scores, extra = [], []
+        for i, r in enumerate(runs):
+            has = r.per_query is not None and m in r.per_query
+            scores.append(r.per_query[m] if has else None)
+            extra.append({m: float(r.per_query[m].mean()) if has else r.figures.get(m, math.nan),
+                          f"{m}_ci_low": r.figures.get(f"{m}_ci_low", math.nan),
+                          f"{m}_ci_high": r.figures.get(f"{m}_ci_high", math.nan), "_index": i})
+        b = leaderboard(scores, m, labels=labels, extra=extra, reference=reference, alpha=alpha,
+                        correction=correction, n_resamples=n_resamples, ci_resamples=CI_RESAMPLES, seed=seed)
+        if notes is not None and m == metrics[0]:
+            notes.extend(b.attrs["notes"])
+        corrections[m] = b.attrs["correction_note"]
+        if primary is None:
+            primary = b
+        renamed = b[[m, f"{m}_ci_low", f"{m}_ci_high", "_index"]].copy()
+        for c, new in (("diff", "diff"), ("diff_ci_low", "diff_ci_low"), ("diff_ci_high", "diff_ci_high"),
+                       ("p_value", "p"), ("p_adjusted", "p_adjusted"), ("significant", "significant"),
+                       ("wins", "wins"), ("ties", "ties"), ("losses", "losses")):
+            renamed[f"{m}_{new}"] = b[c]
+        per_metric[m] = renamed.set_index("_index")
+    df = primary[["label", "_index"]].copy()
+    for m in metrics:
+        df = df.join(per_metric[m], on="_index")
+    for c in TEST_COLUMNS:
+        df[c] = primary[c]
+    df = df.join(base.set_index("_index"), on="_index")
+    df = df[[c for c in df.columns if c != "_index"] + ["_index"]].reset_index(drop=True)
+    df.attrs.update(metrics=list(metrics), alpha=alpha, reference=runs[reference].label,
+                    correction=primary.attrs["correction"], n_comparisons=primary.attrs["n_comparisons"],
+                    correction_note=primary.attrs["correction_note"], corrections=corrections)
     return df
 
 
@@ -420,30 +435,43 @@ def _section(sid: str, title: str, body: str) -> str:
 
 
 def render_leaderboard(board: pd.DataFrame) -> str:
+    """The leaderboard table of the report (escaped): per metric the mean, CI, difference to the reference, raw
+    and adjusted p; wins / ties / losses on the first metric; the correction named under the table."""
     metrics, alpha = board.attrs["metrics"], board.attrs["alpha"]
+    primary = metrics[0]
     headers = ["#", "run"]
     for m in metrics:
-        headers += [m, "95% CI", "\u0394 vs ref", "p"]
+        headers += [m, "95% CI", "\u0394 vs ref", "p", "p adj"]
+        if m == primary:
+            headers += ["W/T/L"]
     headers += ["P50 ms", "P95 ms", "index s", "queries"]
     rows, classes = [], []
     for i, r in board.iterrows():
         cells = [str(i + 1), esc(r["label"]) + (' <span class="muted">(reference)</span>' if r["is_reference"] else "")]
         for m in metrics:
             lo, hi = r[f"{m}_ci_low"], r[f"{m}_ci_high"]
-            p = r[f"{m}_p"]
+            p, padj = r[f"{m}_p"], r.get(f"{m}_p_adjusted", r[f"{m}_p"])
             sig = r[f"{m}_significant"]
             cells += [_num(r[m]), "-" if (math.isnan(lo) or math.isnan(hi)) else f"[{lo:.4f}, {hi:.4f}]",
                       "ref" if r["is_reference"] else _num(r[f"{m}_diff"], "{:+.4f}"),
-                      "" if math.isnan(p) else (f'<span class="sig">{p:.3g} *</span>' if sig else f"{p:.3g}")]
+                      "" if math.isnan(p) else f"{p:.3g}",
+                      "" if math.isnan(padj) else (f'<span class="sig">{padj:.3g} *</span>' if sig else f"{padj:.3g}")]
+            if m == primary:
+                w, t, lo_ = (r.get(f"{m}_{c}", pd.NA) for c in ("wins", "ties", "losses"))
+                cells.append("-" if pd.isna(w) or pd.isna(t) or pd.isna(lo_) else f"{int(w)}/{int(t)}/{int(lo_)}")
         cells += [_num(r["latency_p50_ms"], "{:.2f}"), _num(r["latency_p95_ms"], "{:.2f}"),
                   _num(r["index_seconds"], "{:.2f}"), _num(r["n_queries"], "{:.0f}")]
         rows.append(cells)
         classes.append("best" if r["is_reference"] else "")
-    num_cols = [j for j, h in enumerate(headers) if j >= 2 and h != "95% CI"]
+    num_cols = [j for j, h in enumerate(headers) if j >= 2 and h not in ("95% CI", "W/T/L")]
+    corrections = board.attrs.get("corrections") or {}
+    named = "; ".join(f"{esc(m)}: {esc(n)}" for m, n in corrections.items()) or "p not adjusted"
     foot = (f'<p class="muted">Reference: <b>{esc(board.attrs["reference"])}</b>. \u0394 = run minus reference, '
-            f"paired on the same queries; p: two-sided sign-flip randomisation test; <span class=\"sig\">*</span> "
-            f"significantly below the reference (p &lt; {alpha:g}). CIs: 95% percentile bootstrap over queries. "
-            "No correction for multiple comparisons.</p>")
+            "paired on the same queries; p: two-sided sign-flip randomisation test (raw); p adj: adjusted for the "
+            f"comparisons against the reference, one family per metric ({named}); <span class=\"sig\">*</span> "
+            f"significantly different from the reference (p adj &lt; {alpha:g}; \u0394 gives the direction). "
+            f"W/T/L ({esc(primary)}): queries the run scored higher / equal / lower than the reference. "
+            "CIs: 95% percentile bootstrap over queries (Wilson's interval for 0/1 metrics).</p>")
     return _table(headers, rows, classes, num_cols) + foot
 
 
@@ -528,11 +556,13 @@ def _load_dataset(run: RunData, override: str | None, notes: list[str]):
 
 def build_report(runs: Sequence[RunData], out: str | Path = "report.html", metrics: Sequence[str] | None = None,
                  title: str = "Retrieval report", reference: str | None = None, dataset: str | None = None,
-                 n_worst: int = 10, depth: int = 10, alpha: float = 0.05, n_resamples: int = 10000, seed: int = 0,
-                 notes: list[str] | None = None, subtitle: str = "",
-                 extra_sections: Sequence[tuple[str, str, str]] = ()) -> ReportResult:
+                 n_worst: int = 10, depth: int = 10, alpha: float = 0.05, n_resamples: int = N_RESAMPLES,
+                 seed: int = 0, notes: list[str] | None = None, subtitle: str = "",
+                 extra_sections: Sequence[tuple[str, str, str]] = (), correction: str | None = None) -> ReportResult:
     """Write the HTML report of ``runs`` to ``out`` (see the module docstring) and return a ReportResult.
-    ``extra_sections``: (id, title, HTML body) appended after the standard sections (bodies already escaped)."""
+    ``extra_sections``: (id, title, HTML body) appended after the standard sections (bodies already escaped).
+    ``correction``: none|holm|bh for the p-values of the leaderboard, None for Holm when more than one run is
+    tested against the reference (lab.analysis.leaderboard)."""
     from lab.analysis.diagnosis import diagnosis_table
     from lab.analysis.plots import leaderboard_bars, per_query_distribution, quality_vs_latency
 
@@ -552,7 +582,7 @@ def build_report(runs: Sequence[RunData], out: str | Path = "report.html", metri
         if r.per_query is not None:
             r.figures.update({m: float(r.per_query[m].mean()) for m in r.per_query.columns})
     ref_i = pick_reference(runs, metrics[0], reference)
-    board = leaderboard_table(runs, metrics, ref_i, alpha, n_resamples, seed, notes)
+    board = leaderboard_table(runs, metrics, ref_i, alpha, n_resamples, seed, notes, correction=correction)
     versions = sorted({r.metrics_version for r in runs if r.metrics_version})
     if len(versions) > 1:
         notes.append(f"runs carry different metrics versions ({', '.join(versions)}): not comparable")
@@ -563,7 +593,8 @@ def build_report(runs: Sequence[RunData], out: str | Path = "report.html", metri
     charts = []
     for m in metrics:
         d = _chart_frame(board, m)
-        sig = board.loc[board[m].notna(), f"{m}_significant"].to_numpy(dtype=bool)
+        shown = board[board[m].notna()]  # hatched: significantly below the reference (p adjusted, diff < 0)
+        sig = (shown[f"{m}_significant"].to_numpy(dtype=bool) & (shown[f"{m}_diff"].to_numpy(dtype=float) < 0))
         charts.append(f"<h3>{esc(m)}</h3>" + _img(figure_data_uri(leaderboard_bars(
             d, m, label="label", highlight=sig, title=f"{m} (95% CI), hatched: significantly below the reference")),
             f"bar chart of {m} with 95% confidence intervals"))
@@ -655,7 +686,7 @@ def build_report(runs: Sequence[RunData], out: str | Path = "report.html", metri
     sources = sorted({r.source for r in runs})
     overview = (f"<p>{len(runs)} run(s); metrics {', '.join(esc(m) for m in metrics)}; reference "
                 f"<b>{esc(ref.label)}</b> ({'chosen' if reference else 'best on ' + esc(primary)}); alpha {alpha:g}; "
-                f"seed {seed}.</p>"
+                f"seed {seed}; {esc(board.attrs['correction_note'])} ({esc(primary)}).</p>"
                 + (f"<p>{esc(subtitle)}</p>" if subtitle else "")
                 + "<details><summary>Sources</summary><ul>" + "".join(f"<li>{esc(s)}</li>" for s in sources)
                 + "</ul></details>"
@@ -663,8 +694,10 @@ def build_report(runs: Sequence[RunData], out: str | Path = "report.html", metri
                    if notes else ""))
     method = ("<ul><li>Metrics as trec_eval / ranx (README, metrics version "
               + esc(", ".join(versions) or "unknown") + "): relevant means grade &ge; 1; ties broken by document "
-              "id.</li><li>CIs: 95% percentile bootstrap over queries (1000 resamples, seeded). Paired tests: "
-              f"{n_resamples} sign flips of the per-query differences, add-one p-value.</li>"
+              "id.</li><li>CIs: 95% percentile bootstrap over queries (1000 resamples, seeded; Wilson's interval "
+              f"for 0/1 metrics). Paired tests: {n_resamples} sign flips of the per-query differences, add-one "
+              "p-value; " + esc("; ".join(f"{m}: {n}" for m, n in board.attrs["corrections"].items()))
+              + " (one family per metric: the runs tested against the reference).</li>"
               "<li>Latency: per query searched alone, in milliseconds.</li></ul>")
     nav = "<nav>" + "".join(f'<a href="#{s}">{esc(s)}</a>' for s in [*SECTION_IDS, *(e[0] for e in extra_sections)]) \
         + "</nav>"

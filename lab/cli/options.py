@@ -107,3 +107,27 @@ def write_table(df, path) -> None:
         df.to_json(path, orient="index", indent=1)
     else:
         df.to_csv(path, sep="\t" if path.suffix == ".tsv" else ",")
+
+
+#: The --correction values of `lab compare` and `lab report` (lab.metrics.stats.CORRECTIONS; kept here so building
+#: the parser imports no numpy).
+CORRECTION_CHOICES = ("none", "holm", "bh")
+
+
+def correction_choice(text: str) -> str:
+    """argparse type of --correction: none|holm|bh (any case)."""
+    import argparse
+
+    value = str(text).strip().lower()
+    if value not in CORRECTION_CHOICES:
+        raise argparse.ArgumentTypeError(f"expected one of {'|'.join(CORRECTION_CHOICES)}, got {text!r}")
+    return value
+
+
+def add_correction_option(p, reference: str = "the best run") -> None:
+    """``--correction none|holm|bh`` (dest ``correction``; None: automatic), shared by `lab compare` and `lab report`."""
+    p.add_argument("--correction", type=correction_choice, default=None, metavar="none|holm|bh",
+                   help="adjust the p-values of the paired tests for multiple comparisons against "
+                   f"{reference}: none, holm (Holm 1979 step-down, family-wise error rate) or bh "
+                   "(Benjamini-Hochberg 1995, false discovery rate). Default: holm when more than one run is tested "
+                   f"against {reference} (more than two rows), none otherwise. Significant: adjusted p < alpha")

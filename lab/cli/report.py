@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 import warnings
 
-from lab.cli.options import add_tracking_root, non_negative_int, positive_int, split_names
+from lab.cli.options import add_correction_option, add_tracking_root, non_negative_int, positive_int, split_names
 
 
 def cmd_report(args) -> int:
@@ -16,7 +16,9 @@ def cmd_report(args) -> int:
     from lab.analysis.report import report_experiment, report_files
 
     common = {"metrics": split_names(args.metric), "reference": args.baseline, "n_worst": args.worst,
-              "alpha": args.alpha, "seed": args.seed, "title": args.title}
+              "alpha": args.alpha, "seed": args.seed, "title": args.title, "correction": args.correction}
+    if not 0 < args.alpha < 1:
+        raise ConfigError(f"--alpha {args.alpha}: the significance level must lie strictly between 0 and 1, e.g. 0.05")
     if args.files and args.experiment:
         raise ConfigError("pass result files or --experiment, not both")
     if args.files:
@@ -31,6 +33,9 @@ def cmd_report(args) -> int:
                  f"experiment {experiment!r}") if res.report_run_id else "not logged (--no-log)"
     print(f"report written to {res.path} ({res.size / 1024:.0f} KiB, {len(res.leaderboard)} runs, built in "
           f"{res.seconds:.1f} s); {where}")
+    corrections = res.leaderboard.attrs.get("corrections") or {}
+    for m, line in corrections.items():
+        print(f"{m}: {line}")
     for n in res.notes:
         print(f"note: {n}")
     return 0
@@ -57,7 +62,7 @@ def cmd_gate(args) -> int:
 def add_parsers(sub) -> None:
     """Add the `report` and `gate` subcommands to an argparse subparsers object."""
     r = sub.add_parser("report", help="write one self-contained HTML report of an MLflow experiment or result files",
-                       description="Leaderboard with CIs and paired tests, charts, quality vs latency with its Pareto "
+                       description="Leaderboard with CIs and paired tests (raw and adjusted p, wins/ties/losses), charts, quality vs latency with its Pareto "
                        "front, per-query distributions, worst queries and a diagnosis, in one offline HTML file. "
                        "From an experiment the report is also logged to MLflow as report.html of a new run.")
     r.add_argument("files", nargs="*", help="result files: `lab run --json` output, per-query tables, TREC runs "
@@ -72,7 +77,8 @@ def add_parsers(sub) -> None:
     r.add_argument("--qrels", help="qrels to evaluate TREC run files with")
     r.add_argument("--baseline", help="reference run (label or run id) for the paired tests (default: the best)")
     r.add_argument("--worst", type=positive_int, default=10, help="worst queries shown (default 10)")
-    r.add_argument("--alpha", type=float, default=0.05)
+    r.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
+    add_correction_option(r, "the reference run")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--title")
     r.add_argument("--no-log", action="store_true", help="do not log the report to MLflow")

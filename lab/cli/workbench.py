@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from lab.cli.options import add_tracking_root, positive_int, split_names
+from lab.cli.options import add_correction_option, add_tracking_root, positive_int, split_names
 
 
 def cmd_sweep(args) -> int:
@@ -94,24 +94,41 @@ def cmd_compare(args) -> int:
     import warnings
 
     from lab.analysis.compare import CompareWarning, format_leaderboard, latest_experiment, leaderboard, plot_leaderboard
+    from lab.core.errors import ConfigError
 
     metrics = split_names(args.metric) or ["ndcg@10"]
     experiment = args.experiment or latest_experiment(args.tracking_root)
     if args.previous:
+        if args.correction:
+            raise ConfigError("--correction: only for the leaderboard; --previous compares two scheduled sweeps "
+                              "config by config (lab gate's rule)")
         return _compare_previous(args, experiment, metrics)
+    if args.alpha is not None and not 0 < args.alpha < 1:
+        raise ConfigError(f"--alpha {args.alpha}: the significance level must lie strictly between 0 and 1, e.g. 0.05")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CompareWarning)  # printed with the table
-        df = leaderboard(experiment, metric=metrics[0], root=args.tracking_root, parent_run_id=args.parent)
+        df = leaderboard(experiment, metric=metrics[0], root=args.tracking_root, parent_run_id=args.parent,
+                         alpha=0.05 if args.alpha is None else args.alpha, correction=args.correction)
     for note in df.attrs.get("warnings", []):
         print(f"warning: {note}", file=sys.stderr)
-    print(f"experiment {experiment!r}, {len(df)} finished runs, by {metrics[0]}")
-    print(format_leaderboard(df))
+    info = sys.stderr if args.json else sys.stdout  # with --json, stdout holds the JSON alone
+    if args.json:
+        import json
+
+        from lab.analysis.leaderboard import to_records
+
+        keys = ("experiment", "metric", "alpha", "best_run_id", "correction", "n_comparisons", "correction_note",
+                "warnings")
+        print(json.dumps({**{k: df.attrs.get(k) for k in keys}, "rows": to_records(df)}, indent=2))
+    else:
+        print(f"experiment {experiment!r}, {len(df)} finished runs, by {metrics[0]}")
+        print(format_leaderboard(df))
     if args.png and not df.empty:
-        print(f"chart written to {plot_leaderboard(df, args.png)}")
+        print(f"chart written to {plot_leaderboard(df, args.png)}", file=info)
     if args.csv:
         Path(args.csv).parent.mkdir(parents=True, exist_ok=True)
         df.to_csv(args.csv, index=False)
-        print(f"table written to {args.csv}")
+        print(f"table written to {args.csv}", file=info)
     opts = _publish_args(args)
     if opts:
         from lab.workbench.monitoring import parse_publish, publish
@@ -120,7 +137,7 @@ def cmd_compare(args) -> int:
         done = publish(experiment, prometheus=opts.get("prometheus"), pushgateway=opts.get("pushgateway"),
                        job=opts.get("job", "raglab"), metrics=opts["metrics"], root=args.tracking_root,
                        parent_run_id=args.parent)
-        print(f"metrics {', '.join(opts['metrics'])} published to {', '.join(done)}")
+        print(f"metrics {', '.join(opts['metrics'])} published to {', '.join(done)}", file=info)
     return 0
 
 
@@ -238,7 +255,10 @@ def add_parsers(sub) -> None:
                    "exit 1 when a metric dropped more than allowed)")
     c.add_argument("--schedule", metavar="NAME", help="with --previous: the schedule (default: the latest one's)")
     _add_gate_options(c, metric=False)
-    c.add_argument("--json", action="store_true", help="with --previous: print the comparison as JSON")
+    c.add_argument("--json", action="store_true",
+                   help="print JSON: the leaderboard (rows with p_value, p_adjusted, wins/ties/losses; the correction; "
+                   "warnings), or with --previous the comparison")
+    add_correction_option(c)
     c.add_argument("--png", metavar="FILE", help="write a bar chart with CI error bars")
     c.add_argument("--csv", metavar="FILE", help="write the table as CSV")
     add_tracking_root(c)

@@ -17,6 +17,10 @@ Conventions
   so they are never 0 and are valid at every B. T* of the paired bootstrap is centred on the observed mean
   difference (the null distribution of a shift); T* of the randomisation test flips the sign of each
   query's difference at random (exact null under exchangeability of the two systems).
+- Multiple comparisons (:func:`adjust_pvalues`): Holm's step-down adjustment (Holm 1979; controls the
+  family-wise error rate under any dependence) or Benjamini-Hochberg's step-up adjustment (Benjamini & Hochberg
+  1995; controls the false discovery rate for independent or positively dependent tests), as R's ``p.adjust``
+  and statsmodels' ``multipletests`` compute them: adjusted values are monotone in the raw ones, capped at 1.
 """
 from __future__ import annotations
 
@@ -283,3 +287,47 @@ def compare(eval_a, eval_b, metric: str, n_resamples: int = 10000, seed: int = 0
     return {"metric": metric, "mean_a": float(xa.mean()), "mean_b": float(xb.mean()),
             **out, "n_only_a": only_a, "n_only_b": only_b}
 
+
+
+#: Multiple-comparison adjustments :func:`adjust_pvalues` knows.
+CORRECTIONS = ("none", "holm", "bh")
+
+
+def adjust_pvalues(p, method: str = "holm") -> np.ndarray:
+    """p-values adjusted for multiple comparisons (one family: every non-NaN value of ``p``).
+
+    method: ``"none"`` (the raw values), ``"holm"`` (Holm 1979, step-down) or ``"bh"`` (Benjamini & Hochberg
+    1995, step-up). With the m non-NaN values sorted ascending, p(1) <= ... <= p(m):
+
+    - Holm: adj(i) = max over j <= i of min(1, (m - j + 1) * p(j)). Rejecting adj < alpha is Holm's procedure at
+      level alpha (family-wise error rate <= alpha under any dependence between the tests).
+    - BH: adj(i) = min over j >= i of min(1, m / j * p(j)). Rejecting adj <= alpha is the BH procedure at level
+      alpha (false discovery rate <= alpha for independent or positively dependent tests).
+
+    The values are R's ``p.adjust(p, "holm" / "BH")`` and statsmodels' ``multipletests(p, method="holm" /
+    "fdr_bh")``: monotone (a smaller raw p never gets a larger adjusted one; tied raw values get the same
+    adjusted value), never below the raw value, capped at 1. NaN entries (comparisons not made) stay NaN and do
+    not count in m. Returns a float64 array of the shape of ``p``.
+    """
+    if method not in CORRECTIONS:
+        raise ValueError(f"method={method!r}: the correction must be one of {'|'.join(CORRECTIONS)}")
+    x = np.array(p, dtype=np.float64, copy=True)
+    flat = x.reshape(-1)
+    ok = ~np.isnan(flat)
+    vals = flat[ok]
+    if vals.size and (vals.min() < 0.0 or vals.max() > 1.0):
+        raise ValueError(f"p: p-values must lie in [0, 1] (NaN for a comparison not made); got {vals.min():g} to "
+                         f"{vals.max():g}")
+    m = vals.size
+    if method == "none" or m == 0:
+        return x
+    order = np.argsort(vals, kind="stable")
+    ranked = vals[order]
+    if method == "holm":
+        adj = np.maximum.accumulate(np.minimum(1.0, (m - np.arange(m)) * ranked))
+    else:
+        adj = np.minimum.accumulate(np.minimum(1.0, m / np.arange(1, m + 1) * ranked)[::-1])[::-1]
+    out = np.empty(m)
+    out[order] = adj
+    flat[ok] = out
+    return x

@@ -18,7 +18,7 @@ def log_testset_run(kind: str, name: str, params: Mapping, metrics: Mapping[str,
                     experiment: str = EXPERIMENT, max_artifact_mb: float = 50.0) -> str:
     """Create a FINISHED run named ``name`` holding ``params``, ``metrics``, ``tags`` (+ kind, environment) and
     ``artifacts`` (files or folders); returns its run id."""
-    from lab.workbench.config import flatten
+    from lab.core.flat import flatten
     from lab.tracking.store import client, environment_tags, get_or_create_experiment, log_metrics, log_params, set_tags
 
     cl = client(root)

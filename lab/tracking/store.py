@@ -8,13 +8,13 @@ Conventions
 - Metric names: MLflow refuses ``@``; :func:`mlflow_metric_name` maps ``@`` to ``_at_`` ("ndcg@10" ->
   "ndcg_at_10") and :func:`metric_name_from_mlflow` maps back. CI bounds are ``<metric>_ci_low`` /
   ``<metric>_ci_high`` (mapped the same way). Nothing else renames metrics.
-- Params: dotted keys from :func:`lab.workbench.config.flatten`. Plain keys hold the config as requested (a sweep logs
+- Params: dotted keys from :func:`lab.core.flat.flatten`. Plain keys hold the config as requested (a sweep logs
   its config before the notebook runs); when the experiment resolved a key to a different value (e.g.
   relevance "auto" -> "doc", a dataset path -> its name), that value goes to ``resolved.<key>``. Strategy
   descriptions (model identities, defaults) go to ``retriever.<key>``.
 - Tag ``identity.models`` (:data:`TAG_MODELS`): the models the strategy used (name, identity, weights path, sha256
   of the weights on disk), so a later sweep can tell whether they changed (lab.workbench.resume).
-- Tag ``config_hash``: :func:`lab.workbench.config.config_hash` of the config that made the run: the sweep config for
+- Tag ``config_hash``: :func:`lab.core.flat.config_hash` of the config that made the run: the sweep config for
   sweep runs (set by the sweep before execution), ``result.config`` for runs logged directly.
 - Lifecycle: :func:`log_result` with ``run_id=None`` creates a run and ends it FINISHED; with a ``run_id`` it
   only logs into that run and leaves its status to its owner (the sweep).
@@ -45,6 +45,10 @@ RESULT_ARTIFACT = "result.json"
 #: Tag holding the models a result used, as :func:`lab.models.weights.weights_record` gives them (sorted-key JSON):
 #: what a later sweep checks to tell whether the weights changed (see lab.workbench.resume).
 TAG_MODELS = "identity.models"
+#: Tags of sweep runs read by every layer that lists runs (lab.workbench.sweep writes them): a child run's parent
+#: (MLflow's own nesting tag) and ``sweep.role=parent`` on a sweep's parent run.
+TAG_PARENT = "mlflow.parentRunId"
+TAG_ROLE = "sweep.role"
 _MAX_PARAM = 6000
 _MAX_TAG = 8000
 _BAD_KEY = re.compile(r"[^/\w.\- :]")
@@ -235,7 +239,7 @@ def environment_tags() -> dict[str, str]:
 
 def model_identities(describe: Mapping) -> dict[str, str]:
     """``{dotted key: value}`` of the leaves of a strategy description whose key names a model or backend."""
-    from lab.workbench.config import flatten
+    from lab.core.flat import flatten
 
     return {k: v for k, v in flatten(describe).items()
             if any(w in k.lower().rsplit(".", 1)[-1] for w in ("model", "backend", "encoder", "embedder"))}
@@ -246,12 +250,12 @@ def model_identities(describe: Mapping) -> dict[str, str]:
 # ----------------------------------------------------------------------------------------------------------
 def log_params(run_id: str, params: Mapping[str, Any], cl=None, root: str | Path = "mlruns",
                conflict_prefix: str = "resolved.") -> dict[str, str]:
-    """Log params (values formatted by :func:`lab.workbench.config.format_value`) into a run, without ever failing on a
+    """Log params (values formatted by :func:`lab.core.flat.format_value`) into a run, without ever failing on a
     key the run already holds: same value -> skipped; different value -> logged as ``conflict_prefix + key``.
     Returns what was logged, key -> value."""
     from mlflow.entities import Param
 
-    from lab.workbench.config import format_value
+    from lab.core.flat import format_value
 
     cl = cl or client(root)
     existing = cl.get_run(run_id).data.params
@@ -376,7 +380,7 @@ def log_result(result, run_id: str | None = None, experiment: str | None = None,
     """
     from mlflow.entities import RunStatus
 
-    from lab.workbench.config import config_hash, flatten
+    from lab.core.flat import config_hash, flatten
 
     own = run_id is None
     cl = None
@@ -450,6 +454,18 @@ def log_file(run_id: str, path: str | Path, artifact_path: str | None = None, ro
 # ----------------------------------------------------------------------------------------------------------
 # reading back
 # ----------------------------------------------------------------------------------------------------------
+def search_all_runs(cl, experiment_id: str, filter_string: str = "") -> list:
+    """Every run of an experiment that matches ``filter_string`` (MLflow search syntax, e.g.
+    ``"attributes.status = 'FINISHED'"``), all pages of 1000 read, in the order MLflow returns them."""
+    runs, token = [], None
+    while True:
+        page = cl.search_runs([experiment_id], filter_string=filter_string, max_results=1000, page_token=token)
+        runs.extend(page)
+        token = page.token
+        if not token:
+            return runs
+
+
 def artifact_file(run_id: str, artifact: str, dst: str | Path, root: str | Path = "mlruns", cl=None) -> Path:
     """Local path of one artifact of a run: read in place for a local (file://) store, else downloaded to ``dst``."""
     from urllib.parse import unquote, urlparse

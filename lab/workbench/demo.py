@@ -5,7 +5,7 @@ What it does, in order (each step is a call into the package, nothing is recompu
    notebooks/03_strategy_comparison.ipynb and one MLflow run per strategy. Finished configs are skipped, so a
    second ``make demo`` only prints (resume by config hash).
 2. :func:`lab.analysis.compare.leaderboard` of the sweep's runs (finished now or earlier): nDCG@10 with 95% CIs and a
-   paired test of each strategy against the best, printed as a table.
+   paired test of each strategy against the best (p adjusted for the comparisons: Holm), printed as a table.
 3. Charts in ``results/demo/``: ``leaderboard.png`` (bars with CI error bars, strategies significantly below the
    best hatched) and ``quality_vs_latency.png`` (Pareto front marked), plus ``leaderboard.csv``.
 4. The command that opens the runs in the MLflow UI (sqlite store, 127.0.0.1, one worker).
@@ -35,30 +35,45 @@ class DemoResult:
         return bool(self.report.ok)
 
 
-def sweep_leaderboard(report, metric: str = "ndcg@10", root="mlruns", seed: int = 0):
-    """:func:`lab.analysis.compare.leaderboard` of the experiment, keeping only the runs of this sweep's configs.
+def sweep_leaderboard(report, metric: str = "ndcg@10", root="mlruns", seed: int = 0, correction: str | None = None):
+    """:func:`lab.analysis.compare.leaderboard` of this sweep's runs (finished now or skipped as finished earlier).
 
-    The paired tests are those of lab.analysis.compare (against the best of the listed runs). When the experiment's best
-    run is not one of this sweep's (an older run of another config), the tests would compare against a run not
-    shown: they are set to NaN and a warning is added to ``df.attrs["warnings"]`` (use ``lab compare``).
+    The paired tests are those of lab.analysis.compare against the best of these runs, and the correction for
+    multiple comparisons counts exactly the rows shown (lab.analysis.leaderboard). When the experiment's best run
+    is not one of this sweep's (an older run of another config), the table would test against a run that is not
+    the experiment's best: the tests are set to NaN and a warning is added to ``df.attrs["warnings"]`` (use
+    ``lab compare``).
     """
     import warnings
 
-    from lab.analysis.compare import CompareWarning, leaderboard
+    import pandas as pd
+
+    from lab.analysis.compare import CompareWarning, experiment_runs, leaderboard
+    from lab.analysis.leaderboard import correction_note
+    from lab.tracking.store import client, mlflow_metric_name
 
     keep = {o.run_id for o in report.outcomes if o.status in ("FINISHED", "SKIPPED") and o.run_id}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CompareWarning)  # kept in df.attrs and printed with the table
-        df = leaderboard(report.experiment, metric=metric, root=root, seed=seed)
-    attrs = dict(df.attrs)
-    notes = list(attrs.get("warnings", []))
-    if len(df) and df.loc[0, "run_id"] not in keep:
-        notes.append(f"the best {metric} in experiment {report.experiment!r} is run {df.loc[0, 'run_id'][:8]}, not "
+        df = leaderboard(report.experiment, metric=metric, root=root, seed=seed, run_ids=keep, correction=correction)
+    if df.empty:
+        return df
+    cl = client(root)
+    exp = cl.get_experiment_by_name(report.experiment)
+    mkey = mlflow_metric_name(metric)
+    logged = [r for r in experiment_runs(cl, exp.experiment_id) if mkey in r.data.metrics]
+    best = max(logged, key=lambda r: r.data.metrics[mkey]) if logged else None  # oldest of the highest, as compare
+    if best is not None and best.info.run_id not in keep:
+        attrs = dict(df.attrs)
+        notes = list(attrs.get("warnings", []))
+        notes.append(f"the best {metric} in experiment {report.experiment!r} is run {best.info.run_id[:8]}, not "
                      "one of this sweep's; paired tests left out here (see `lab compare`)")
-        df[["diff", "diff_ci_low", "diff_ci_high", "p_value"]] = math.nan
+        df[["diff", "diff_ci_low", "diff_ci_high", "p_value", "p_adjusted"]] = math.nan
         df["significant"] = False
-    df = df[df["run_id"].isin(keep)].reset_index(drop=True)
-    df.attrs.update(attrs, warnings=notes)
+        df[["wins", "ties", "losses"]] = pd.NA
+        df["correction"] = "none"
+        attrs.update(warnings=notes, correction="none", n_comparisons=0, correction_note=correction_note("none", 0))
+        df.attrs.update(attrs)
     return df
 
 

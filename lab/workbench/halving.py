@@ -151,7 +151,8 @@ def run_halving_sweep(spec_path, metric: str = "ndcg@10", eta: int = 2, min_quer
                       compare_full: bool = False, echo=print) -> dict:
     """Successive halving over the configs of a sweep spec (see the module docstring); with ``compare_full``,
     also the full grid (every config on every query) to say whether the winners match and what was saved."""
-    from lab.workbench.config import expand, label, load_spec, varying_keys
+    from lab.core.flat import varying_keys
+    from lab.workbench.config import expand, label, load_spec
     from lab.experiment.run import load
     from lab.core.paths import resolve_repo_path
 

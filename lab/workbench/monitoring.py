@@ -147,7 +147,7 @@ def experiment_samples(experiment: str, metrics: Iterable[str] = DEFAULT_METRICS
     """The samples of an experiment's finished runs (sweep parents excluded; only ``run_ids`` / the children of
     ``parent_run_id`` when given), for the ``metrics`` each run logged (see the module docstring). A metric no
     run logged is skipped; an experiment that does not exist is a ConfigError."""
-    from lab.analysis.compare import _labels, _runs
+    from lab.analysis.compare import experiment_runs, run_labels
     from lab.tracking.store import client, mlflow_metric_name
 
     cl = client(root)
@@ -156,10 +156,10 @@ def experiment_samples(experiment: str, metrics: Iterable[str] = DEFAULT_METRICS
         names = ", ".join(sorted(e.name for e in cl.search_experiments())) or "none"
         raise ConfigError(f"no experiment {experiment!r} in the store at {root}; experiments: {names}")
     keep = None if run_ids is None else set(run_ids)
-    runs = [r for r in _runs(cl, exp.experiment_id, parent_run_id) if keep is None or r.info.run_id in keep]
+    runs = [r for r in experiment_runs(cl, exp.experiment_id, parent_run_id) if keep is None or r.info.run_id in keep]
     metrics = list(metrics)
     latest: dict[tuple, tuple[int, object, str]] = {}
-    for r, label in zip(runs, _labels(runs) if runs else []):
+    for r, label in zip(runs, run_labels(runs) if runs else []):
         t, p = r.data.tags, r.data.params
         base = (("experiment", experiment), ("dataset", t.get("dataset", p.get("dataset", ""))),
                 ("split", t.get("split", p.get("split", ""))),

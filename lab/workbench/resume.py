@@ -2,7 +2,7 @@
 
 A finished run is reused only when everything that decides its numbers is the same as now:
 
-- the config (:func:`lab.workbench.config.config_hash`, the same hash the sweep always used);
+- the config (:func:`lab.core.flat.config_hash`, the same hash the sweep always used);
 - the content of every dataset the config names: the ``dataset`` key and any ``*_dataset`` key holding a folder
   (:func:`lab.data.fingerprint.fingerprint`, content only: a copy elsewhere is the same dataset);
 - the weights of every model the run used: the run records them (:func:`lab.models.weights.weights_record` of its
@@ -89,7 +89,7 @@ def _loads(text: str | None):
 
 def dataset_keys(config: Mapping) -> dict[str, str]:
     """``{dotted key: value}`` of the config leaves naming a dataset: ``dataset`` and ``*_dataset`` string values."""
-    from lab.workbench.config import flatten_values
+    from lab.core.flat import flatten_values
 
     return {k: v for k, v in flatten_values(config).items() if isinstance(v, str) and v
             and (k.rsplit(".", 1)[-1] == "dataset" or k.rsplit(".", 1)[-1].endswith("_dataset"))}
@@ -102,7 +102,7 @@ def run_identity(config: Mapping, repo_root: str | Path | None = None, include_c
     other ``*_dataset`` keys count when they name a folder. ``memo``: {absolute path: (fingerprint, files)},
     shared across the configs of a sweep so each folder is read once."""
     import lab
-    from lab.workbench.config import config_hash
+    from lab.core.flat import config_hash
     from lab.data.fingerprint import file_fingerprints, fingerprint
     from lab.core.paths import resolve_repo_path
     from lab.tracking.store import git_commit

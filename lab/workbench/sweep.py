@@ -1,7 +1,7 @@
 """Sweeps: a params YAML -> configs -> one Papermill execution and one MLflow run per config.
 
 Flow of :func:`run_sweep`
-1. Load and expand the spec (:mod:`lab.workbench.config`); each config has a :func:`lab.workbench.config.config_hash`.
+1. Load and expand the spec (:mod:`lab.workbench.config`); each config has a :func:`lab.core.flat.config_hash`.
 2. Resume: a config is skipped when a FINISHED run of the same experiment (whatever sweep made it) can stand for
    it: same config hash, same dataset content, same model weights, same metrics version (and, with
    ``rerun_on_code_change``, the same git commit); see :mod:`lab.workbench.resume`. Every config that runs again says why
@@ -43,12 +43,11 @@ from pathlib import Path
 from typing import Iterator
 
 from lab.core.errors import ConfigError
+from lab.tracking.store import TAG_PARENT, TAG_ROLE, search_all_runs
 from lab.tracking.ui import RUN_TYPE_EVALUATION, RUN_TYPE_TAG
 
-#: Tags written by the sweep.
-TAG_PARENT = "mlflow.parentRunId"
+#: Tags written by the sweep (TAG_PARENT and TAG_ROLE are defined in lab.tracking.store, which every layer reads).
 TAG_HASH = "config_hash"
-TAG_ROLE = "sweep.role"
 TAG_NAME = "sweep.name"
 TAG_SPEC_HASH = "sweep.spec_hash"
 TAG_ERROR = "error"
@@ -210,7 +209,7 @@ def execute_config(task: dict) -> dict:
 
     from mlflow import MlflowClient
 
-    from lab.workbench.config import flatten
+    from lab.core.flat import flatten
     from lab.tracking.store import log_params, set_tags
 
     for k, v in _ENV_DEFAULTS.items():
@@ -352,16 +351,6 @@ def _run_ray(tasks: list[dict], jobs: int, address: str | None) -> Iterator[dict
 # ----------------------------------------------------------------------------------------------------------
 # resume
 # ----------------------------------------------------------------------------------------------------------
-def _search_all(cl, experiment_id: str, filter_string: str) -> list:
-    runs, token = [], None
-    while True:
-        page = cl.search_runs([experiment_id], filter_string=filter_string, max_results=1000, page_token=token)
-        runs.extend(page)
-        token = page.token
-        if not token:
-            return runs
-
-
 def mark_stale(cl, experiment_id: str, sweep_name: str) -> list[str]:
     """End as KILLED the runs of sweep ``sweep_name`` left RUNNING (their process died): child runs get an
     ``error`` tag and their configs run again; parents stay reusable. Returns the child run ids.
@@ -369,7 +358,7 @@ def mark_stale(cl, experiment_id: str, sweep_name: str) -> list[str]:
     from lab.tracking.store import set_tags
 
     stale = []
-    for r in _search_all(cl, experiment_id, "attributes.status = 'RUNNING'"):
+    for r in search_all_runs(cl, experiment_id, "attributes.status = 'RUNNING'"):
         tags = r.data.tags
         if tags.get(TAG_NAME) != sweep_name:
             continue
@@ -383,7 +372,7 @@ def mark_stale(cl, experiment_id: str, sweep_name: str) -> list[str]:
 
 def _reusable_parent(cl, experiment_id: str, sweep_name: str, spec_hash: str) -> str | None:
     """Latest parent run of this sweep (same spec hash) that did not finish, or None."""
-    runs = [r for r in _search_all(cl, experiment_id, f"tags.`{TAG_ROLE}` = 'parent'")
+    runs = [r for r in search_all_runs(cl, experiment_id, f"tags.`{TAG_ROLE}` = 'parent'")
             if r.data.tags.get(TAG_NAME) == sweep_name and r.data.tags.get(TAG_SPEC_HASH) == spec_hash
             and r.info.status != "FINISHED"]
     runs.sort(key=lambda r: r.info.start_time, reverse=True)
@@ -463,7 +452,8 @@ def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry
     a new parent run, even when every config is reused. defer_publish: do not publish here (the caller publishes
     with :func:`publish_report` once it has checked the outcome).
     """
-    from lab.workbench.config import config_hash, expand, flatten, label, load_spec, varying_keys
+    from lab.core.flat import config_hash, flatten, varying_keys
+    from lab.workbench.config import expand, label, load_spec
     from lab.core.paths import resolve_repo_path, results_dir
     from lab.core.progress import progress as bar
     from lab.tracking.ui import DEFAULT_METRICS, set_runs_view

@@ -69,7 +69,11 @@ def test_leaderboard_rows_sorted_with_cis_and_paired_tests(logged):
         assert row["diff"] == pytest.approx(want["diff"]) and row["diff"] <= 0
         assert row["p_value"] == pytest.approx(want["p_permutation"])
         assert (row["diff_ci_low"], row["diff_ci_high"]) == pytest.approx((want["ci_low"], want["ci_high"]))
-        assert row["significant"] == (want["p_permutation"] < 0.05)
+        assert row["p_adjusted"] >= row["p_value"] and row["significant"] == (row["p_adjusted"] < 0.05)
+        assert row["wins"] + row["ties"] + row["losses"] == len(best_pq)
+    # two runs tested against the best: Holm over 2 (lab.analysis.leaderboard), named in the printed table
+    assert df.attrs["correction_note"] == "p adjusted: Holm over 2 comparisons" and set(df["correction"]) == {"holm"}
+    assert "p adjusted: Holm over 2 comparisons" in format_leaderboard(df)
     worst = by_id.loc[ids["k1hit"]]
     assert worst["significant"] and worst["p_value"] < 0.01  # one hit per query is clearly worse on nDCG@10
     # labels name what differs between the runs
@@ -79,6 +83,7 @@ def test_leaderboard_rows_sorted_with_cis_and_paired_tests(logged):
     assert list(only["run_id"]) == [ids["k1hit"]]
     two = leaderboard("cmp", root=root, run_ids=[ids["default"], ids["k1hit"]], n_resamples=200)
     assert set(two["run_id"]) == {ids["default"], ids["k1hit"]} and two.loc[0, "diff"] == 0
+    assert two.attrs["correction"] == "none" and two.loc[1, "p_adjusted"] == two.loc[1, "p_value"]  # one comparison
 
 
 def test_warnings_for_other_metrics_version_and_other_queries(logged, tmp_path):

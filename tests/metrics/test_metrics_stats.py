@@ -189,3 +189,119 @@ def test_questions_needed_for_a_half_width():
     assert questions_needed(scores, 0.02) == int(np.ceil((1.959964 * scores.std(ddof=1) / 0.02) ** 2))
     with pytest.raises(ValueError):
         questions_needed(scores, 0.0)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# multiple-comparison adjustments, against independent implementations
+# ---------------------------------------------------------------------------------------------------------------
+def holm_by_closed_testing(p) -> np.ndarray:
+    """Holm's adjusted p by brute force: Holm's procedure is the closed testing procedure with Bonferroni local
+    tests (Marcus, Peritz & Gabriel 1976; Holm 1979), so adj(i) = max over every subset S holding i of
+    min(1, |S| * min(p over S))."""
+    p = list(p)
+    m = len(p)
+    out = []
+    for i in range(m):
+        worst = 0.0
+        others = [j for j in range(m) if j != i]
+        for r in range(m):
+            for rest in itertools.combinations(others, r):
+                s = (i, *rest)
+                worst = max(worst, min(1.0, len(s) * min(p[j] for j in s)))
+        out.append(worst)
+    return np.array(out)
+
+
+def holm_by_stepping(p, alpha: float) -> np.ndarray:
+    """Which hypotheses Holm's step-down procedure rejects at level alpha, step by step as Holm (1979) states it."""
+    order = sorted(range(len(p)), key=lambda i: p[i])
+    reject = np.zeros(len(p), dtype=bool)
+    for k, i in enumerate(order):
+        if p[i] * (len(p) - k) > alpha:
+            break
+        reject[i] = True
+    return reject
+
+
+def reference_adjust(p, method: str) -> np.ndarray:
+    """statsmodels' multipletests when it is installed; else scipy's false_discovery_control for BH and the
+    closed-testing brute force for Holm."""
+    try:
+        from statsmodels.stats.multitest import multipletests
+    except ImportError:
+        multipletests = None
+    if multipletests is not None:
+        return multipletests(np.asarray(p, dtype=float), method={"holm": "holm", "bh": "fdr_bh"}[method])[1]
+    if method == "bh":
+        from scipy.stats import false_discovery_control
+
+        return false_discovery_control(np.asarray(p, dtype=float), method="bh")
+    return holm_by_closed_testing(p)
+
+
+def _cases():
+    rng = np.random.default_rng(16)
+    cases = [rng.random(m) for m in (1, 2, 3, 5, 8, 10)]
+    cases += [rng.random(6) ** 4 for _ in range(4)]  # many small p, as against a clearly best system
+    cases += [np.array([0.01, 0.01, 0.01, 0.5]),  # ties
+              np.array([1.0, 1.0, 0.2]),  # p = 1
+              np.array([0.03]),  # a single p
+              np.array([0.0001, 0.0001, 0.0024, 0.0224, 0.264]),  # the add-one floor at B = 10,000, tied
+              np.array([0.04, 0.04, 0.04, 0.04]),
+              np.round(rng.random(9), 2)]  # ties from rounding
+    return cases
+
+
+@pytest.mark.parametrize("method", ["holm", "bh"])
+def test_adjust_pvalues_matches_an_independent_implementation(method):
+    from lab.metrics.stats import adjust_pvalues
+
+    for p in _cases():
+        got = adjust_pvalues(p, method)
+        np.testing.assert_allclose(got, reference_adjust(p, method), rtol=1e-12, atol=1e-15, err_msg=str(p))
+        if method == "holm":
+            np.testing.assert_allclose(got, holm_by_closed_testing(p), rtol=1e-12, atol=1e-15)
+            for alpha in (0.01, 0.05, 0.1):  # rejecting adj <= alpha is Holm's procedure at level alpha
+                assert ((got <= alpha) == holm_by_stepping(p, alpha)).all(), (p, alpha)
+        assert (got >= p - 1e-15).all() and (got <= 1.0).all()  # never below the raw value, capped at 1
+        order = np.argsort(p, kind="stable")
+        assert (np.diff(got[order]) >= -1e-15).all()  # monotone in the raw p
+        for a, b in itertools.combinations(range(len(p)), 2):
+            if p[a] == p[b]:
+                assert got[a] == got[b]  # tied raw values, tied adjusted values
+
+
+def test_adjust_pvalues_known_values():
+    from lab.metrics.stats import adjust_pvalues
+
+    p = [0.01, 0.04, 0.03, 0.005]
+    # Holm: sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1 = 0.02, 0.03, 0.06, 0.04 -> running max
+    np.testing.assert_allclose(adjust_pvalues(p, "holm"), [0.03, 0.06, 0.06, 0.02])
+    # BH: times 4/1, 4/2, 4/3, 4/4 = 0.02, 0.02, 0.04, 0.04 -> running min from the top
+    np.testing.assert_allclose(adjust_pvalues(p, "bh"), [0.02, 0.04, 0.04, 0.02])
+    np.testing.assert_array_equal(adjust_pvalues(p, "none"), p)
+
+
+def test_adjust_pvalues_nan_is_left_out_of_the_family():
+    from lab.metrics.stats import adjust_pvalues
+
+    p = np.array([np.nan, 0.01, 0.2, np.nan, 0.03])
+    for method in ("holm", "bh"):
+        got = adjust_pvalues(p, method)
+        assert np.isnan(got[[0, 3]]).all()
+        np.testing.assert_allclose(got[[1, 2, 4]], reference_adjust(p[[1, 2, 4]], method))  # m = 3, not 5
+    assert np.isnan(adjust_pvalues([np.nan, np.nan], "holm")).all()
+    assert adjust_pvalues([], "bh").shape == (0,)
+    assert adjust_pvalues(p, "none") is not p and np.array_equal(adjust_pvalues(p, "none"), p, equal_nan=True)
+    assert adjust_pvalues([0.03], "holm")[0] == 0.03  # one comparison: nothing to adjust
+
+
+def test_adjust_pvalues_refuses_bad_input():
+    from lab.metrics.stats import adjust_pvalues
+
+    with pytest.raises(ValueError, match=r"none\|holm\|bh"):
+        adjust_pvalues([0.1], "bonferroni")
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        adjust_pvalues([0.1, 1.5], "holm")
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        adjust_pvalues([-0.1], "bh")

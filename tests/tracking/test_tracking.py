@@ -9,7 +9,7 @@ import pytest
 
 from conftest import blank_store
 
-from lab.workbench.config import config_hash
+from lab.core.flat import config_hash
 from lab.tracking.store import (
     client,
     log_figure,

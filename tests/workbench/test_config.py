@@ -1,4 +1,4 @@
-"""lab.workbench.config: spec validation (errors name file and key), expansion, flattening, hashing."""
+"""lab.workbench.config: spec validation (errors name file and key), expansion; lab.core.flat: flattening, hashing."""
 from __future__ import annotations
 
 import hashlib
@@ -7,17 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from lab.workbench.config import (
-    config_hash,
-    expand,
-    flatten,
-    label,
-    load_spec,
-    parse_spec,
-    set_dotted,
-    unflatten,
-    varying_keys,
-)
+from lab.core.flat import config_hash, flatten, set_dotted, unflatten, varying_keys
+from lab.workbench.config import expand, label, load_spec, parse_spec
 from lab.core.errors import ConfigError
 
 NOTEBOOK = Path(__file__).parents[1] / "fixtures" / "notebooks" / "tiny_experiment.ipynb"

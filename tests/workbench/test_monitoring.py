@@ -204,7 +204,8 @@ def test_experiment_samples_are_the_logged_numbers(logged, tmp_path, gateway, re
 
 def test_sweep_publish_key_writes_the_file(logged, tmp_path):
     """A sweep whose configs all finished earlier (resume) still publishes them: what a scheduled sweep does."""
-    from lab.workbench.config import config_hash, expand, load_spec
+    from lab.core.flat import config_hash
+    from lab.workbench.config import expand, load_spec
     from lab.experiment.run import run_experiment
     from lab.retrievers.base import Context
     from lab.workbench.sweep import run_sweep

@@ -7,7 +7,8 @@ import pytest
 
 from conftest import blank_store
 
-from lab.workbench.config import config_hash, expand, load_spec
+from lab.core.flat import config_hash
+from lab.workbench.config import expand, load_spec
 from lab.workbench.sweep import TAG_PARENT, run_sweep
 from lab.tracking.store import client
 

@@ -16,7 +16,8 @@ import pytest
 
 from conftest import blank_store
 
-from lab.workbench.config import config_hash, expand, load_spec
+from lab.core.flat import config_hash
+from lab.workbench.config import expand, load_spec
 from lab.core.errors import ConfigError
 from lab.workbench.sweep import ERROR_ARTIFACT, TAG_PARENT, TAG_ROLE, _lock, run_sweep
 from lab.tracking.store import client
