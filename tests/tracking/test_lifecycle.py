@@ -1,5 +1,6 @@
 """lab.tracking.lifecycle.tracked_run on a real MLflow store in tmp_path: how a run ends on a normal exit, an
-exception, an interrupt, a status set by the caller, a nested run, a resumed run."""
+exception, an interrupt, a status set by the caller, a nested run, a resumed run; and that the trainers' logging
+steps leave no run RUNNING when they fail."""
 from __future__ import annotations
 
 import pytest
@@ -125,3 +126,44 @@ def test_no_experiment_is_refused(store):
     with pytest.raises(ConfigError, match="experiment"):
         with tracked_run(root=store):
             pass
+
+
+# --- the trainers' logging steps -----------------------------------------------------------------------------
+
+def _training_meta() -> dict:
+    """The fields lab.training's MLflow logging reads, as a finished tiny training would hold them."""
+    return {"params": {"loss": "listwise", "epochs": 1}, "base_model": "m", "dataset": "tiny", "split": "train",
+            "eval_dataset": "tiny", "eval_split": "test", "forced": False, "n_groups": 2, "n_pairs": 2,
+            "n_train_queries": 2, "n_val_queries": 1, "selected_epoch": 1, "stopped_early": False,
+            "sources": [{"dataset": "tiny", "split": "train"}], "leakage": {"shared_query_ids": 0, "doc_overlap": "allow"},
+            "loss_curve": [{"step": 1, "epoch": 1, "loss": 0.7}], "epochs": [{"epoch": 1, "train_loss": 0.7,
+                                                                               "val_ndcg@10": 0.5}],
+            "train_seconds": 1.0, "total_seconds": 2.0, "steps": 1, "chance_loss": 0.69, "recommended_alpha": 1.0,
+            "val_first_stage_ndcg@10": 0.4, "val_rerank_ndcg@10": 0.5, "val_base_ndcg@10": 0.4,
+            "val_best_ndcg@10": 0.5, "weights_sha256": "w", "metadata_sha256": "m", "model_sha256": "s",
+            "content_key": "k", "dataset_fingerprint": "f", "seed": 0}
+
+
+@pytest.mark.parametrize("trainer", ["reranker", "embedder"])
+def test_a_training_logger_that_raises_leaves_no_running_run(store, tmp_path, monkeypatch, trainer):
+    """Before the lifecycle, an error while logging a training (here: the metrics step) left its run RUNNING."""
+    import lab.tracking.store as store_mod
+
+    if trainer == "reranker":
+        from lab.training.reranker import log_training
+    else:
+        from lab.training.embedder import _log_training as log_training
+
+    def broken(*a, **k):
+        raise RuntimeError("metrics step failed on purpose")
+
+    monkeypatch.setattr(store_mod, "log_metrics", broken)
+    with pytest.raises(RuntimeError, match="on purpose"):
+        log_training(_training_meta(), tmp_path / "model", store, "training")
+    runs = runs_of(store, "training")
+    assert len(runs) == 1 and runs[0].info.status == "FAILED"
+    assert runs[0].data.tags[TAG_ERROR] == "RuntimeError: metrics step failed on purpose"
+    assert runs[0].info.run_name.startswith(f"train-{trainer} ")
+    monkeypatch.undo()
+    rid = log_training(_training_meta(), tmp_path / "model", store, "training")  # the same meta logs fine
+    assert client(store).get_run(rid).info.status == "FINISHED"
