@@ -641,24 +641,19 @@ def log_answer_metrics(report: AnswerReport, experiment: str = "answer_metrics",
     judge outputs), answer_result.json."""
     import tempfile
 
-    from mlflow.entities import RunStatus
-
+    from lab.tracking.lifecycle import tracked_run
     from lab.core.flat import config_hash, flatten
     from lab.tracking.store import (
-        client,
         environment_tags,
-        get_or_create_experiment,
         log_metrics,
         log_params,
         set_tags,
     )
 
-    cl = client(root)
-    exp_id = get_or_create_experiment(experiment, root, cl)
     cfg = report.config
-    run_id = cl.create_run(exp_id, run_name=run_name or f"answers: {cfg['strategy']} top-{cfg['k']} on {cfg['dataset']}",
-                           tags={"mlflow.source.type": "LOCAL"}).info.run_id
-    try:
+    with tracked_run(experiment, root=root,
+                     run_name=run_name or f"answers: {cfg['strategy']} top-{cfg['k']} on {cfg['dataset']}") as run:
+        cl, run_id = run.cl, run.run_id
         params = dict(flatten(cfg))
         params.update({f"retriever.{k}": v for k, v in flatten((report.result.info or {}).get("retriever") or {}).items()})
         params.update({f"judge.{k}": v for k, v in flatten(report.info.get("judge") or {}).items()})
@@ -673,10 +668,6 @@ def log_answer_metrics(report: AnswerReport, experiment: str = "answer_metrics",
         with tempfile.TemporaryDirectory(prefix="lab-answers-") as tmp:
             for path in write_artifacts(report, Path(tmp)):
                 cl.log_artifact(run_id, str(path))
-    except BaseException:
-        cl.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
-        raise
-    cl.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
     return run_id
 
 

@@ -727,24 +727,16 @@ def log_report(path: str | Path, experiment: str, root="mlruns", run_ids: Sequen
                metrics: Sequence[str] = ()) -> str:
     """Log the file at ``path`` as artifact ``report.html`` (whatever its name) of a new FINISHED run in ``experiment`` (tag lab.role=report,
     ``report.runs`` = the covered run ids, ``report.metrics``); returns its run id."""
-    from lab.tracking.store import client, get_or_create_experiment, set_tags
+    from lab.tracking.lifecycle import tracked_run
 
-    cl = client(root)
-    exp = get_or_create_experiment(experiment, root, cl)
-    rid = cl.create_run(exp, run_name=f"report ({', '.join(metrics)})" if metrics else "report",
-                        tags={"mlflow.source.type": "LOCAL"}).info.run_id
-    try:
-        set_tags(rid, {REPORT_ROLE_TAG: "report", "report.runs": ",".join(run_ids),
-                       "report.metrics": ",".join(metrics)}, cl=cl)
+    with tracked_run(experiment, run_name=f"report ({', '.join(metrics)})" if metrics else "report",
+                     root=root) as run:
+        run.set_tags({REPORT_ROLE_TAG: "report", "report.runs": ",".join(run_ids), "report.metrics": ",".join(metrics)})
         with tempfile.TemporaryDirectory(prefix="lab-report-") as tmp:
             copy = Path(tmp) / REPORT_ARTIFACT
             copy.write_bytes(Path(path).read_bytes())
-            cl.log_artifact(rid, str(copy))
-    except BaseException:
-        cl.set_terminated(rid, "FAILED")
-        raise
-    cl.set_terminated(rid, "FINISHED")
-    return rid
+            run.log_artifact(copy)
+    return run.run_id
 
 
 def report_experiment(experiment: str, root="mlruns", out: str | Path = "report.html",

@@ -418,24 +418,22 @@ def log_robustness(rob: Robustness, variants: Sequence[Variant], root: str | Pat
                    experiment: str = DEFAULT_EXPERIMENT, seed: int = 0, n_resamples: int = 10000,
                    config: Mapping | None = None) -> str:
     """Log the summary run and one nested run per strategy x variant; returns the summary run id."""
-    from mlflow.entities import RunStatus
+    from lab.tracking.lifecycle import tracked_run
+    from lab.tracking.store import log_metrics, log_params, log_result, set_tags
 
-    from lab.tracking.store import client, get_or_create_experiment, log_metrics, log_params, log_result, set_tags
-
-    cl = client(root)
-    exp_id = get_or_create_experiment(experiment, root, cl)
     config = dict(config or {})
-    parent = cl.create_run(exp_id, run_name=f"robustness on {config.get('dataset', '')}".strip(),
-                           tags={"mlflow.source.type": "LOCAL", "kind": "robustness-summary"}).info.run_id
     prov = {v.name: v.provenance for v in variants}
-    try:
+    # a step that raises ends the runs it is inside FAILED (tag error) and propagates
+    with tracked_run(experiment, run_name=f"robustness on {config.get('dataset', '')}".strip(), root=root,
+                     tags={"kind": "robustness-summary"}) as summary_run:
+        cl, parent = summary_run.cl, summary_run.run_id
         log_params(parent, {**{k: v for k, v in config.items() if k != "params"},
                             "variants": ",".join(prov), "seed": seed, "n_resamples": n_resamples,
                             **{f"strategy_params.{s}": p for s, p in (config.get("params") or {}).items()}}, cl=cl)
         for (strategy, variant), res in rob.results.items():
-            run = cl.create_run(exp_id, run_name=f"{strategy} on {variant}",
-                                tags={"mlflow.source.type": "LOCAL", "mlflow.parentRunId": parent}).info.run_id
-            try:
+            with tracked_run(experiment_id=summary_run.experiment_id, run_name=f"{strategy} on {variant}",
+                             parent_run_id=parent, cl=cl) as child:
+                run = child.run_id
                 log_result(res, run_id=run, root=root, seed=seed)
                 p = prov.get(variant, {})
                 tags = {"variant": variant, "variant_seed": p.get("seed"), "clean_dataset": config.get("dataset"),
@@ -446,10 +444,6 @@ def log_robustness(rob: Robustness, variants: Sequence[Variant], root: str | Pat
                 row = rob.table[(rob.table.strategy == strategy) & (rob.table.variant == variant)].iloc[0]
                 keep = [c for c in row.index if any(c.startswith(f"{m}_") for m in rob.metrics) or c == "share_changed"]
                 log_metrics(run, {f"robustness.{c}": row[c] for c in keep}, cl=cl)
-            except BaseException:
-                cl.set_terminated(run, RunStatus.to_string(RunStatus.FAILED))
-                raise
-            cl.set_terminated(run, RunStatus.to_string(RunStatus.FINISHED))
             rob.run_ids[(strategy, variant)] = run
         summary = {}
         for r in rob.table.to_dict("records"):
@@ -466,10 +460,6 @@ def log_robustness(rob: Robustness, variants: Sequence[Variant], root: str | Pat
                 cl.log_artifact(parent, str(f), "figures" if f.suffix == ".png" else None)
         cl.set_tag(parent, "provenance", json.dumps({k: {kk: vv for kk, vv in v.items() if kk != "unanswerable"}
                                                      for k, v in prov.items()}, default=str)[:7900])
-    except BaseException:
-        cl.set_terminated(parent, RunStatus.to_string(RunStatus.FAILED))
-        raise
-    cl.set_terminated(parent, RunStatus.to_string(RunStatus.FINISHED))
     rob.summary_run_id = parent
     return parent
 

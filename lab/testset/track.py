@@ -17,18 +17,16 @@ def log_testset_run(kind: str, name: str, params: Mapping, metrics: Mapping[str,
                     artifacts: Iterable[str | Path] = (), root: str | Path = "mlruns",
                     experiment: str = EXPERIMENT, max_artifact_mb: float = 50.0) -> str:
     """Create a FINISHED run named ``name`` holding ``params``, ``metrics``, ``tags`` (+ kind, environment) and
-    ``artifacts`` (files or folders); returns its run id."""
+    ``artifacts`` (files or folders); returns its run id. A step that raises ends the run FAILED with tag
+    ``error`` (lab.tracking.lifecycle)."""
+    from lab.tracking.lifecycle import tracked_run
     from lab.core.flat import flatten
-    from lab.tracking.store import client, environment_tags, get_or_create_experiment, log_metrics, log_params, set_tags
 
-    cl = client(root)
-    exp = get_or_create_experiment(experiment, root, cl)
-    run_id = cl.create_run(exp, run_name=name, tags={"mlflow.source.type": "LOCAL"}).info.run_id
-    status = "FAILED"
-    try:
-        log_params(run_id, dict(flatten(dict(params))), cl=cl)
-        log_metrics(run_id, {k: float(v) for k, v in metrics.items() if v is not None}, cl=cl)
-        set_tags(run_id, {"testset.kind": kind, **environment_tags(), **dict(tags or {})}, cl=cl)
+    with tracked_run(experiment, run_name=name, root=root, environment=True,
+                     tags={"testset.kind": kind, **dict(tags or {})}) as run:
+        run_id = run.run_id
+        run.log_params(dict(flatten(dict(params))))
+        run.log_metrics({k: float(v) for k, v in metrics.items() if v is not None})
         limit = max_artifact_mb * 1024 * 1024
         for a in artifacts:
             p = Path(a)
@@ -37,8 +35,5 @@ def log_testset_run(kind: str, name: str, params: Mapping, metrics: Mapping[str,
                 if f.stat().st_size > limit:
                     continue
                 sub = "testset" if p.is_file() else str(Path("testset") / f.parent.relative_to(p.parent))
-                cl.log_artifact(run_id, str(f), sub)
-        status = "FINISHED"
-    finally:
-        cl.set_terminated(run_id, status)
+                run.log_artifact(f, sub)
     return run_id

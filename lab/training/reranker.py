@@ -32,7 +32,7 @@ class prior, /work/shared/MODELS.md)
   ``recommended_alpha`` (the weight of the reranker against BM25, see lab.retrievers.rerank) from a fixed grid.
 
 Leakage guard, against the evaluation split's qrels (``eval_split`` of ``eval_dataset``, default the training
-dataset itself), the same rules as lab.training.embedder (its ``guard`` is reused), applied to every source:
+dataset itself), the same rules as lab.training.embedder (lab.training.common.guard_split), applied to every source:
 - the evaluation split itself is refused as training split of the evaluation dataset (train on a generated set
   with ``eval_dataset`` naming the real one instead);
 - queries: a training query id judged in the evaluation split is refused (``force`` overrides); a training
@@ -50,10 +50,12 @@ figures per epoch, ``stopped_early``, ``train_query_sha`` (text hashes of all tr
 refuse to score them), ``metadata_sha256`` (hash of the rest of the file, a short identity of the training) and
 ``mlflow_run_id`` (the MLflow run of the training: params, loss curve by step, validation by epoch, times; added
 after the hash; absent when ``mlflow_root`` is None).
+
+The skeleton (guard, validation split, fitting with early stopping, output, MLflow run) is lab.training.common's;
+this module keeps the cross-encoder's own parts: sources, groups, in-batch negatives, the losses, alpha.
 """
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import math
@@ -64,15 +66,34 @@ from pathlib import Path
 
 import numpy as np
 
-from lab.data.types import Dataset, Qrels, Queries
 from lab.core.errors import ConfigError
-from lab.models.crossencoder import TRAINING_FILE, packaged_minilm_path, passage_text, text_sha
-from lab.core.progress import progress
-from lab.training.splits import split_validation
+from lab.data.types import Dataset, Qrels, Queries
+from lab.models.crossencoder import TRAINING_FILE, packaged_minilm_path, passage_text, text_sha  # noqa: F401
+from lab.training import common
+from lab.training.common import (  # noqa: F401 - lr_factor, norm_query, split_validation: this module's names too
+    DOC_OVERLAP,
+    Best,
+    GuardTexts,
+    lr_factor,
+    norm_query,
+    split_validation,
+)
 
 ALPHA_GRID = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 LOSSES = ("listwise", "pairwise", "pointwise")
-DOC_OVERLAP = ("refuse", "drop", "allow")
+#: The words of this trainer's leakage-guard messages (lab.training.common.guard_split).
+GUARD_TEXTS = GuardTexts(
+    command="train-reranker",
+    no_split="{path}: no qrels for split {split!r} (have {have}); train on a split with qrels, e.g. --split train",
+    shared_ids="{path}/qrels: split {split!r} shares {n_ids} query ids and {n_shared_pairs} (query, doc) pairs with "
+               "evaluation split {eval_split!r} of {ev_path} (e.g. query {example_query!r}); a reranker trained on "
+               "them would be measured on its training data. Fix the splits, or pass --force",
+    text_dups="note: {n_dups} training queries of {name}:{split} have the text of an evaluation query; left out",
+    doc_overlap="{path}: {n_doc_pairs} of {n_pairs} training positives of split {split!r} are relevant to an "
+                "evaluation query of {ev_path} split {eval_split!r} ({n_docs} passages, e.g. {first_doc!r}). Choose "
+                "--doc-overlap drop (train without those positives) or --doc-overlap allow (the standard BEIR "
+                "setting: other queries over the same corpus); the run records it",
+)
 
 
 @dataclass
@@ -116,10 +137,9 @@ class Group:
 
 # ------------------------------------------------------------------ pure helpers
 def leakage(train: Qrels, evaluation: Qrels) -> dict:
-    """Overlap of a training split with an evaluation split: shared query ids and shared (query, doc) pairs."""
-    shared_q = sorted(set(train.query_ids) & set(evaluation.query_ids))
-    pairs = sorted((q, d) for q in shared_q for d in train[q] if d in evaluation[q])
-    return {"query_ids": shared_q, "pairs": pairs}
+    """Overlap of a training split with an evaluation split: shared query ids and shared (query, doc) pairs
+    (lab.training.common.shared_pairs)."""
+    return common.shared_pairs(train, evaluation)
 
 
 def duplicate_texts(train_queries: Queries, eval_queries: Queries) -> list[str]:
@@ -137,19 +157,13 @@ def mine_groups(qrels: Qrels, query_ids: list[str], ranked: dict[str, list[str]]
     rng = random.Random(seed)
     groups = []
     for q in query_ids:
-        judged = set(qrels[q])
-        cands = [d for d in ranked.get(q, [])[:depth] if d not in judged]
+        cands = common.unjudged(ranked.get(q, []), set(qrels[q]), depth)
         for d in sorted(qrels.relevant(q, threshold), key=list(qrels[q]).index):
             if not cands:
                 continue
             pick = sorted(rng.sample(range(len(cands)), min(negatives, len(cands))))
             groups.append(Group(q, d, [cands[i] for i in pick]))
     return groups
-
-
-def norm_query(text: str) -> str:
-    """The form in which query texts are compared (stripped, lower-case), as lab.training.embedder.guard does."""
-    return text.strip().lower()
 
 
 def in_batch_extras(batch: list[Group], query_text: dict[str, str], passages: dict[str, str],
@@ -212,18 +226,11 @@ def chance_loss(group_sizes: list[int], kind: str = "listwise") -> float:
 
 def early_stop(val_history: list[float], patience: int) -> bool:
     """True when the last ``patience`` validation figures all fail to beat the best figure before them
-    (``patience`` <= 0: never)."""
+    (``patience`` <= 0: never): the rule lab.training.common.fit applies with ``patience`` (None for 0)."""
     if patience <= 0 or len(val_history) <= patience:
         return False
     best_before = max(val_history[:-patience])
     return all(v <= best_before for v in val_history[-patience:])
-
-
-def lr_factor(step: int, total: int, warmup: int) -> float:
-    """Linear warm-up over ``warmup`` steps to 1, then linear decay to 0 at ``total``."""
-    if step < warmup:
-        return (step + 1) / warmup
-    return max(0.0, (total - step) / max(1, total - warmup))
 
 
 def ndcg_at_10(qrels: Qrels, run: dict[str, dict[str, float]]) -> float:
@@ -268,53 +275,18 @@ class Source:
 
 
 def guard_source(ds: Dataset, split: str, ev: Dataset, cfg: TrainConfig, force: bool, log=print) -> Source:
-    """Apply the leakage guard (module docstring) to one training source; ConfigError when it refuses."""
-    from lab.training.embedder import Pair, guard
-
-    if split not in ds.qrels:
-        raise ConfigError(f"{ds.path}: no qrels for split {split!r} (have {sorted(ds.qrels)}); "
-                          f"train on a split with qrels, e.g. --split train")
-    if _same_folder(ev.path, ds.path) and split == cfg.eval_split:
-        raise ConfigError(f"train-reranker: --split {split} is the evaluation split of {ds.path}; train on another "
-                          "split (e.g. --split train), or on a generated set with --eval-dataset naming the real one")
-    train_q, train_qrels = ds.split(split)
-    pairs = [Pair(q, d) for q in train_qrels.query_ids for d in sorted(train_qrels.relevant(q)) if d in ds.corpus]
-    if cfg.eval_split in ev.qrels:
-        eval_q, eval_qrels = ev.split(cfg.eval_split)
-        leak = guard(train_q, train_qrels, eval_q, eval_qrels, pairs)
-        shared_pairs = leakage(train_qrels, eval_qrels)["pairs"]
-    else:
-        eval_q = eval_qrels = None
-        leak = guard(train_q, train_qrels, None, None, pairs)
-        shared_pairs = []
-        log(f"note: {ev.path} has no {cfg.eval_split!r} qrels; leakage guard skipped")
-    if leak["query_ids"] and not force:
-        ex = shared_pairs[0] if shared_pairs else (leak["query_ids"][0], "")
-        raise ConfigError(
-            f"{ds.path}/qrels: split {split!r} shares {len(leak['query_ids'])} query ids and {len(shared_pairs)} "
-            f"(query, doc) pairs with evaluation split {cfg.eval_split!r} of {ev.path} (e.g. query {ex[0]!r}); a "
-            "reranker trained on them would be measured on its training data. Fix the splits, or pass --force")
-    if leak["text_duplicates"]:
-        log(f"note: {len(leak['text_duplicates'])} training queries of {ds.name}:{split} have the text of an "
-            "evaluation query; left out")
-    if leak["doc_pairs"] and cfg.doc_overlap == "refuse" and not force:
-        n_docs = len({p.doc_id for p in leak["doc_pairs"]})
-        raise ConfigError(
-            f"{ds.path}: {len(leak['doc_pairs'])} of {len(pairs)} training positives of split {split!r} are "
-            f"relevant to an evaluation query of {ev.path} split {cfg.eval_split!r} ({n_docs} passages, e.g. "
-            f"{leak['doc_pairs'][0].doc_id!r}). Choose --doc-overlap drop (train without those positives) or "
-            "--doc-overlap allow (the standard BEIR setting: other queries over the same corpus); the run records it")
-    dups = set(leak["text_duplicates"])
-    dropped = ({(p.query_id, p.doc_id) for p in leak["doc_pairs"] if p.query_id not in dups}
-               if cfg.doc_overlap == "drop" else set())
-    kept = [p for p in pairs if p.query_id not in dups and (p.query_id, p.doc_id) not in dropped]
-    query_ids = list(dict.fromkeys(p.query_id for p in kept))
+    """Apply the leakage guard (module docstring; lab.training.common.guard_split) to one training source;
+    ConfigError when it refuses."""
+    g = common.guard_split(ds, split, ev, same_dataset=_same_folder(ev.path, ds.path), eval_split=cfg.eval_split,
+                           force=force, doc_overlap=cfg.doc_overlap, texts=GUARD_TEXTS, log=log)
+    dups = set(g.leak["text_duplicates"])
+    query_ids = list(dict.fromkeys(p.query_id for p in g.kept))
     report = {"dataset": ds.name, "dataset_path": str(ds.path), "split": split,
-              "shared_query_ids": len(leak["query_ids"]), "shared_pairs": len(shared_pairs),
-              "dropped_duplicate_text_queries": sorted(dups), "pairs_with_eval_relevant_docs": len(leak["doc_pairs"]),
-              "dropped_pairs": len(dropped), "eval_relevant_docs": leak["eval_docs"], "n_positives": len(kept),
+              "shared_query_ids": len(g.leak["query_ids"]), "shared_pairs": len(g.shared_pairs),
+              "dropped_duplicate_text_queries": sorted(dups), "pairs_with_eval_relevant_docs": len(g.leak["doc_pairs"]),
+              "dropped_pairs": len(g.dropped), "eval_relevant_docs": g.leak["eval_docs"], "n_positives": len(g.kept),
               "n_queries": len(query_ids)}
-    return Source(ds, split, "", train_q, train_qrels, query_ids, dropped, report)
+    return Source(ds, split, "", g.queries, g.qrels, query_ids, g.dropped, report)
 
 
 def _same_folder(a, b) -> bool:
@@ -322,12 +294,8 @@ def _same_folder(a, b) -> bool:
 
 
 def _first_stage_runs(ds: Dataset, queries: Queries, cfg: TrainConfig, ctx) -> dict[str, dict[str, float]]:
-    from lab.retrievers.base import build
-
-    retriever = build(cfg.first_stage, dict(cfg.first_stage_params), ctx)
-    retriever.index(ds.corpus)
-    run = retriever.search(queries, max(cfg.mine_depth, cfg.val_depth, 10))
-    return {q: dict(run.ranked(q)) for q in queries}
+    return common.first_stage(cfg.first_stage, cfg.first_stage_params, ds.corpus, queries,
+                              max(cfg.mine_depth, cfg.val_depth, 10), ctx)
 
 
 def _prefixed(groups: list[Group], prefix: str) -> list[Group]:
@@ -464,86 +432,59 @@ def train_reranker(dataset: str | Path | Dataset, out: str | Path, cfg: TrainCon
     opt = torch.optim.AdamW([{"params": [p for n, p in named if not _is_head(n)], "lr": cfg.lr},
                              {"params": [p for n, p in named if _is_head(n)], "lr": cfg.head_lr}],
                             weight_decay=cfg.weight_decay)
-    base_lrs = [g["lr"] for g in opt.param_groups]
     steps_per_epoch = math.ceil(len(groups) / cfg.batch_groups)
     total = cfg.epochs * steps_per_epoch
-    warmup = max(1, round(cfg.warmup * total))
 
     val_first = {q: first[q] for q in val_ids}
-    history: list[dict] = []
     if val_ids:
         first_ndcg = ndcg_at_10(val_qrels, val_first)
         log(f"validation: {len(val_ids)} held-out training queries, {cfg.first_stage} nDCG@10 {first_ndcg:.4f}")
     else:
         first_ndcg = None
-    best = {"epoch": None, "ndcg": -1.0, "state": None, "second": None}
-    curve: list[dict] = []
-    window: list[float] = []
     chance: list[float] = []
     n_in_batch = 0
-    step = 0
-    stopped_early = False
     log(f"training: {len(groups)} groups x (1 + <= {cfg.negatives}) pairs, {cfg.loss} loss, in-batch negatives "
         f"{cfg.in_batch_negatives if cfg.in_batch_negatives >= 0 else 'all'}, at most {cfg.epochs} epochs "
         f"({total} steps), patience {cfg.patience}")
-    t_train = time.time()
     rng = random.Random(cfg.seed + 1)
     extra_rng = random.Random(cfg.seed + 2)
-    for epoch in range(cfg.epochs):
+
+    def epoch_batches(epoch: int) -> list[list[Group]]:
         order = groups[:]
         rng.shuffle(order)
-        model.train()
-        batches = [order[i : i + cfg.batch_groups] for i in range(0, len(order), cfg.batch_groups)]
-        bar = progress(batches, desc=f"epoch {epoch + 1}/{cfg.epochs}", enabled=show)
-        for batch in bar:
-            extras = (in_batch_extras(batch, qtext, passages, judged_texts, cfg.in_batch_negatives, extra_rng)
-                      if cfg.in_batch_negatives else [[] for _ in batch])
-            lists = [[g.doc_id, *g.negatives, *x] for g, x in zip(batch, extras)]
-            sizes = [len(docs) for docs in lists]
-            n_in_batch += sum(len(x) for x in extras)
-            pairs = [(qtext[g.query_id], passages[d]) for g, docs in zip(batch, lists) for d in docs]
-            for pg, lr0 in zip(opt.param_groups, base_lrs):
-                pg["lr"] = lr0 * lr_factor(step, total, warmup)
-            features = model.preprocess(pairs)
-            logits = model(features)["scores"].view(-1).float()
-            loss = group_loss(logits, sizes, cfg.loss)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_([p for _, p in named], 1.0)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            window.append(float(loss.item()))
-            if epoch == 0:
-                chance.append(chance_loss(sizes, cfg.loss))
-            step += 1
-            if hasattr(bar, "set_postfix"):
-                bar.set_postfix(loss=f"{np.mean(window[-10:]):.3f}")
-            if len(window) == cfg.log_every:
-                curve.append({"step": step, "epoch": epoch + 1, "loss": float(np.mean(window))})
-                window = []
-        if window:
-            curve.append({"step": step, "epoch": epoch + 1, "loss": float(np.mean(window))})
-            window = []
-        entry = {"epoch": epoch + 1, "train_loss": float(np.mean([c["loss"] for c in curve if c["epoch"] == epoch + 1])),
-                 "seconds": round(time.time() - t_train, 1)}
-        if val_ids:
-            second, ndcg = _validate(model, val_q, val_qrels, val_first, passages, cfg, show)
-            entry["val_ndcg@10"] = ndcg
-            if ndcg > best["ndcg"]:
-                best = {"epoch": epoch + 1, "ndcg": ndcg, "state": copy.deepcopy(model.state_dict()), "second": second}
-        history.append(entry)
-        log(f"epoch {epoch + 1}: loss {entry['train_loss']:.4f} (chance {float(np.mean(chance)):.4f})"
-            + (f", validation nDCG@10 {entry['val_ndcg@10']:.4f}" if val_ids else ""))
-        if val_ids and epoch + 1 < cfg.epochs and early_stop([e["val_ndcg@10"] for e in history], cfg.patience):
-            log(f"early stop: no validation gain for {cfg.patience} epoch(s); keeping epoch {best['epoch']}")
-            stopped_early = True
-            break
-    train_seconds = time.time() - t_train
-    if best["state"] is not None and best["epoch"] != len(history):
-        model.load_state_dict(best["state"])
+        return [order[i : i + cfg.batch_groups] for i in range(0, len(order), cfg.batch_groups)]
+
+    def batch_loss(batch: list[Group], epoch: int):
+        nonlocal n_in_batch
+        extras = (in_batch_extras(batch, qtext, passages, judged_texts, cfg.in_batch_negatives, extra_rng)
+                  if cfg.in_batch_negatives else [[] for _ in batch])
+        lists = [[g.doc_id, *g.negatives, *x] for g, x in zip(batch, extras)]
+        sizes = [len(docs) for docs in lists]
+        n_in_batch += sum(len(x) for x in extras)
+        if epoch == 0:
+            chance.append(chance_loss(sizes, cfg.loss))
+        features = model.preprocess([(qtext[g.query_id], passages[d]) for g, docs in zip(batch, lists) for d in docs])
+        return group_loss(model(features)["scores"].view(-1).float(), sizes, cfg.loss)
+
+    def validate() -> tuple[float, dict]:  # nDCG@10 of the pure rerank; its scores pick recommended_alpha
+        second, ndcg = _validate(model, val_q, val_qrels, val_first, passages, cfg, show)
+        return ndcg, second
+
+    result = common.fit(
+        model, opt, epoch_batches, batch_loss, epochs=cfg.epochs, total_steps=total, warmup=cfg.warmup,
+        clip_params=[p for _, p in named], best=Best(None, -1.0), patience=cfg.patience if cfg.patience > 0 else None,
+        validate=validate if val_ids else None,
+        log_every=cfg.log_every, flush_each_epoch=True, show=show, log=log,
+        epoch_message=lambda e: f"epoch {e['epoch']}: loss {e['train_loss']:.4f} (chance {float(np.mean(chance)):.4f})"
+        + (f", validation nDCG@10 {e['val_ndcg@10']:.4f}" if val_ids else ""),
+        stop_message=lambda stale, best: f"early stop: no validation gain for {cfg.patience} epoch(s); keeping epoch "
+                                         f"{best.epoch}")
+    history, curve, best, step = result.history, result.curve, result.best, result.steps
+    common.restore_best(model, result)
     alpha_table = {}
-    if best["second"] is not None:
+    if best.extra is not None:
         for a in ALPHA_GRID:
-            run = {q: rerank_scores(val_first[q], best["second"][q], a) for q in val_ids}
+            run = {q: rerank_scores(val_first[q], best.extra[q], a) for q in val_ids}
             alpha_table[f"{a:.1f}"] = ndcg_at_10(val_qrels, run)
     recommended = float(max(alpha_table, key=lambda a: (alpha_table[a], float(a)))) if alpha_table else 1.0
 
@@ -583,24 +524,22 @@ def train_reranker(dataset: str | Path | Dataset, out: str | Path, cfg: TrainCon
         "steps": step,
         "max_steps": total,
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(t_start)),
-        "train_seconds": round(train_seconds, 1),
+        "train_seconds": round(result.train_seconds, 1),
         "total_seconds": round(time.time() - t_start, 1),
         "loss_curve": curve,
         "chance_loss": float(np.mean(chance)),
         "epochs": history,
-        "stopped_early": stopped_early,
-        "selected_epoch": best["epoch"] if best["state"] is not None else len(history),
+        "stopped_early": result.stopped_early,
+        "selected_epoch": best.epoch if best.state is not None else len(history),
         "val_first_stage_ndcg@10": first_ndcg,
-        "val_rerank_ndcg@10": best["ndcg"] if best["state"] is not None else None,
+        "val_rerank_ndcg@10": best.score if best.state is not None else None,
         "val_alpha_ndcg@10": alpha_table,
         "recommended_alpha": recommended,
         "weights_sha256": weights_sha256(model),
         "train_query_sha": sorted({text_sha(t) for t in qtext.values()}),
     }
     meta["metadata_sha256"] = hashlib.sha256(json.dumps(meta, sort_keys=True).encode("utf-8")).hexdigest()
-    if mlflow_root is not None:
-        meta["mlflow_run_id"] = log_training(meta, out, mlflow_root, experiment)
-    (out / TRAINING_FILE).write_text(json.dumps(meta, indent=1, sort_keys=True), encoding="utf-8")
+    common.save_metadata(meta, out, mlflow_root, experiment, log_training)
     log(f"saved {out} ({meta['train_seconds']:.0f} s training, epoch {meta['selected_epoch']} of "
         f"{len(history)} kept); validation nDCG@10: {cfg.first_stage} "
         f"{first_ndcg if first_ndcg is not None else float('nan'):.4f}, rerank {meta['val_rerank_ndcg@10'] or float('nan'):.4f}, "
@@ -612,36 +551,17 @@ def log_training(meta: dict, out: Path, root, experiment: str = "training") -> s
     """One MLflow run for a reranker training: params (``params.*``, sources, guard figures), the loss curve
     (metric ``train_loss`` by step), validation nDCG@10 by epoch (``val_ndcg_at_10``), times and the validation
     summary; tags name the saved model and its weights so evaluation runs that use it (rerank logs the weights
-    sha256) can be linked. Returns the run id. The same layout as lab.training.embedder's training runs."""
-    from mlflow.entities import RunStatus
-
-    from lab.tracking.store import client, environment_tags, get_or_create_experiment, log_metrics, log_params, set_tags
-
-    cl = client(root)
-    exp = get_or_create_experiment(experiment, root, cl)
-    run_id = cl.create_run(exp, run_name=f"train-reranker {meta['params']['loss']} on {meta['dataset']}",
-                           tags={"mlflow.source.type": "LOCAL"}).info.run_id
-    params = {f"params.{k}": v for k, v in meta["params"].items()}
-    params.update({k: meta[k] for k in ("base_model", "dataset", "split", "eval_dataset", "eval_split", "forced",
-                                        "n_groups", "n_train_queries", "n_val_queries", "selected_epoch",
-                                        "stopped_early")})
-    params["sources"] = ", ".join(f"{r['dataset']}:{r['split']}" for r in meta["sources"])
-    params.update({f"leakage.{k}": v if not isinstance(v, list) else len(v) for k, v in meta["leakage"].items()})
-    log_params(run_id, params, cl=cl)
-    for c in meta["loss_curve"]:
-        cl.log_metric(run_id, "train_loss", c["loss"], step=c["step"])
-    for e in meta["epochs"]:
-        if "val_ndcg@10" in e:
-            cl.log_metric(run_id, "val_ndcg_at_10", e["val_ndcg@10"], step=e["epoch"])
-        cl.log_metric(run_id, "epoch_train_loss", e["train_loss"], step=e["epoch"])
+    sha256) can be linked. Returns the run id. The same layout as lab.training.embedder's training runs
+    (lab.training.common.log_training_run)."""
     figures = {"train_seconds": meta["train_seconds"], "total_seconds": meta["total_seconds"], "steps": meta["steps"],
                "chance_loss": meta["chance_loss"], "recommended_alpha": meta["recommended_alpha"]}
     for k in ("val_first_stage_ndcg@10", "val_rerank_ndcg@10"):
         if meta.get(k) is not None:
             figures[k] = meta[k]
-    log_metrics(run_id, figures, cl=cl)
-    set_tags(run_id, {"kind": "training", "trained_model": str(out), "weights_sha256": meta["weights_sha256"],
-                      "metadata_sha256": meta["metadata_sha256"], "dataset_fingerprint": meta["dataset_fingerprint"],
-                      "seed": meta["seed"], **environment_tags()}, cl=cl)
-    cl.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
-    return run_id
+    return common.log_training_run(
+        meta, out, root, experiment, run_name=f"train-reranker {meta['params']['loss']} on {meta['dataset']}",
+        param_keys=("base_model", "dataset", "split", "eval_dataset", "eval_split", "forced", "n_groups",
+                    "n_train_queries", "n_val_queries", "selected_epoch", "stopped_early"),
+        extra_params={"sources": ", ".join(f"{r['dataset']}:{r['split']}" for r in meta["sources"])},
+        figures=figures, tags={"weights_sha256": meta["weights_sha256"], "metadata_sha256": meta["metadata_sha256"]},
+        epoch_train_loss=True)

@@ -50,7 +50,7 @@ from lab.tracking.ui import RUN_TYPE_EVALUATION, RUN_TYPE_TAG
 TAG_HASH = "config_hash"
 TAG_NAME = "sweep.name"
 TAG_SPEC_HASH = "sweep.spec_hash"
-TAG_ERROR = "error"
+from lab.tracking.lifecycle import TAG_ERROR  # noqa: E402 - the one definition, re-exported for readers of sweep tags
 NOTEBOOK_ARTIFACT_DIR = "notebook"
 ERROR_ARTIFACT = "error.txt"
 _ENV_DEFAULTS = {"MLFLOW_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
@@ -197,10 +197,6 @@ def _clean_traceback(lines) -> str:
     return re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", text)
 
 
-def _status(cl, run_id: str) -> str:
-    return cl.get_run(run_id).info.status
-
-
 def execute_config(task: dict) -> dict:
     """Run one config: create its child run, execute the notebook, log, end the run. Returns the outcome as a
     plain dict (fields of :class:`ConfigOutcome`). The same function runs in-process, in pool workers and in
@@ -209,6 +205,7 @@ def execute_config(task: dict) -> dict:
 
     from mlflow import MlflowClient
 
+    from lab.tracking.lifecycle import tracked_run
     from lab.core.flat import flatten
     from lab.tracking.store import log_params, set_tags
 
@@ -223,64 +220,60 @@ def execute_config(task: dict) -> dict:
             "sweep.index": str(task["index"]), "sweep.host": os.uname().nodename, "sweep.pid": str(os.getpid()),
             "mlflow.source.name": task["notebook_rel"], "mlflow.source.type": "NOTEBOOK",
             RUN_TYPE_TAG: RUN_TYPE_EVALUATION, **task.get("tags", {})}
-    run_id = cl.create_run(task["experiment_id"], run_name=task.get("run_name", task["label"])[:240],
-                           tags=tags).info.run_id
-    out = {k: task[k] for k in ("index", "config_hash", "label", "config")}
-    out.update(run_id=run_id, notebook=task["output_path"], error="")
-    log_params(run_id, flatten(task["config"]), cl=cl)
+    # FINISHED, or FAILED with tag error; KeyboardInterrupt: KILLED; anything else that raises here: FAILED (tag
+    # error) and re-raised. keep_ended: never revive a run something else ended (a rerun marked it KILLED)
+    with tracked_run(experiment_id=task["experiment_id"], run_name=task.get("run_name", task["label"])[:240],
+                     tags=tags, cl=cl, keep_ended=True) as run:
+        run_id = run.run_id
+        out = {k: task[k] for k in ("index", "config_hash", "label", "config")}
+        out.update(run_id=run_id, notebook=task["output_path"], error="")
+        log_params(run_id, flatten(task["config"]), cl=cl)
 
-    parameters = dict(task["config"])
-    parameters.update(task["inject"])
-    parameters["mlflow_run_id"] = run_id
-    error, details = "", ""
-    try:
-        import papermill as pm
+        parameters = dict(task["config"])
+        parameters.update(task["inject"])
+        parameters["mlflow_run_id"] = run_id
+        error, details = "", ""
+        try:
+            import papermill as pm
 
-        Path(task["output_path"]).parent.mkdir(parents=True, exist_ok=True)
-        for attempt in range(KERNEL_START_RETRIES + 1):
-            try:
-                pm.execute_notebook(task["notebook"], task["output_path"], parameters=parameters,
-                                    kernel_name=task.get("kernel_name") or default_kernel(),
-                                    cwd=str(Path(task["notebook"]).parent),
-                                    progress_bar=False, log_output=False, start_timeout=180,
-                                    execution_timeout=task.get("execution_timeout"),
-                                    extra_arguments=["--IPKernelApp.log_level=ERROR"])  # no TCP-transport warning
-                break
-            except RuntimeError as exc:
-                # the kernel never started (no cell ran, nothing was logged): start it again
-                if attempt == KERNEL_START_RETRIES or not is_kernel_start_failure(exc):
-                    raise
-                set_tags(run_id, {"sweep.kernel_start_retries": str(attempt + 1)}, cl=cl)
-                time.sleep(1.0 + attempt)
-    except KeyboardInterrupt:
-        cl.set_terminated(run_id, "KILLED")
-        raise
-    except Exception as exc:  # noqa: BLE001 - any failure of a config is recorded and the sweep goes on
-        from papermill.exceptions import PapermillExecutionError
+            Path(task["output_path"]).parent.mkdir(parents=True, exist_ok=True)
+            for attempt in range(KERNEL_START_RETRIES + 1):
+                try:
+                    pm.execute_notebook(task["notebook"], task["output_path"], parameters=parameters,
+                                        kernel_name=task.get("kernel_name") or default_kernel(),
+                                        cwd=str(Path(task["notebook"]).parent),
+                                        progress_bar=False, log_output=False, start_timeout=180,
+                                        execution_timeout=task.get("execution_timeout"),
+                                        extra_arguments=["--IPKernelApp.log_level=ERROR"])  # no TCP-transport warning
+                    break
+                except RuntimeError as exc:
+                    # the kernel never started (no cell ran, nothing was logged): start it again
+                    if attempt == KERNEL_START_RETRIES or not is_kernel_start_failure(exc):
+                        raise
+                    set_tags(run_id, {"sweep.kernel_start_retries": str(attempt + 1)}, cl=cl)
+                    time.sleep(1.0 + attempt)
+        except Exception as exc:  # noqa: BLE001 - any failure of a config is recorded and the sweep goes on
+            from papermill.exceptions import PapermillExecutionError
 
-        if isinstance(exc, PapermillExecutionError):
-            error = f"{exc.ename}: {exc.evalue} (cell {exc.cell_index}, execution count {exc.exec_count})"
-            details = _clean_traceback(exc.traceback)
-        else:
-            error = f"{type(exc).__name__}: {exc}"
-            details = traceback.format_exc()
+            if isinstance(exc, PapermillExecutionError):
+                error = f"{exc.ename}: {exc.evalue} (cell {exc.cell_index}, execution count {exc.exec_count})"
+                details = _clean_traceback(exc.traceback)
+            else:
+                error = f"{type(exc).__name__}: {exc}"
+                details = traceback.format_exc()
 
-    if Path(task["output_path"]).is_file():
-        cl.log_artifact(run_id, task["output_path"], NOTEBOOK_ARTIFACT_DIR)
-    if error:
-        import tempfile
+        if Path(task["output_path"]).is_file():
+            cl.log_artifact(run_id, task["output_path"], NOTEBOOK_ARTIFACT_DIR)
+        if error:
+            import tempfile
 
-        with tempfile.TemporaryDirectory(prefix="lab-err-") as tmp:
-            path = Path(tmp) / ERROR_ARTIFACT
-            path.write_text(f"{error}\n\nconfig: {task['label']}\nnotebook: {task['output_path']}\n\n{details}\n",
-                            encoding="utf-8")
-            cl.log_artifact(run_id, str(path))
-        set_tags(run_id, {TAG_ERROR: error}, cl=cl)
-    status = "FAILED" if error else "FINISHED"
-    if _status(cl, run_id) == "RUNNING":  # never revive a run something else ended (a rerun marked it KILLED)
-        cl.set_terminated(run_id, status)
-    else:
-        status = _status(cl, run_id)
+            with tempfile.TemporaryDirectory(prefix="lab-err-") as tmp:
+                path = Path(tmp) / ERROR_ARTIFACT
+                path.write_text(f"{error}\n\nconfig: {task['label']}\nnotebook: {task['output_path']}\n\n{details}\n",
+                                encoding="utf-8")
+                cl.log_artifact(run_id, str(path))
+            run.fail(error)  # tag TAG_ERROR ("error"), status FAILED
+    status = run.final_status
     out.update(status=status, error=error, seconds=time.perf_counter() - t0)
     return out
 
@@ -458,6 +451,7 @@ def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry
     from lab.core.progress import progress as bar
     from lab.tracking.ui import DEFAULT_METRICS, set_runs_view
     from lab.workbench.resume import TAG_REASON, decide, run_identity
+    from lab.tracking.lifecycle import tracked_run
     from lab.tracking.store import (client, environment_tags, get_or_create_experiment, log_metrics, log_params, set_tags,
                               tracking_uri)
 
@@ -531,46 +525,48 @@ def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry
             return report
 
         spec_hash = config_hash({"configs": sorted(hashes), "notebook": str(spec.notebook.name)})
-        parent = None if new_parent else _reusable_parent(cl, exp_id, spec.name, spec_hash)
-        if parent is None:
-            parent = cl.create_run(exp_id, run_name=f"sweep {spec.name}", tags={
+        reused = None if new_parent else _reusable_parent(cl, exp_id, spec.name, spec_hash)
+        # a new parent run, or the reused one set RUNNING again; ended FINISHED when every config finished, else
+        # FAILED; something raising in here ends it FAILED (KILLED on KeyboardInterrupt) with tag error, re-raised
+        with tracked_run(experiment_id=exp_id, run_name=f"sweep {spec.name}", cl=cl, source_type=None,
+                         resume_run_id=reused, tags={
                 TAG_ROLE: "parent", TAG_NAME: spec.name, TAG_SPEC_HASH: spec_hash,
-                "mlflow.source.name": str(spec.path), **environment_tags(), **(parent_tags or {})}).info.run_id
-            cl.log_artifact(parent, str(spec.path), "spec")
-            log_params(parent, {"sweep.notebook": str(spec.notebook.name), "sweep.n_configs": len(configs),
-                                "sweep.varying": ",".join(keys), "sweep.executor": executor, "sweep.jobs": jobs,
-                                "sweep.rerun_on_code_change": rerun_on_code_change}, cl=cl)
-        else:
-            cl.update_run(parent, status="RUNNING")
-        report.parent_run_id = parent
+                "mlflow.source.name": str(spec.path), **environment_tags(), **(parent_tags or {})}) as parent_run:
+            parent = parent_run.run_id
+            if reused is None:
+                cl.log_artifact(parent, str(spec.path), "spec")
+                log_params(parent, {"sweep.notebook": str(spec.notebook.name), "sweep.n_configs": len(configs),
+                                    "sweep.varying": ",".join(keys), "sweep.executor": executor, "sweep.jobs": jobs,
+                                    "sweep.rerun_on_code_change": rerun_on_code_change}, cl=cl)
+            report.parent_run_id = parent
 
-        tags = {i: {**identities[i].tags(), TAG_REASON: decisions[i].reason,
-                    "sweep.previous_run_id": decisions[i].previous_run_id} for i in todo}
-        tasks = _tasks(spec, todo, configs, hashes, labels, out_dir, uri, exp_id, parent, root, kernel_name,
-                       execution_timeout, {i: {k: v for k, v in t.items() if v} for i, t in tags.items()})
-        stream = (_run_ray(tasks, jobs, ray_address) if executor == "ray" else _run_local(tasks, jobs)) if tasks \
-            else iter(())
-        failed = 0
-        pbar = bar(stream, desc=f"sweep {spec.name}", total=len(tasks), enabled=progress and bool(tasks),
-                   unit="config")
-        for res in pbar:
-            o = ConfigOutcome(**{k: res[k] for k in ConfigOutcome.__dataclass_fields__ if k in res})
-            o.reason, o.previous_run_id = decisions[o.index].reason, decisions[o.index].previous_run_id
-            outcomes[o.index] = o
-            if o.status != "FINISHED":
-                failed += 1
-                if hasattr(pbar, "write"):
-                    pbar.write(f"config {o.index} ({o.label}) {o.status}: {o.error}")
-                else:
-                    echo(f"config {o.index} ({o.label}) {o.status}: {o.error}")
-            if hasattr(pbar, "set_postfix"):
-                pbar.set_postfix(failed=failed)
-        report.outcomes = [outcomes[i] for i in range(len(configs))]
-        report.seconds = time.perf_counter() - t0
-        log_metrics(parent, {"n_configs": len(configs), "n_finished": report.n_finished + report.n_skipped,
-                             "n_failed": report.n_failed, "n_run_now": len(tasks), "seconds": report.seconds}, cl=cl)
-        set_tags(parent, {"sweep.ok": str(report.ok).lower()}, cl=cl)
-        cl.set_terminated(parent, "FINISHED" if report.ok else "FAILED")
+            tags = {i: {**identities[i].tags(), TAG_REASON: decisions[i].reason,
+                        "sweep.previous_run_id": decisions[i].previous_run_id} for i in todo}
+            tasks = _tasks(spec, todo, configs, hashes, labels, out_dir, uri, exp_id, parent, root, kernel_name,
+                           execution_timeout, {i: {k: v for k, v in t.items() if v} for i, t in tags.items()})
+            stream = (_run_ray(tasks, jobs, ray_address) if executor == "ray" else _run_local(tasks, jobs)) if tasks \
+                else iter(())
+            failed = 0
+            pbar = bar(stream, desc=f"sweep {spec.name}", total=len(tasks), enabled=progress and bool(tasks),
+                       unit="config")
+            for res in pbar:
+                o = ConfigOutcome(**{k: res[k] for k in ConfigOutcome.__dataclass_fields__ if k in res})
+                o.reason, o.previous_run_id = decisions[o.index].reason, decisions[o.index].previous_run_id
+                outcomes[o.index] = o
+                if o.status != "FINISHED":
+                    failed += 1
+                    if hasattr(pbar, "write"):
+                        pbar.write(f"config {o.index} ({o.label}) {o.status}: {o.error}")
+                    else:
+                        echo(f"config {o.index} ({o.label}) {o.status}: {o.error}")
+                if hasattr(pbar, "set_postfix"):
+                    pbar.set_postfix(failed=failed)
+            report.outcomes = [outcomes[i] for i in range(len(configs))]
+            report.seconds = time.perf_counter() - t0
+            log_metrics(parent, {"n_configs": len(configs), "n_finished": report.n_finished + report.n_skipped,
+                                 "n_failed": report.n_failed, "n_run_now": len(tasks), "seconds": report.seconds}, cl=cl)
+            set_tags(parent, {"sweep.ok": str(report.ok).lower()}, cl=cl)
+            parent_run.status = "FINISHED" if report.ok else "FAILED"
         if summary:
             _log_summary(report, sweep_metric(configs), root, echo)
         if not defer_publish:

@@ -75,6 +75,15 @@ def test_content_key_changes_with_what_shapes_the_model():
         assert other != k
 
 
+def test_content_key_is_the_one_saved_models_carry():
+    """Keys computed before the trainers shared lab.training.common: a model saved then is still reused."""
+    cfg = EmbedderConfig()
+    assert content_key("st:m@1", "fp", "train", cfg, False, None) == \
+        "ffbbb9b496b72b0752895cb07c2b5dee95dbd8788ab14266cbd06d98753004e4"
+    assert content_key("st:all-MiniLM@abc", "fp2", "dev", replace(cfg, seed=3, hard_negatives="bm25"), True, "efp") == \
+        "487368f410b23e20130ecf34bdab91e96479acc1b41cd2f9f855547988b91945"
+
+
 # --- the guard on real data ----------------------------------------------------------------------------------
 
 def test_refuses_training_on_the_evaluation_split(tmp_path):
