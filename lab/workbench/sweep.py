@@ -43,14 +43,15 @@ from pathlib import Path
 from typing import Iterator
 
 from lab.core.errors import ConfigError
+from lab.tracking.lifecycle import TAG_ERROR
 from lab.tracking.store import TAG_PARENT, TAG_ROLE, search_all_runs
 from lab.tracking.ui import RUN_TYPE_EVALUATION, RUN_TYPE_TAG
 
-#: Tags written by the sweep (TAG_PARENT and TAG_ROLE are defined in lab.tracking.store, which every layer reads).
+#: Tags written by the sweep (TAG_PARENT and TAG_ROLE are defined in lab.tracking.store, TAG_ERROR in
+#: lab.tracking.lifecycle, which every layer above tracking reads).
 TAG_HASH = "config_hash"
 TAG_NAME = "sweep.name"
 TAG_SPEC_HASH = "sweep.spec_hash"
-from lab.tracking.lifecycle import TAG_ERROR  # noqa: E402 - the one definition, re-exported for readers of sweep tags
 NOTEBOOK_ARTIFACT_DIR = "notebook"
 ERROR_ARTIFACT = "error.txt"
 _ENV_DEFAULTS = {"MLFLOW_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
@@ -181,6 +182,8 @@ def _die_with_parent() -> None:
 #: times a config's kernel is started again when it dies before answering (two kernels starting at once on a
 #: loaded machine sometimes lose that race; no cell has run then, so starting again is safe).
 KERNEL_START_RETRIES = 2
+#: Arguments of every config's kernel: no TCP-transport warning in the sweep's output.
+KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=ERROR"]
 _KERNEL_START_ERRORS = ("Kernel died before replying to kernel_info", "Kernel didn't respond in",
                         "Address already in use")
 
@@ -197,10 +200,13 @@ def _clean_traceback(lines) -> str:
     return re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", text)
 
 
-def execute_config(task: dict) -> dict:
+def execute_config(task: dict, kernels=None, more: bool = False) -> dict:
     """Run one config: create its child run, execute the notebook, log, end the run. Returns the outcome as a
     plain dict (fields of :class:`ConfigOutcome`). The same function runs in-process, in pool workers and in
-    Ray tasks; ``task`` holds only plain values (see :func:`_tasks`)."""
+    Ray tasks; ``task`` holds only plain values (see :func:`_tasks`). ``kernels``: a
+    :class:`lab.workbench.kernels.WarmKernels` whose prewarmed kernel runs this config (``more``: another config
+    follows, so warm the next one); the run's tag ``sweep.kernel`` says "prewarmed" or "cold" (Papermill started
+    it: no pool, or warming failed, or a kernel start was retried)."""
     import traceback
 
     from mlflow import MlflowClient
@@ -236,7 +242,11 @@ def execute_config(task: dict) -> dict:
         try:
             import papermill as pm
 
+            from lab.workbench.kernels import shutdown
+
             Path(task["output_path"]).parent.mkdir(parents=True, exist_ok=True)
+            km = kernels.take(more=more) if kernels is not None else None
+            set_tags(run_id, {"sweep.kernel": "prewarmed" if km is not None else "cold"}, cl=cl)
             for attempt in range(KERNEL_START_RETRIES + 1):
                 try:
                     pm.execute_notebook(task["notebook"], task["output_path"], parameters=parameters,
@@ -244,14 +254,18 @@ def execute_config(task: dict) -> dict:
                                         cwd=str(Path(task["notebook"]).parent),
                                         progress_bar=False, log_output=False, start_timeout=180,
                                         execution_timeout=task.get("execution_timeout"),
-                                        extra_arguments=["--IPKernelApp.log_level=ERROR"])  # no TCP-transport warning
+                                        extra_arguments=KERNEL_ARGUMENTS, **({"km": km} if km is not None else {}))
                     break
                 except RuntimeError as exc:
                     # the kernel never started (no cell ran, nothing was logged): start it again
                     if attempt == KERNEL_START_RETRIES or not is_kernel_start_failure(exc):
                         raise
-                    set_tags(run_id, {"sweep.kernel_start_retries": str(attempt + 1)}, cl=cl)
+                    set_tags(run_id, {"sweep.kernel_start_retries": str(attempt + 1), "sweep.kernel": "cold"}, cl=cl)
+                    shutdown(km)
+                    km = None
                     time.sleep(1.0 + attempt)
+                finally:
+                    shutdown(km)  # a kernel handed to Papermill is the caller's to end
         except Exception as exc:  # noqa: BLE001 - any failure of a config is recorded and the sweep goes on
             from papermill.exceptions import PapermillExecutionError
 
@@ -281,10 +295,18 @@ def execute_config(task: dict) -> dict:
 # ----------------------------------------------------------------------------------------------------------
 # executors
 # ----------------------------------------------------------------------------------------------------------
-def _run_local(tasks: list[dict], jobs: int) -> Iterator[dict]:
+def _run_local(tasks: list[dict], jobs: int, warm_kernels: bool = True) -> Iterator[dict]:
     if jobs <= 1:
-        for t in tasks:
-            yield execute_config(t)
+        if not warm_kernels or len(tasks) < 2 or len({(t["notebook"], t.get("kernel_name")) for t in tasks}) > 1:
+            for t in tasks:
+                yield execute_config(t)
+            return
+        from lab.workbench.kernels import WarmKernels
+
+        name = tasks[0].get("kernel_name") or default_kernel()
+        with WarmKernels(name, tasks[0]["notebook"], extra_arguments=KERNEL_ARGUMENTS) as kernels:
+            for i, t in enumerate(tasks):
+                yield execute_config(t, kernels=kernels, more=i + 1 < len(tasks))
         return
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -431,7 +453,8 @@ def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry
               ray_address: str | None = None, root: str | Path = "mlruns", output_dir: str | Path | None = None,
               progress: bool = True, kernel_name: str | None = None, execution_timeout: int | None = None,
               echo=print, publish: dict | None = None, summary: bool = True, rerun_on_code_change: bool = False,
-              parent_tags: dict | None = None, new_parent: bool = False, defer_publish: bool = False) -> SweepReport:
+              parent_tags: dict | None = None, new_parent: bool = False, defer_publish: bool = False,
+              warm_kernels: bool = True) -> SweepReport:
     """Run every config of the sweep spec at ``spec_path`` (see the module docstring); returns a SweepReport.
 
     jobs: configs run at once (processes; Ray tasks in flight). executor: "local" or "ray". dry_run: print the
@@ -443,7 +466,9 @@ def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry
     charts and the HTML report into the parent run (step 5). rerun_on_code_change: the git commit is part of a
     run's identity (see :mod:`lab.workbench.resume`). parent_tags: extra tags of the parent run. new_parent: always create
     a new parent run, even when every config is reused. defer_publish: do not publish here (the caller publishes
-    with :func:`publish_report` once it has checked the outcome).
+    with :func:`publish_report` once it has checked the outcome). warm_kernels: with ``jobs=1`` and the local
+    executor, start the next config's kernel (and its notebook's imports) while the current config runs
+    (:mod:`lab.workbench.kernels`); False: Papermill starts each kernel when its config begins.
     """
     from lab.core.flat import config_hash, flatten, varying_keys
     from lab.workbench.config import expand, label, load_spec
@@ -544,7 +569,7 @@ def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry
                         "sweep.previous_run_id": decisions[i].previous_run_id} for i in todo}
             tasks = _tasks(spec, todo, configs, hashes, labels, out_dir, uri, exp_id, parent, root, kernel_name,
                            execution_timeout, {i: {k: v for k, v in t.items() if v} for i, t in tags.items()})
-            stream = (_run_ray(tasks, jobs, ray_address) if executor == "ray" else _run_local(tasks, jobs)) if tasks \
+            stream = (_run_ray(tasks, jobs, ray_address) if executor == "ray" else _run_local(tasks, jobs, warm_kernels)) if tasks \
                 else iter(())
             failed = 0
             pbar = bar(stream, desc=f"sweep {spec.name}", total=len(tasks), enabled=progress and bool(tasks),

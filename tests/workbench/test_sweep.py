@@ -89,6 +89,22 @@ def test_sweep_runs_every_config_and_records_the_failure(first):
     # different k1, different scores: the params really reached the notebook
     fin = [runs[o.run_id].data.metrics for o in rep.outcomes if o.status == "FINISHED"]
     assert fin[0] != fin[1]
+    # jobs=1: every config ran in a kernel started (and its imports done) ahead of it, each kernel used once
+    assert [runs[o.run_id].data.tags["sweep.kernel"] for o in rep.outcomes] == ["prewarmed"] * 3
+
+
+def test_cold_kernels_give_the_same_scores(first, tmp_path, pytestconfig):
+    """warm_kernels=False (Papermill starts each kernel) logs the same metrics as the prewarmed first sweep."""
+    root = blank_store(tmp_path, pytestconfig)
+    rep = run_sweep(first["spec"], root=root, output_dir=tmp_path / "out", progress=False, echo=None,
+                    warm_kernels=False)
+    cold = {r.data.tags["config_hash"]: r for r in children(root, "engine")}
+    warm = {r.data.tags["config_hash"]: r for r in children(first["root"], "engine")}
+    assert [o.status for o in rep.outcomes] == ["FINISHED", "FINISHED", "FAILED"]
+    for h, run in cold.items():
+        assert run.data.tags["sweep.kernel"] == "cold"
+        quality = {k: v for k, v in run.data.metrics.items() if "latency" not in k and "seconds" not in k}
+        assert quality == {k: warm[h].data.metrics[k] for k in quality}
 
 
 def test_dry_run_then_resume_skips_finished_and_retries_failed(first, capsys):
