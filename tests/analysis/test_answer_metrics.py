@@ -265,6 +265,10 @@ def test_missing_answer_noncommittal_no_reference_and_no_context(minilm):
     assert row["status_context_recall"] == "skipped: no reference answer"
     row, _ = score_sample(judge, _sample(contexts=[], context_ids=[], answer=NONCOMMITTAL))
     assert row["context_precision"] == 0.0 and row["context_recall"] == 0.0  # nothing retrieved
+    row, _ = score_sample(judge, _sample(answer="Yes.", reference="Just that."))  # under 3 words: no claims
+    assert math.isnan(row["faithfulness"]) and math.isnan(row["context_recall"])
+    assert row["status_faithfulness"] == "failed: no claims in the answer"
+    assert row["status_context_recall"] == "failed: no claims in the reference answer"
 
 
 def test_evaluate_samples_means_exclude_failures_and_count_them(minilm):
