@@ -129,13 +129,6 @@ def test_aggregate_leaves_nan_out_and_counts_failures():
 
 
 # ------------------------------------------------------------------------------------------------ embedder
-@pytest.fixture(scope="module")
-def minilm(tmp_path_factory):
-    from lab.models.embedders import load_embedder
-
-    return load_embedder("all-MiniLM-L6-v2", cache_dir=tmp_path_factory.mktemp("emb"), progress=False)
-
-
 def test_answer_relevancy_ranks_on_topic_above_off_topic(minilm):
     """The embedding half of answer relevancy, with hand-written generated questions: on-topic wins, every case."""
     _, cases = load_fixture(FIXTURE)
