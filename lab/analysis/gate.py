@@ -369,10 +369,9 @@ class GateReport:
 
     def to_dict(self) -> dict:
         """JSON-ready dict (NaN as None)."""
-        def clean(v):
-            return None if isinstance(v, float) and math.isnan(v) else v
+        from lab.core.flat import nan_to_none
 
-        rows = [{k: clean(v) for k, v in asdict(r).items()} | {"failed": r.failed} for r in self.rows]
+        rows = [{k: nan_to_none(v) for k, v in asdict(r).items()} | {"failed": r.failed} for r in self.rows]
         return {"passed": self.passed, "baseline": self.baseline, "current": self.current,
                 "max_drop": self.max_drop, "relative": self.relative, "significant_only": self.significant_only,
                 "alpha": self.alpha, "rows": rows, "warnings": list(self.warnings)}

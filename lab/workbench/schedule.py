@@ -124,8 +124,7 @@ class ScheduleComparison:
         return 1 if self.regressed else 0
 
     def to_dict(self) -> dict:
-        def clean(v):
-            return None if isinstance(v, float) and math.isnan(v) else v
+        from lab.core.flat import nan_to_none
 
         return {
             "schedule": self.schedule, "experiment": self.experiment, "regressed": self.regressed,
@@ -136,7 +135,7 @@ class ScheduleComparison:
             "configs": [{"config_hash": c.config_hash, "label": c.label, "previous_run_id": c.previous_run_id,
                          "current_run_id": c.current_run_id, "paired": c.paired, "same_run": c.same_run,
                          "note": c.note, "reason": c.reason, "failed": c.failed,
-                         "rows": [{k: clean(v) for k, v in vars(r).items()} | {"failed": r.failed} for r in c.rows]}
+                         "rows": [{k: nan_to_none(v) for k, v in vars(r).items()} | {"failed": r.failed} for r in c.rows]}
                         for c in self.configs]}
 
     def table(self) -> str:
