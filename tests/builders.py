@@ -3,6 +3,7 @@ which pytest imports by file name)."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 from lab.data.types import Corpus, Dataset, Qrels
@@ -88,3 +89,33 @@ def mini_dataset(tmp_path, corpus_only: bool = False) -> Path:
     (folder / "queries.jsonl").write_text('{"_id": "q", "text": "zoom"}\n', encoding="utf-8")
     (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq\trestructure_0\t1\n", encoding="utf-8")
     return folder
+
+
+# ------------------------------------------------------------------------------------------------ bad input
+def assert_bad_file(read, path: Path, line: int | None, field: str | None, message: str):
+    """``read(path)`` raises one DataError that names ``path``, ``line`` and ``field`` (first in its text, as
+    "PATH, line N"), holds ``message`` and says what to do next (a hint); returns the error."""
+    import pytest
+
+    from lab.core.errors import DataError
+
+    with pytest.raises(DataError) as err:
+        read(path)
+    e = err.value
+    assert (e.path, e.line, e.field) == (str(path), line, field)
+    assert message in e.message and e.hint  # every error says what to do next
+    assert str(e).startswith(str(path) + (f", line {line}" if line else ""))
+    return e
+
+
+# ------------------------------------------------------------------------------------------------ sweeps
+def ordqa_sweep_env(base: Path, spec_name: str, spec: str, pytestconfig, **fields) -> dict:
+    """A sweep workspace in ``base``: ``kb``, a copy of data/ord-qa (a test may change it), ``spec``, the file
+    ``base / spec_name`` holding ``spec.format(dataset=kb, **fields)``, and ``root``, a blank MLflow store."""
+    from conftest import blank_store
+
+    kb = base / "kb"
+    shutil.copytree(REPO / "data" / "ord-qa", kb)
+    path = base / spec_name
+    path.write_text(spec.format(dataset=kb, **fields))
+    return {"base": base, "kb": kb, "spec": path, "root": blank_store(base, pytestconfig)}

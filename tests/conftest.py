@@ -63,6 +63,16 @@ class Always500:
         self.server.server_close()
 
 
+@pytest.fixture(scope="session")
+def minilm(tmp_path_factory):
+    """The packaged all-MiniLM-L6-v2 embedder (``load_embedder("minilm")``), loaded once for the whole session: an
+    Embedder holds no state that encoding changes, so tests may share it (caches of what it encodes live in each
+    test's own Context or EmbeddingCache)."""
+    from lab.models.embedders import load_embedder
+
+    return load_embedder("minilm", cache_dir=tmp_path_factory.mktemp("minilm"), progress=False)
+
+
 @pytest.fixture
 def always_500():
     """An OpenAI-compatible endpoint on 127.0.0.1 that always answers HTTP 500 (``.url``, ``.requests``)."""

@@ -391,22 +391,12 @@ def score_sample(judge: Judge, sample: AnswerSample) -> tuple[dict, dict]:
         status["faithfulness"] = f"failed: no answer ({sample.answer_error})"
     elif noncommittal:
         status["faithfulness"] = "skipped: noncommittal answer"
-    elif not a_claims:
-        status["faithfulness"] = "failed: no claims in the answer"
-    elif not sample.contexts:
-        row["faithfulness"], status["faithfulness"] = 0.0, "ok"
     else:
-        row["faithfulness"] = fraction_true(a_v)
-        status["faithfulness"] = _verdict_status(a_v)
+        _score_claims(row, status, "faithfulness", a_claims, a_v, bool(sample.contexts), "the answer")
     if not reference:
         status["context_recall"] = "skipped: no reference answer"
-    elif not r_claims:
-        status["context_recall"] = "failed: no claims in the reference answer"
-    elif not sample.contexts:
-        row["context_recall"], status["context_recall"] = 0.0, "ok"
     else:
-        row["context_recall"] = fraction_true(r_v)
-        status["context_recall"] = _verdict_status(r_v)
+        _score_claims(row, status, "context_recall", r_claims, r_v, bool(sample.contexts), "the reference answer")
 
     # context precision: one usefulness judgement per retrieved chunk
     if not reference:
@@ -460,6 +450,21 @@ def score_sample(judge: Judge, sample: AnswerSample) -> tuple[dict, dict]:
 def _verdict_status(verdicts: Sequence[bool | None]) -> str:
     bad = sum(v is None for v in verdicts)
     return "ok" if not bad else f"failed: {bad} of {len(verdicts)} verdicts unparseable or errored"
+
+
+def _score_claims(row: dict, status: dict, metric: str, claims: list[str], verdicts: Sequence[bool | None],
+                  has_context: bool, source: str) -> None:
+    """Set ``row[metric]`` and ``status[metric]`` for a claim-support metric (faithfulness: the answer's claims
+    supported by the context; context recall: the reference's claims attributable to it): no claims in ``source``
+    fails (NaN), no context scores 0.0 (nothing can be supported), else the share of supported claims
+    (:func:`fraction_true`, NaN when a verdict failed)."""
+    if not claims:
+        status[metric] = f"failed: no claims in {source}"
+    elif not has_context:
+        row[metric], status[metric] = 0.0, "ok"
+    else:
+        row[metric] = fraction_true(verdicts)
+        status[metric] = _verdict_status(verdicts)
 
 
 # ------------------------------------------------------------------------------------------------ results

@@ -369,10 +369,9 @@ class GateReport:
 
     def to_dict(self) -> dict:
         """JSON-ready dict (NaN as None)."""
-        def clean(v):
-            return None if isinstance(v, float) and math.isnan(v) else v
+        from lab.core.flat import nan_to_none
 
-        rows = [{k: clean(v) for k, v in asdict(r).items()} | {"failed": r.failed} for r in self.rows]
+        rows = [{k: nan_to_none(v) for k, v in asdict(r).items()} | {"failed": r.failed} for r in self.rows]
         return {"passed": self.passed, "baseline": self.baseline, "current": self.current,
                 "max_drop": self.max_drop, "relative": self.relative, "significant_only": self.significant_only,
                 "alpha": self.alpha, "rows": rows, "warnings": list(self.warnings)}
@@ -445,12 +444,11 @@ def gate_metric(metric: str, base: ResultFile, cur: ResultFile, max_drop: float,
     return row
 
 
-def run_gate(base: ResultFile, cur: ResultFile, metrics: Sequence[str] | None = None,
-             max_drop: float = DEFAULT_MAX_DROP, relative: bool = False, significant_only: bool = False,
-             alpha: float = 0.05, n_resamples: int = 10000, seed: int = 0) -> GateReport:
-    """Gate ``cur`` against ``base`` on ``metrics`` (default DEFAULT_GATE_METRICS). ConfigError (exit 2) when a
-    metric is unknown or missing from a file, when significant_only lacks per-query data or paired queries, or
-    when alpha / max_drop are out of range; GateWarning for each input warning (also in report.warnings)."""
+def gate_settings(metrics: Sequence[str] | None, max_drop: float, relative: bool, alpha: float) -> list[str]:
+    """The metrics to gate (``metrics``, default DEFAULT_GATE_METRICS, each once, in order) once the settings are
+    checked: every metric written as its canonical label (lab.metrics.parse_metric: 'ndcg@10', not 'NDCG@10'),
+    ``alpha`` strictly between 0 and 1, ``max_drop`` a number and, with ``relative``, a fraction below 1.
+    ConfigError (exit 2) naming the option (--metric, --alpha, --max-drop) otherwise."""
     from lab.metrics import parse_metric
 
     names = list(dict.fromkeys(metrics or DEFAULT_GATE_METRICS))
@@ -464,6 +462,16 @@ def run_gate(base: ResultFile, cur: ResultFile, metrics: Sequence[str] | None = 
         raise ConfigError(f"--alpha {alpha}: must lie strictly between 0 and 1, e.g. 0.05")
     if math.isnan(max_drop) or (relative and abs(max_drop) >= 1):
         raise ConfigError(f"--max-drop {max_drop}: with --relative, a fraction below 1 (0.02 = 2%)")
+    return names
+
+
+def run_gate(base: ResultFile, cur: ResultFile, metrics: Sequence[str] | None = None,
+             max_drop: float = DEFAULT_MAX_DROP, relative: bool = False, significant_only: bool = False,
+             alpha: float = 0.05, n_resamples: int = 10000, seed: int = 0) -> GateReport:
+    """Gate ``cur`` against ``base`` on ``metrics`` (default DEFAULT_GATE_METRICS). ConfigError (exit 2) when a
+    metric is unknown or missing from a file, when significant_only lacks per-query data or paired queries, or
+    when alpha / max_drop are out of range; GateWarning for each input warning (also in report.warnings)."""
+    names = gate_settings(metrics, max_drop, relative, alpha)
     for res, side in ((base, "baseline"), (cur, "current")):
         missing = [m for m in names if m not in res.means]
         if missing:

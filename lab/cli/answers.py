@@ -9,6 +9,7 @@ from pathlib import Path
 
 from lab.cli.options import (add_max_consecutive_failures, add_tracking_root, non_negative_int, positive_int,
                              write_table)
+from lab.core.flat import nan_to_none
 from lab.core.settings import parse_settings
 
 DEFAULT_FIXTURE = "tests/fixtures/answers"
@@ -59,7 +60,7 @@ def cmd_answers(args) -> int:
         return _stopped(report, run_id, args)
     summary = report.summary()
     if args.json:
-        out = {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in summary.items()}  # NaN: null
+        out = {k: nan_to_none(v) for k, v in summary.items()}  # NaN: null
         out["_meta"] = {"config": report.config, "mlflow_run_id": run_id, "experiment": args.experiment}
         print(json.dumps(out, indent=2, default=str))
         return 0

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from lab.cli.options import add_tracking_root, checked_metrics, non_negative_int, positive_int, write_table
+from lab.core.flat import nan_to_none
 from lab.core.settings import parse_settings
 
 
@@ -99,8 +100,7 @@ def cmd_run(args) -> int:
         except TrackingError as exc:  # the result was saved locally: print it, then say where and why
             log_error = exc
     if args.json:
-        out = {k: (None if isinstance(v, float) and math.isnan(v) else v)  # NaN: not measured (an imported run)
-               for k, v in res.summary().items()}
+        out = {k: nan_to_none(v) for k, v in res.summary().items()}  # NaN: not measured (an imported run)
         out["_meta"] = _meta(res.evaluation, **res.info, config=res.config)
         if run_id:
             out["_meta"]["mlflow_run_id"] = run_id

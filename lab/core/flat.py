@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
 from lab.core.errors import ConfigError
 
-__all__ = ["canonical_json", "config_hash", "flatten", "flatten_values", "format_value", "plain_copy",
-           "set_dotted", "unflatten", "varying_keys"]
+__all__ = ["canonical_json", "config_hash", "flatten", "flatten_values", "format_value", "nan_to_none",
+           "plain_copy", "set_dotted", "unflatten", "varying_keys"]
 
 
 def set_dotted(config: dict, key: str, value: Any) -> dict:
@@ -43,6 +44,12 @@ def set_dotted(config: dict, key: str, value: Any) -> dict:
     else:
         node[leaf] = plain_copy(value)
     return config
+
+
+def nan_to_none(value: Any) -> Any:
+    """``value``, except a float NaN, which becomes None: JSON has no NaN (RFC 8259, section 6), so a figure
+    that was not measured is written as ``null``."""
+    return None if isinstance(value, float) and math.isnan(value) else value
 
 
 def plain_copy(value: Any) -> Any:

@@ -93,6 +93,19 @@ def _duplicate(path, line: int, kind: str, key: str, first: int):
                      hint=f"{kind} ids must be unique; remove or rename one of them")
 
 
+def _objects(path: Path, what: str, kind: str, show: bool):
+    """(line, JSON object, ``_id``) of each record of a JSON Lines file, in file order; a DataError for a line
+    that is no JSON object, has no valid ``_id``, or repeats the ``_id`` of an earlier line (both lines named)."""
+    lines_of: dict[str, int] = {}
+    for line, raw in _records(path, what, show):
+        obj = parse_json_object(path, line, raw)
+        key = as_id(path, line, obj.get("_id"), "_id")
+        if key in lines_of:
+            raise _duplicate(path, line, kind, key, lines_of[key])
+        lines_of[key] = line
+        yield line, obj, key
+
+
 def read_corpus(path: Path | str, name: str = "", progress: bool = True) -> Corpus:
     """Documents of a corpus JSON Lines file (``.gz`` allowed), in file order.
 
@@ -101,14 +114,8 @@ def read_corpus(path: Path | str, name: str = "", progress: bool = True) -> Corp
     """
     path = Path(path)
     docs: dict[str, Document] = {}
-    lines_of: dict[str, int] = {}
     known = frozenset(("_id", "title", "text", "metadata"))
-    for line, raw in _records(path, "corpus file", progress):
-        obj = parse_json_object(path, line, raw)
-        did = as_id(path, line, obj.get("_id"), "_id")
-        if did in docs:
-            raise _duplicate(path, line, "document", did, lines_of[did])
-        lines_of[did] = line
+    for line, obj, did in _objects(path, "corpus file", "document", progress):
         docs[did] = Document(did, as_text(path, line, obj, "text"), as_text(path, line, obj, "title", required=False),
                              _metadata(path, line, obj, known))
     return Corpus(docs, name=name)
@@ -122,14 +129,8 @@ def read_queries(path: Path | str, progress: bool = True) -> Queries:
     path = Path(path)
     texts: dict[str, str] = {}
     metadata: dict[str, dict] = {}
-    lines_of: dict[str, int] = {}
     known = frozenset(("_id", "text", "metadata"))
-    for line, raw in _records(path, "queries file", progress):
-        obj = parse_json_object(path, line, raw)
-        qid = as_id(path, line, obj.get("_id"), "_id")
-        if qid in texts:
-            raise _duplicate(path, line, "query", qid, lines_of[qid])
-        lines_of[qid] = line
+    for line, obj, qid in _objects(path, "queries file", "query", progress):
         texts[qid] = as_text(path, line, obj, "text")
         meta = _metadata(path, line, obj, known)
         if meta or "metadata" in obj:

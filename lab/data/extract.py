@@ -362,12 +362,9 @@ def extract_html(data: bytes) -> Extracted:
 
     def walk(el):
         tag = el.tag.lower() if isinstance(el.tag, str) else ""
-        if tag in _HEADINGS:
+        if tag in _HEADINGS or tag == "pre":  # one block of the element's whole text (a heading has a level)
             flush()
-            blocks.append((el.text_content(), _HEADINGS[tag]))
-        elif tag == "pre":
-            flush()
-            blocks.append((el.text_content(), None))
+            blocks.append((el.text_content(), _HEADINGS.get(tag)))
         elif tag == "br":
             buf.append("\n")
         elif tag:  # comments and processing instructions have no str tag: only their tail counts

@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lab.data.types import Dataset, Qrels, Run
+from lab.data.types import Dataset, Qrels, Queries, Run
 from lab.retrievers.base import Context, build
 
 
@@ -118,6 +118,21 @@ def load(dataset: str | Path | Dataset, progress: bool = True) -> Dataset:
     return load_dataset(dataset, progress=progress)
 
 
+def split_queries(ds: Dataset, split: str, max_queries: int | None = None) -> tuple[Queries, Qrels]:
+    """The queries and qrels of split ``split`` of ``ds``, cut to the first ``max_queries`` query ids in sorted
+    order when given (None or 0: all of them). A split the dataset lacks is a ConfigError naming those it has."""
+    from lab.core.errors import ConfigError
+
+    try:
+        queries, qrels = ds.split(split)
+    except KeyError as exc:
+        raise ConfigError(str(exc.args[0])) from None
+    if max_queries:
+        keep = sorted(queries)[:max_queries]
+        queries, qrels = queries.subset(keep), type(qrels)({q: qrels[q] for q in keep}, name=qrels.name)
+    return queries, qrels
+
+
 def run_experiment(
     dataset: str | Path | Dataset,
     strategy: str,
@@ -154,14 +169,7 @@ def run_experiment(
                    chunking=chunking)
     ctx = ctx or Context()
     ds = load(dataset, progress=ctx.progress)
-    try:
-        queries, qrels = ds.split(split)
-    except KeyError as exc:
-        raise ConfigError(str(exc.args[0])) from None
-    if max_queries:
-        keep = sorted(queries)[:max_queries]
-        queries = queries.subset(keep)
-        qrels = type(qrels)({q: qrels[q] for q in keep}, name=qrels.name)
+    queries, qrels = split_queries(ds, split, max_queries)
 
     units, mode, chunk_info, relevance_info, rel = ds.corpus, "doc", {"chunker": "none"}, {}, None
     search_k = k

@@ -22,20 +22,14 @@ def trec_result(dataset, run_path, *, split: str = "test", k: int = 100, name: s
 
     from lab.data.fingerprint import fingerprint
     from lab.data.trec import read_trec_run
-    from lab.data.types import Qrels, Run
-    from lab.core.errors import ConfigError, DataError
-    from lab.experiment.run import Result, load
+    from lab.data.types import Run
+    from lab.core.errors import DataError
+    from lab.experiment.run import Result, load, split_queries
     from lab.metrics import DEFAULT_METRICS, evaluate, latency_summary
 
     path = Path(run_path)
     ds = load(dataset, progress=progress)
-    try:
-        queries, qrels = ds.split(split)
-    except KeyError as exc:
-        raise ConfigError(str(exc.args[0])) from None
-    if max_queries:
-        keep = sorted(queries)[:max_queries]
-        queries, qrels = queries.subset(keep), Qrels({q: qrels[q] for q in keep}, name=qrels.name)
+    queries, qrels = split_queries(ds, split, max_queries)
     raw = read_trec_run(path)
     strategy = name or f"trec:{path.name.split('.')[0]}"
     scores = {q: dict(raw.ranked(q, k)) for q in queries if q in raw}

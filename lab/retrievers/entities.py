@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Sequence
 
 from lab.core.errors import ConfigError
-from lab.text.tokenize import HAN_CHARS, NLTK_STOPWORDS, Tokenizer
+from lab.text.tokenize import HAN_CHAR, HAN_RUN, NLTK_STOPWORDS, Tokenizer
 
 #: Version of :data:`PROMPT` and of the answer parsing rules (an integer, as the other LLM strategies'); reported
 #: by describe() as ``prompt_version``. Bump it when either changes.
@@ -63,8 +63,6 @@ PHRASE_STOPWORDS = NLTK_STOPWORDS | frozenset(
 JIEBA_NOUN_PREFIX = "n"
 JIEBA_LATIN_TAG = "eng"
 
-_HAN_RUN = re.compile(f"[{HAN_CHARS}]+")
-_HAS_HAN = re.compile(f"[{HAN_CHARS}]")
 #: A word (with in-word hyphens/apostrophes), a line break, or one other non-space character.
 _PIECE = re.compile(r"(\w+(?:[-'\u2019]\w+)*)|(\n)|([^\w\s])")
 _NUMBER = re.compile(r"^[\d.,_]+$")
@@ -86,7 +84,7 @@ def normalize_entity(surface: str, tokenizer: Tokenizer) -> str:
     text = unicodedata.normalize("NFKC", surface or "").lower()
     parts: list[str] = []
     pos = 0
-    for m in _HAN_RUN.finditer(text):
+    for m in HAN_RUN.finditer(text):
         parts.extend(tokenizer(text[pos:m.start()]))
         parts.append(m.group(0))
         pos = m.end()
@@ -162,7 +160,7 @@ def jieba_nouns(tagged: Sequence[tuple[str, str]], min_chars: int = 2, compounds
             for size in range(2, min(len(run), max_compound) + 1):
                 for i in range(len(run) - size + 1):
                     parts = run[i:i + size]
-                    joiner = "" if all(_HAS_HAN.search(p) for p in parts) else " "
+                    joiner = "" if all(HAN_CHAR.search(p) for p in parts) else " "
                     out.append(joiner.join(parts))
         run.clear()
 
@@ -170,7 +168,7 @@ def jieba_nouns(tagged: Sequence[tuple[str, str]], min_chars: int = 2, compounds
         word = word.strip()
         is_noun = bool(word) and (tag.startswith(JIEBA_NOUN_PREFIX) or tag == JIEBA_LATIN_TAG)
         if is_noun:
-            need = min_chars if _HAS_HAN.search(word) else 2
+            need = min_chars if HAN_CHAR.search(word) else 2
             is_noun = len(word) >= need
         if is_noun:
             out.append(word)
@@ -208,7 +206,7 @@ def parse_entity_list(answer: str, max_item_words: int = 6, max_item_chars: int 
 def _fits(item: str, max_words: int, max_chars: int) -> bool:
     if not item or len(item) > max_chars:
         return False
-    if _HAS_HAN.search(item):
+    if HAN_CHAR.search(item):
         return len(item) <= max(4, max_chars // 4)
     return len(item.split()) <= max_words
 
@@ -217,10 +215,10 @@ def grounded(key: str, text_keys_joined: str, text_compact: str) -> bool:
     """Whether an entity key occurs in a text: its non-Han words as a contiguous word sequence of the text's
     normalised words (``text_keys_joined``: " w1 w2 ... ", with spaces at both ends), and each Han run as a
     substring of the text (``text_compact``: NFKC, lowercase, whitespace removed)."""
-    han = _HAN_RUN.findall(key)
+    han = HAN_RUN.findall(key)
     if any(h not in text_compact for h in han):
         return False
-    latin = _HAN_RUN.sub(" ", key).split()
+    latin = HAN_RUN.sub(" ", key).split()
     return not latin or f" {' '.join(latin)} " in text_keys_joined
 
 
@@ -344,7 +342,7 @@ class LLMExtractor:
     def _words(self, prepared: str) -> list[str]:
         out: list[str] = []
         pos = 0
-        for m in _HAN_RUN.finditer(prepared):
+        for m in HAN_RUN.finditer(prepared):
             out.extend(self.tokenizer(prepared[pos:m.start()]))
             pos = m.end()
         out.extend(self.tokenizer(prepared[pos:]))

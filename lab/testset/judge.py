@@ -215,7 +215,7 @@ def judge_dataset(dataset, *, out: str | Path | None = None, in_place: bool = Fa
     """Judge the pool of ``dataset``'s split and write the set with the new labels to ``out`` (a copy of the
     dataset folder) or, with ``in_place``, into the dataset folder; returns the report (module docstring)."""
     from lab.data.types import Qrels
-    from lab.experiment.run import load, run_experiment
+    from lab.experiment.run import load, run_experiment, split_queries
     from lab.metrics import evaluate
     from lab.models.breaker import EndpointDown, FailureBreaker
     from lab.models.llm import load_llm
@@ -244,14 +244,8 @@ def judge_dataset(dataset, *, out: str | Path | None = None, in_place: bool = Fa
         raise ConfigError(f"--concurrency {concurrency}: must be >= 1")
     t0 = time.perf_counter()
     ds = load(src, progress=progress)
-    try:
-        queries, qrels = ds.split(cfg.split)
-    except KeyError as exc:
-        raise ConfigError(str(exc.args[0])) from None
+    queries, qrels = split_queries(ds, cfg.split, cfg.max_queries)
     human = read_annotation(annotation, ds.corpus, ds.queries) if annotation is not None else []
-    if cfg.max_queries:
-        keep = sorted(queries)[:cfg.max_queries]
-        queries, qrels = queries.subset(keep), Qrels({q: qrels[q] for q in keep if q in qrels}, name=qrels.name)
     sources = label_sources(src, cfg.split, {q: dict(qrels[q]) for q in qrels})
     judge = load_llm(llm, cache_dir=cache_dir, progress=progress, seed=cfg.seed,
                      **({"concurrency": concurrency} if concurrency else {}))

@@ -35,11 +35,12 @@ from lab.core.errors import ConfigError
 
 #: Han ideographs: 〇, Extension A, the Unified block, Compatibility Ideographs, and planes 2-3 (Ext. B-H).
 HAN_CHARS = "\u3007\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003ffff"
-_HAN_RUN = re.compile(f"[{HAN_CHARS}]+")
+#: A run of Han characters / one Han character (also used by lab.retrievers.entities).
+HAN_RUN = re.compile(f"[{HAN_CHARS}]+")
+HAN_CHAR = re.compile(f"[{HAN_CHARS}]")
 #: A word run that is not Han (``\w`` minus Han), or a Han run; group 1 is set for Han runs.
 _TOKEN = re.compile(f"([{HAN_CHARS}]+)|[^\\W{HAN_CHARS}]+")
 _WORD = re.compile(f"[^\\W{HAN_CHARS}]+")
-_HAN_CHAR = re.compile(f"[{HAN_CHARS}]")
 #: Lucene EnglishPossessiveFilter: a trailing 's (straight or curly apostrophe) is dropped.
 _POSSESSIVE = re.compile(r"(\w)['\u2019]s\b")
 _ASCII_WORD = re.compile(r"\w+")
@@ -80,7 +81,7 @@ def han_share(text: str) -> float:
     """Share of Han characters among the word characters of ``text`` (0.0 for a text without words)."""
     if text.isascii():
         return 0.0
-    han = len(_HAN_CHAR.findall(text))
+    han = len(HAN_CHAR.findall(text))
     other = sum(len(w) for w in _WORD.findall(text))
     return han / (han + other) if han + other else 0.0
 
@@ -226,7 +227,7 @@ class Tokenizer:
         text = self._prepare(text)
         if text.isascii():
             return self._terms(_ASCII_WORD.findall(text))
-        if not _HAN_RUN.search(text):
+        if not HAN_RUN.search(text):
             return self._terms(_WORD.findall(text))
         out = []
         for m in _TOKEN.finditer(text):  # Han runs are rare outside Chinese text; order kept

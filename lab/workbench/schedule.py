@@ -124,8 +124,7 @@ class ScheduleComparison:
         return 1 if self.regressed else 0
 
     def to_dict(self) -> dict:
-        def clean(v):
-            return None if isinstance(v, float) and math.isnan(v) else v
+        from lab.core.flat import nan_to_none
 
         return {
             "schedule": self.schedule, "experiment": self.experiment, "regressed": self.regressed,
@@ -136,7 +135,7 @@ class ScheduleComparison:
             "configs": [{"config_hash": c.config_hash, "label": c.label, "previous_run_id": c.previous_run_id,
                          "current_run_id": c.current_run_id, "paired": c.paired, "same_run": c.same_run,
                          "note": c.note, "reason": c.reason, "failed": c.failed,
-                         "rows": [{k: clean(v) for k, v in vars(r).items()} | {"failed": r.failed} for r in c.rows]}
+                         "rows": [{k: nan_to_none(v) for k, v in vars(r).items()} | {"failed": r.failed} for r in c.rows]}
                         for c in self.configs]}
 
     def table(self) -> str:
@@ -315,23 +314,13 @@ def run_scheduled(spec_path: str | Path, schedule: str | None = None, metrics: S
     """One scheduled sweep (see the module docstring). ``sweep_kwargs`` go to :func:`lab.workbench.sweep.run_sweep` (jobs,
     executor, output_dir, progress, rerun_on_code_change, ...)."""
     from lab.workbench.config import load_spec
-    from lab.metrics import parse_metric
+    from lab.analysis.gate import gate_settings
     from lab.core.paths import resolve_repo_path, results_dir
     from lab.workbench.sweep import run_sweep
     from lab.tracking.store import client, log_file, set_tags
 
     echo = echo or (lambda *a, **k: None)
-    metrics = list(dict.fromkeys(metrics or ["ndcg@10"]))
-    for m in metrics:
-        try:
-            if parse_metric(m).label != m:
-                raise ValueError(f"write it as {parse_metric(m).label!r}")
-        except ValueError as exc:
-            raise ConfigError(f"--metric {m}: {exc}") from None
-    if not 0 < alpha < 1:
-        raise ConfigError(f"--alpha {alpha}: must lie strictly between 0 and 1, e.g. 0.05")
-    if math.isnan(max_drop) or (relative and abs(max_drop) >= 1):
-        raise ConfigError(f"--max-drop {max_drop}: with --relative, a fraction below 1 (0.02 = 2%)")
+    metrics = gate_settings(metrics, max_drop, relative, alpha)
     spec = load_spec(spec_path)
     schedule = schedule or spec.name
     if not schedule.replace("-", "").replace("_", "").replace(".", "").isalnum():

@@ -129,13 +129,6 @@ def test_aggregate_leaves_nan_out_and_counts_failures():
 
 
 # ------------------------------------------------------------------------------------------------ embedder
-@pytest.fixture(scope="module")
-def minilm(tmp_path_factory):
-    from lab.models.embedders import load_embedder
-
-    return load_embedder("all-MiniLM-L6-v2", cache_dir=tmp_path_factory.mktemp("emb"), progress=False)
-
-
 def test_answer_relevancy_ranks_on_topic_above_off_topic(minilm):
     """The embedding half of answer relevancy, with hand-written generated questions: on-topic wins, every case."""
     _, cases = load_fixture(FIXTURE)
@@ -265,6 +258,10 @@ def test_missing_answer_noncommittal_no_reference_and_no_context(minilm):
     assert row["status_context_recall"] == "skipped: no reference answer"
     row, _ = score_sample(judge, _sample(contexts=[], context_ids=[], answer=NONCOMMITTAL))
     assert row["context_precision"] == 0.0 and row["context_recall"] == 0.0  # nothing retrieved
+    row, _ = score_sample(judge, _sample(answer="Yes.", reference="Just that."))  # under 3 words: no claims
+    assert math.isnan(row["faithfulness"]) and math.isnan(row["context_recall"])
+    assert row["status_faithfulness"] == "failed: no claims in the answer"
+    assert row["status_context_recall"] == "failed: no claims in the reference answer"
 
 
 def test_evaluate_samples_means_exclude_failures_and_count_them(minilm):

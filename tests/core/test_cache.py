@@ -164,13 +164,6 @@ class CountingEmbedder:
         return self.inner.encode_queries(texts)
 
 
-@pytest.fixture(scope="module")
-def minilm(tmp_path_factory):
-    from lab.models.embedders import load_embedder
-
-    return load_embedder("minilm", cache_dir=tmp_path_factory.mktemp("models"), progress=False)
-
-
 def test_embedding_cache_encodes_only_misses_and_rerun_encodes_nothing(tmp_path, minilm):
     emb = CountingEmbedder(minilm)
     ec = EmbeddingCache(tmp_path, chunk_size=2, progress=False)

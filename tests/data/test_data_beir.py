@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from builders import assert_bad_file
 from lab.data import DataWarning, load_dataset, load_dataset_report, read_corpus, read_queries
 from lab.core.errors import DataError
 
@@ -78,12 +79,7 @@ def test_crlf_and_bom_are_accepted(tmp_path):
     ("empty.jsonl", None, None, "corpus file is empty"),
 ])
 def test_bad_corpus_files(name, line, field, message):
-    with pytest.raises(DataError) as err:
-        read_corpus(BAD / name)
-    e = err.value
-    assert (e.path, e.line, e.field) == (str(BAD / name), line, field)
-    assert message in e.message and e.hint  # every error says what to do next
-    assert str(e).startswith(str(BAD / name) + (f", line {line}" if line else ""))
+    assert_bad_file(read_corpus, BAD / name, line, field, message)
 
 
 def test_bad_queries_file_names_the_queries_file(tmp_path):

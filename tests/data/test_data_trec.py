@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from builders import assert_bad_file
 from lab.data import DataWarning, Qrels, Run, read_qrels, read_trec_run, write_trec_qrels, write_trec_run
 from lab.data.trec import detect_qrels_format
 from lab.core.errors import DataError
@@ -46,11 +47,7 @@ def test_headerless_beir_and_crlf(tmp_path):
     ("empty.jsonl", None, None, "qrels file is empty"),
 ])
 def test_bad_qrels(name, line, field, message):
-    with pytest.raises(DataError) as err:
-        read_qrels(BAD / name)
-    e = err.value
-    assert (Path(e.path).name, e.line, e.field) == (name, line, field)
-    assert message in e.message and e.hint
+    assert_bad_file(read_qrels, BAD / name, line, field, message)
 
 
 def test_float_grade_hint_says_what_to_write():
@@ -102,11 +99,7 @@ def test_repeated_documents_keep_the_first_and_warn_once():
     ("empty.jsonl", None, None, "run file is empty"),
 ])
 def test_bad_runs(name, line, field, message):
-    with pytest.raises(DataError) as err:
-        read_trec_run(BAD / name)
-    e = err.value
-    assert (Path(e.path).name, e.line, e.field) == (name, line, field)
-    assert message in e.message and e.hint
+    assert_bad_file(read_trec_run, BAD / name, line, field, message)
 
 
 def test_nan_score_and_bad_rank_are_errors(tmp_path):

@@ -45,15 +45,8 @@ def ctx(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def embedder(ctx):
-    from lab.models.embedders import load_embedder
-
-    return load_embedder("minilm", cache_dir=ctx.cache_dir, progress=False)
-
-
-@pytest.fixture(scope="module")
-def flat(ctx, corpus, embedder):
-    r = build("dense", {"embedder": embedder}, ctx)
+def flat(ctx, corpus, minilm):
+    r = build("dense", {"embedder": minilm}, ctx)
     r.index(corpus)
     return r
 
@@ -63,10 +56,10 @@ def test_passage_text():
     assert passage_text("", "body") == "body"
 
 
-def test_registered_and_describe(flat, embedder):
+def test_registered_and_describe(flat, minilm):
     assert isinstance(flat, DenseRetriever) and flat.name == "dense"
     d = flat.describe()
-    assert d["strategy"] == "dense" and d["model_identity"] == embedder.identity
+    assert d["strategy"] == "dense" and d["model_identity"] == minilm.identity
     assert d["dim"] == 384 and d["index_type"] == "IndexFlatIP" and d["model"] == "all-MiniLM-L6-v2"
     assert "M" not in d and "embedder" not in d
 
@@ -94,44 +87,44 @@ def test_k_larger_than_corpus_returns_every_document_once(flat):
     assert sorted(d for d, _ in hits) == sorted(DOCS)
 
 
-def test_scores_are_cosines(flat, embedder, corpus):
+def test_scores_are_cosines(flat, minilm, corpus):
     hits = dict(flat.search_one(QUERIES["q3"], k=8))
-    q = embedder.encode_queries([QUERIES["q3"]])[0]
-    p = embedder.encode_passages([passage_text(corpus["d6"].title, corpus["d6"].text)])[0]
+    q = minilm.encode_queries([QUERIES["q3"]])[0]
+    p = minilm.encode_passages([passage_text(corpus["d6"].title, corpus["d6"].text)])[0]
     assert hits["d6"] == pytest.approx(float(q @ p), abs=1e-5)
 
 
-def test_rerun_encodes_nothing(ctx, corpus, embedder, flat):
-    again = build("dense", {"embedder": embedder}, ctx)
+def test_rerun_encodes_nothing(ctx, corpus, minilm, flat):
+    again = build("dense", {"embedder": minilm}, ctx)
     again.index(corpus)
     assert again.embeddings.encoded == 0 and again.embeddings.hits == len(DOCS)
 
 
-def test_hnsw_agrees_with_flat_on_the_small_set(ctx, corpus, embedder, flat):
-    hnsw = build("dense", {"embedder": embedder, "index": "hnsw", "M": 8, "ef_search": 16}, ctx)
+def test_hnsw_agrees_with_flat_on_the_small_set(ctx, corpus, minilm, flat):
+    hnsw = build("dense", {"embedder": minilm, "index": "hnsw", "M": 8, "ef_search": 16}, ctx)
     hnsw.index(corpus)
     assert hnsw.describe()["index_type"].startswith("IndexHNSW") and hnsw.describe()["M"] == 8
     a, b = flat.search(Queries(QUERIES), k=5), hnsw.search(Queries(QUERIES), k=5)
     for qid in QUERIES:
         assert [d for d, _ in a.ranked(qid)] == [d for d, _ in b.ranked(qid)]
     # a second HNSW retriever loads the stored index instead of building it
-    again = build("dense", {"embedder": embedder, "index": "hnsw", "M": 8, "ef_search": 16}, ctx)
+    again = build("dense", {"embedder": minilm, "index": "hnsw", "M": 8, "ef_search": 16}, ctx)
     again.index(corpus)
     assert again._index.hnsw.efSearch == 16
     assert [d for d, _ in again.search_one(QUERIES["q1"], 5)] == [d for d, _ in a.ranked("q1")]
 
 
-def test_auto_index_chooses_hnsw_above_the_threshold(ctx, corpus, embedder, monkeypatch):
+def test_auto_index_chooses_hnsw_above_the_threshold(ctx, corpus, minilm, monkeypatch):
     from lab.retrievers import dense as D
 
     assert D.choose_index(D.ANN_THRESHOLD) == "flat" and D.choose_index(D.ANN_THRESHOLD + 1) == "hnsw"
     assert D.choose_index(10**9, "flat") == "flat" and D.choose_index(5, "hnsw") == "hnsw"
-    small = build("dense", {"embedder": embedder}, ctx)
+    small = build("dense", {"embedder": minilm}, ctx)
     small.index(corpus)
     d = small.describe()
     assert d["index"] == "auto" and d["index_chosen"] == "flat" and d["index_type"] == "IndexFlatIP"
     monkeypatch.setattr(D, "ANN_THRESHOLD", len(DOCS) - 1)  # the same corpus is now "large"
-    big = build("dense", {"embedder": embedder, "M": 8}, ctx)
+    big = build("dense", {"embedder": minilm, "M": 8}, ctx)
     big.index(corpus)
     d = big.describe()
     assert d["index_chosen"] == "hnsw" and d["index_type"].startswith("IndexHNSW") and d["M"] == 8
@@ -164,11 +157,11 @@ def test_faiss_and_torch_threads_set_together_and_restored(flat):
     assert (faiss.omp_get_max_threads(), torch.get_num_threads()) == (before_f, before_t)
 
 
-def test_errors_are_clear(ctx, embedder):
+def test_errors_are_clear(ctx, minilm):
     with pytest.raises(ConfigError, match="index='ivf' is not valid; index takes one of 'auto', 'flat', 'hnsw'"):
         build("dense", {"index": "ivf"}, ctx)
     with pytest.raises(ConfigError, match="index\\(\\) first|before index"):
-        build("dense", {"embedder": embedder}, ctx).search_one("x", 3)
+        build("dense", {"embedder": minilm}, ctx).search_one("x", 3)
 
 
 # ------------------------------------------------------------------------------------------------ reproduction

@@ -42,13 +42,6 @@ def ctx(tmp_path_factory):
     return Context(cache_dir=tmp_path_factory.mktemp("hyde-cache"), progress=False)
 
 
-@pytest.fixture(scope="module")
-def embedder(ctx):
-    from lab.models.embedders import load_embedder
-
-    return load_embedder("minilm", cache_dir=ctx.cache_dir, progress=False)
-
-
 PARAMS = {"max_tokens": 24}
 
 
@@ -70,14 +63,14 @@ def test_mean_vector_is_normalised_equal_weight_mean():
     assert np.allclose(mean_vector(np.array([[1.0, 0.0], [-1.0, 0.0]])), [0.0, 0.0])  # zero stays zero
 
 
-def test_bad_params_fail_at_build(ctx, embedder):
+def test_bad_params_fail_at_build(ctx, minilm):
     with pytest.raises(ConfigError, match="n=0 is not valid; n takes an integer >= 1"):
-        build("hyde", {"n": 0, "embedder": embedder}, ctx)
+        build("hyde", {"n": 0, "embedder": minilm}, ctx)
     with pytest.raises(ConfigError, match="identical passages"):
-        build("hyde", {"n": 2, "temperature": 0, "embedder": embedder}, ctx)
+        build("hyde", {"n": 2, "temperature": 0, "embedder": minilm}, ctx)
     with pytest.raises(ConfigError, match=r"lacks \{query\}"):
-        build("hyde", {"prompt": "Write a passage.", "embedder": embedder}, ctx)
-    h = build("hyde", {"n": 2, "embedder": embedder}, ctx)
+        build("hyde", {"prompt": "Write a passage.", "embedder": minilm}, ctx)
+    h = build("hyde", {"n": 2, "embedder": minilm}, ctx)
     assert h.gen["temperature"] == 0.7 and h.seeds() == [0, 1]
 
 
@@ -110,17 +103,17 @@ def test_end_to_end_pays_at_query_time_then_hits_the_cache(ordqa_slice, ctx):
     assert llm.usage()["generated"] == 0
 
 
-def test_search_vector_is_mean_of_query_and_passage(ordqa_slice, ctx, embedder):
+def test_search_vector_is_mean_of_query_and_passage(ordqa_slice, ctx, minilm):
     """The hits are the dense index searched by normalise(mean(query vector, passage vector)): not the plain
     dense run, and not the passage alone."""
-    hyde = build("hyde", {**PARAMS, "embedder": embedder}, ctx)
+    hyde = build("hyde", {**PARAMS, "embedder": minilm}, ctx)
     hyde.index(ordqa_slice.corpus)
     queries = ordqa_slice.split("test")[0].subset(QIDS[:2])
     run = hyde.search(queries, k=10)
     for qid in queries:
         (passage,) = hyde.rewrites[qid]
         assert passage == clean_passage(hyde.raw[qid][0])
-        v = embedder.encode_queries([queries[qid]])[0] + embedder.encode_passages([passage])[0]
+        v = minilm.encode_queries([queries[qid]])[0] + minilm.encode_passages([passage])[0]
         expect = hyde.dense.search_vectors(v / np.linalg.norm(v), 10)[0]
         assert [d for d, _ in expect] == list(run.scores[qid])
         assert np.allclose([s for _, s in expect], list(run.scores[qid].values()), atol=1e-5)
@@ -129,14 +122,14 @@ def test_search_vector_is_mean_of_query_and_passage(ordqa_slice, ctx, embedder):
         assert run.latency[qid] >= hyde.gen_seconds[qid] > 0
     # without the query: the passage's vector alone; with no usable passage: the query's own vector
     q = queries[QIDS[0]]
-    only = build("hyde", {**PARAMS, "include_query": False, "embedder": embedder}, ctx)
+    only = build("hyde", {**PARAMS, "include_query": False, "embedder": minilm}, ctx)
     only.index(ordqa_slice.corpus)
-    assert np.allclose(only.query_vector(q, ["a passage"]), embedder.encode_passages(["a passage"])[0], atol=1e-6)
-    assert np.allclose(only.query_vector(q, []), embedder.encode_queries([q])[0], atol=1e-6)
+    assert np.allclose(only.query_vector(q, ["a passage"]), minilm.encode_passages(["a passage"])[0], atol=1e-6)
+    assert np.allclose(only.query_vector(q, []), minilm.encode_queries([q])[0], atol=1e-6)
 
 
-def test_n_passages_use_different_seeds(ordqa_slice, ctx, embedder):
-    hyde = build("hyde", {"n": 2, "max_tokens": 12, "embedder": embedder}, ctx)
+def test_n_passages_use_different_seeds(ordqa_slice, ctx, minilm):
+    hyde = build("hyde", {"n": 2, "max_tokens": 12, "embedder": minilm}, ctx)
     hyde.index(ordqa_slice.corpus)
     q = ordqa_slice.queries[QIDS[0]]
     before = hyde.usage()["calls"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.core.flat import config_hash, flatten, set_dotted, unflatten, varying_keys
+from lab.core.flat import config_hash, flatten, nan_to_none, set_dotted, unflatten, varying_keys
 from lab.workbench.config import expand, label, load_spec, parse_spec
 from lab.core.errors import ConfigError
 
@@ -100,6 +100,12 @@ def test_flatten_format_and_roundtrip():
                     "params.retrievers": '["bm25","dense"]', "chunking": "{}", "name": "ü"}
     assert all(isinstance(v, str) for v in flat.values())
     assert unflatten({"a.b": 1, "a.c": 2, "d": 3}) == {"a": {"b": 1, "c": 2}, "d": 3}
+
+
+def test_nan_to_none_writes_unmeasured_figures_as_json_null():
+    row = {"ndcg@10": 0.5, "latency_p50_ms": float("nan"), "n": 3, "tag": "nan", "none": None}
+    assert json.dumps({k: nan_to_none(v) for k, v in row.items()}) == \
+        '{"ndcg@10": 0.5, "latency_p50_ms": null, "n": 3, "tag": "nan", "none": null}'
 
 
 def test_config_hash_is_sha256_of_canonical_json():

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from builders import ordqa_sweep_env
 from conftest import blank_store
 
 import lab
@@ -29,15 +30,10 @@ fixed: {{strategy: bm25, k: 10, max_queries: 10}}
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory, pytestconfig):
-    base = tmp_path_factory.mktemp("resume")
-    kb = base / "kb"
-    shutil.copytree(REPO / "data" / "ord-qa", kb)
-    spec = base / "resume.yaml"
-    spec.write_text(SPEC.format(notebook=NOTEBOOK, dataset=kb))
-    root = blank_store(base, pytestconfig)
-    first = run_sweep(spec, root=root, output_dir=base / "out", progress=False, echo=None)
+    env = ordqa_sweep_env(tmp_path_factory.mktemp("resume"), "resume.yaml", SPEC, pytestconfig, notebook=NOTEBOOK)
+    first = run_sweep(env["spec"], root=env["root"], output_dir=env["base"] / "out", progress=False, echo=None)
     assert first.ok
-    return {"base": base, "kb": kb, "spec": spec, "root": root, "first": first.outcomes[0].run_id}
+    return {**env, "first": first.outcomes[0].run_id}
 
 
 def sweep(store, **kw):

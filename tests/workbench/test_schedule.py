@@ -5,16 +5,16 @@ paired test, exit 1, Prometheus gauges), `lab compare --previous`, the trends, a
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import blank_store
+from builders import ordqa_sweep_env
 
 from lab.cli.main import main
 from lab.analysis.trends import TAG_SCHEDULE, TAG_SEQUENCE, schedule_history, scheduled_parents
+from lab.core.errors import ConfigError
 from lab.tracking.store import client
 
 REPO = Path(__file__).resolve().parents[2]
@@ -42,11 +42,7 @@ def parents(root):
 @pytest.fixture(scope="module")
 def env(tmp_path_factory, pytestconfig):
     base = tmp_path_factory.mktemp("schedule")
-    kb = base / "kb"
-    shutil.copytree(REPO / "data" / "ord-qa", kb)
-    spec = base / "nightly.yaml"
-    spec.write_text(SPEC.format(dataset=kb, strategy="bm25", extra=""))
-    return {"base": base, "kb": kb, "spec": spec, "root": blank_store(base, pytestconfig),
+    return {**ordqa_sweep_env(base, "nightly.yaml", SPEC, pytestconfig, strategy="bm25", extra=""),
             "prom": base / "textfile" / "raglab.prom", "reports": base / "reports"}
 
 
@@ -135,6 +131,22 @@ def test_a_sweep_that_cannot_finish_fails_loudly_and_leaves_the_previous_results
     assert env["prom"].read_text() == before
     last = parents(env["root"])[-1]
     assert last.data.tags["sweep.ok"] == "false" and last.info.status == "FAILED"
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"metrics": ["NDCG@10"]}, "--metric: metric 'NDCG@10': write it as 'ndcg@10'"),
+    ({"metrics": ["ndgc@10"]}, "--metric: metric 'ndgc@10': unknown name 'ndgc'"),
+    ({"alpha": 1.0}, "--alpha 1.0: must lie strictly between 0 and 1"),
+    ({"max_drop": 1.5, "relative": True}, "--max-drop 1.5: with --relative, a fraction below 1"),
+])
+def test_gate_settings_are_checked_before_the_spec_is_read(tmp_path, kwargs, message):
+    """The checks of `lab gate` (lab.analysis.gate.gate_settings), before anything runs: the spec is not even read."""
+    from lab.workbench.schedule import run_scheduled
+
+    with pytest.raises(ConfigError) as err:
+        run_scheduled(tmp_path / "no-such-spec.yaml", root=tmp_path / "mlruns", echo=None, **kwargs)
+    assert str(err.value).startswith(message)
+    assert not (tmp_path / "mlruns").exists()
 
 
 def test_the_ci_schedule_and_the_cron_line_run_a_command_we_have():
