@@ -51,7 +51,8 @@ from IPython.display import display
 
 from lab.analysis import plots
 from lab.experiment.run import run_experiment
-from lab.tracking.store import log_figure, log_result
+from lab.tracking.store import log_figure
+from lab.tracking.results import log_result
 from lab.workbench.notebook import setup
 
 ctx, ds = setup(dataset, seed=seed, progress=progress, tracking_root=tracking_root, experiment=experiment)

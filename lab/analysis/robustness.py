@@ -22,7 +22,7 @@ Conventions
   run are left out). Scores are on each strategy's own
   scale (BM25 unbounded, dense cosine, hybrid RRF sums), so compare rates and AUROC across strategies, never
   thresholds. A query with no hit has no top-1 score: it counts as not answered.
-- MLflow (experiment "robustness"): one run per strategy x variant (:func:`lab.tracking.store.log_result` plus tags
+- MLflow (experiment "robustness"): one run per strategy x variant (:func:`lab.tracking.results.log_result` plus tags
   ``variant``, ``variant_seed``, params ``variant.*`` and the delta metrics), nested under one summary run that
   holds the table (``robustness.csv``, ``robustness.md``), the unanswerable table and the figures.
 """
@@ -419,7 +419,8 @@ def log_robustness(rob: Robustness, variants: Sequence[Variant], root: str | Pat
                    config: Mapping | None = None) -> str:
     """Log the summary run and one nested run per strategy x variant; returns the summary run id."""
     from lab.tracking.lifecycle import tracked_run
-    from lab.tracking.store import log_metrics, log_params, log_result, set_tags
+    from lab.tracking.store import log_metrics, log_params, set_tags
+    from lab.tracking.results import log_result
 
     config = dict(config or {})
     prov = {v.name: v.provenance for v in variants}

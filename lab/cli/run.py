@@ -151,7 +151,8 @@ def _diagnostic_lines(describe: dict) -> list[str]:
 
 def _log_run(res, args) -> str:
     """Log a `lab run` result into MLflow (log_result), plus the strategy's http_* counters as metrics."""
-    from lab.tracking.store import log_metrics, log_result
+    from lab.tracking.store import log_metrics
+    from lab.tracking.results import log_result
 
     run_id = log_result(res, experiment=args.experiment or "raglab", root=args.tracking_root, seed=args.seed)
     describe = res.info.get("retriever") or {}

@@ -62,7 +62,7 @@ class SpanReport:
 def _unknown(path, line, what: str, value: str, fieldname: str, strict: bool, report: SpanReport) -> None:
     if strict:
         raise DataError(path, f"{what} {value!r} is not in the dataset", line=line, field=fieldname,
-                        hint=f"fix the id, or load with strict=False to drop such spans and count them")
+                        hint="fix the id, or load with strict=False to drop such spans and count them")
     if what == "query":
         report.unknown_queries += 1
     else:

@@ -112,7 +112,7 @@ def tracked_run(experiment: str | None = None, *, experiment_id: str | None = No
     unless resuming). root: tracking root (see lab.tracking.store), used when ``cl`` (an MlflowClient) is None.
     """
     from lab.core.errors import ConfigError
-    from lab.tracking.store import (_MAX_TAG, _truncate, client, environment_tags, get_or_create_experiment, safe_key,
+    from lab.tracking.store import (MAX_TAG, truncate, client, environment_tags, get_or_create_experiment, safe_key,
                                     set_tags)
 
     cl = cl or client(root)
@@ -136,7 +136,7 @@ def tracked_run(experiment: str | None = None, *, experiment_id: str | None = No
             all_tags.update(environment_tags())
         all_tags.update(tags or {})
         created = cl.create_run(experiment_id, run_name=run_name,
-                                tags={safe_key(k): _truncate(str(v), _MAX_TAG) for k, v in all_tags.items()
+                                tags={safe_key(k): truncate(str(v), MAX_TAG) for k, v in all_tags.items()
                                       if v is not None})
         handle = TrackedRun(created.info.run_id, cl, experiment_id)
     try:

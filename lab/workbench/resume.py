@@ -6,7 +6,7 @@ A finished run is reused only when everything that decides its numbers is the sa
 - the content of every dataset the config names: the ``dataset`` key and any ``*_dataset`` key holding a folder
   (:func:`lab.data.fingerprint.fingerprint`, content only: a copy elsewhere is the same dataset);
 - the weights of every model the run used: the run records them (:func:`lab.models.weights.weights_record` of its
-  strategy's description, tag ``identity.models``, written by :func:`lab.tracking.store.log_result`) and the weights
+  strategy's description, tag ``identity.models``, written by :func:`lab.tracking.results.log_result`) and the weights
   found at the recorded paths now are hashed again (memoised by path, size and mtime, so this costs a ``stat``);
   a remote model (an OpenAI-compatible endpoint) is identified by its name only;
 - the metrics version (``lab.METRICS_VERSION``, tag ``metrics_version``);
@@ -126,7 +126,7 @@ def run_identity(config: Mapping, repo_root: str | Path | None = None, include_c
 
 def recorded_datasets(tags: Mapping[str, str]) -> dict[str, str] | None:
     """The dataset fingerprints a run recorded: ``identity.datasets``, else ``{"dataset": dataset_fingerprint}``
-    (what lab.tracking.store.log_result has always logged), else None."""
+    (what lab.tracking.results.log_result has always logged), else None."""
     got = _loads(tags.get(TAG_DATASETS))
     if isinstance(got, dict):
         return got
@@ -164,7 +164,7 @@ def reuse_decision(previous_run, identity: RunIdentity, weights: Callable[[str],
     models = recorded_models(tags)
     if models is None:
         reasons.append(f"run {previous_run.info.run_id[:8]} recorded no model identities (logged before they were "
-                       "recorded, or by a notebook that does not call lab.tracking.store.log_result)")
+                       "recorded, or by a notebook that does not call lab.tracking.results.log_result)")
     else:
         if weights is None:
             from lab.models.weights import default_memo, weights_sha256

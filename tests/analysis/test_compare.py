@@ -9,7 +9,8 @@ import pytest
 from conftest import blank_store
 
 from lab.analysis.compare import CompareWarning, format_leaderboard, leaderboard, plot_leaderboard
-from lab.tracking.store import client, get_or_create_experiment, log_result
+from lab.tracking.store import client, get_or_create_experiment
+from lab.tracking.results import log_result
 
 
 

@@ -248,7 +248,7 @@ def test_bad_arguments_name_what_they_accept():
 # ---------------------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def store(results, tmp_path_factory, pytestconfig):
-    from lab.tracking.store import log_result
+    from lab.tracking.results import log_result
 
     root = blank_store(tmp_path_factory.mktemp("board"), pytestconfig)
     ids = {name: log_result(results[name], experiment="board", root=root, n_resamples=200)

@@ -224,7 +224,8 @@ def test_report_from_mlflow_is_logged_as_artifact(made, tmp_path, pytestconfig):
     from lab.analysis.compare import leaderboard
     from lab.experiment.run import run_experiment
     from lab.retrievers.base import Context
-    from lab.tracking.store import client, log_result
+    from lab.tracking.store import client
+    from lab.tracking.results import log_result
 
     root = blank_store(tmp_path, pytestconfig)
     ids = [log_result(run_experiment(made["ds"], "bm25", p, metrics=["ndcg@10", "recall@100", "mrr@10", "hit_rate@3"],

@@ -15,7 +15,8 @@ from lab.analysis.compare import (
     leaderboard,
     metrics_version_warning,
 )
-from lab.tracking.store import RESULT_ARTIFACT, artifact_file, client, log_result
+from lab.tracking.store import RESULT_ARTIFACT, artifact_file, client
+from lab.tracking.results import log_result
 
 
 def test_warning_function():

@@ -313,7 +313,8 @@ def test_unknown_ids_are_counted_and_can_be_mapped_by_text(faults, bm25, ordqa):
 
 def test_token_from_environment_is_sent_and_never_logged(faults, ordqa, monkeypatch, tmp_path, blank_mlflow_root):
     from lab.experiment.run import run_experiment
-    from lab.tracking.store import RESULT_ARTIFACT, artifact_file, client, log_result
+    from lab.tracking.store import RESULT_ARTIFACT, artifact_file, client
+    from lab.tracking.results import log_result
 
     monkeypatch.delenv("RAGLAB_TEST_TOKEN", raising=False)
     params = {"url": faults.url("auth"), "headers_env": {"Authorization": "Bearer $RAGLAB_TEST_TOKEN"}, **FAST}

@@ -10,16 +10,8 @@ import pytest
 from conftest import blank_store
 
 from lab.core.flat import config_hash
-from lab.tracking.store import (
-    client,
-    log_figure,
-    log_params,
-    log_result,
-    load_per_query,
-    metric_name_from_mlflow,
-    mlflow_metric_name,
-    tracking_uri,
-)
+from lab.tracking.store import client, log_figure, log_params, load_per_query, metric_name_from_mlflow, mlflow_metric_name, tracking_uri
+from lab.tracking.results import log_result
 
 
 
@@ -185,7 +177,8 @@ CONCURRENT = r"""
 import sys, time
 from lab.experiment.run import run_experiment
 from lab.retrievers.base import Context
-from lab.tracking.store import log_result, client
+from lab.tracking.store import client
+from lab.tracking.results import log_result
 res = run_experiment(sys.argv[1], "bm25", k=10, max_queries=5, ctx=Context(progress=False))
 start = float(sys.argv[3])
 while time.time() < start:  # every process opens the new store at the same moment

@@ -160,7 +160,7 @@ def logged(tmp_path_factory, pytestconfig):
     """bm25 (k1 0.9 and 1.5) on 20 ORD-QA queries, logged into experiment "mon"."""
     from lab.experiment.run import run_experiment
     from lab.retrievers.base import Context
-    from lab.tracking.store import log_result
+    from lab.tracking.results import log_result
 
     root = blank_store(tmp_path_factory.mktemp("mon"), pytestconfig)
     results, ids = {}, {}
@@ -209,7 +209,8 @@ def test_sweep_publish_key_writes_the_file(logged, tmp_path):
     from lab.experiment.run import run_experiment
     from lab.retrievers.base import Context
     from lab.workbench.sweep import run_sweep
-    from lab.tracking.store import client, get_or_create_experiment, log_result
+    from lab.tracking.store import client, get_or_create_experiment
+    from lab.tracking.results import log_result
 
     root = logged[0]
     prom = tmp_path / "textfile" / "sweep.prom"
