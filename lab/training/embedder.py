@@ -298,7 +298,10 @@ def train_embedder(dataset: str | Path | Dataset, out: str | Path | None = None,
     # the curve takes a point every 5 steps and at the last one (not at each epoch's end): as this trainer always has
     result = common.fit(
         model, opt, lambda e: epoch_batches[e], batch_loss, epochs=cfg.epochs, total_steps=total, warmup=cfg.warmup,
-        clip_params=model.parameters(), best=Best(0, base_ndcg if base_ndcg is not None else -1.0),
+        clip_params=model.parameters(),
+        # the base model's weights are kept so that, when no epoch beats it on validation, the base model is saved
+        best=Best(0, base_ndcg, {k: v.detach().clone() for k, v in model.state_dict().items()}) if val_ids
+        else Best(0, -1.0),
         patience=cfg.patience, validate=(lambda: (_validate(model, val_q, val_qrels, pool, passages), None))
         if val_ids else None, log_every=5, flush_each_epoch=False, show=show, log=log,
         epoch_message=lambda e: f"epoch {e['epoch']}: loss {e['train_loss']:.4f}"

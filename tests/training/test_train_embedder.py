@@ -156,3 +156,24 @@ def test_tiny_finetune_saves_reuses_and_serves_dense_ft(tmp_path, pytestconfig):
     assert d["trained.mlflow_run_id"] == saved["mlflow_run_id"] and "ndcg@10" in res.summary()
     with pytest.raises(ConfigError, match="train_dataset"):
         run_experiment(data, "dense_ft", {}, split="test", ctx=ctx)
+
+
+def test_when_no_epoch_beats_the_base_model_the_base_weights_are_saved(tmp_path):
+    """A learning rate far too high wrecks the model in one epoch; validation keeps epoch 0, and the saved folder
+    then holds the base model's weights (not the wrecked last epoch's), as the log says."""
+    import numpy as np
+
+    from lab.models.embedders import load_embedder
+    from lab.retrievers.base import Context
+
+    data = write_tiny_dataset(tmp_path / "data")
+    ctx = Context(cache_dir=tmp_path / "cache", progress=False)
+    out = tmp_path / "models" / "wrecked"
+    lines = []
+    meta = train_embedder(data, out, EmbedderConfig(**{**TINY_EMBEDDER, "lr": 0.5, "warmup": 0.0}), ctx=ctx,
+                          log=lines.append, mlflow_root=None)
+    assert meta["selected_epoch"] == 0 and any("saved model is the base model" in ln for ln in lines)
+    texts = ["Vitamin D deficiency is linked to depression.", "a claim"]
+    saved = load_embedder(str(out), cache_dir=tmp_path / "cache", progress=False).encode_queries(texts)
+    base = load_embedder("all-MiniLM-L6-v2", cache_dir=tmp_path / "cache", progress=False).encode_queries(texts)
+    assert np.allclose(saved, base, atol=1e-5)
