@@ -46,9 +46,10 @@ from lab.core.errors import ConfigError
 BACKENDS = ("torch", "onnx", "onnx-int8", "openvino")
 #: The backend used when none is given: the fastest whose SciFact nDCG@10 is within 0.005 of torch's
 #: (benchmarks/encode_speed.py; figures in the README, "Encoding backends"). openvino at the CPU's default
-#: precision (bf16 here) encoded ~3x torch's passages/s on 2 cores with nDCG@10 +0.001; at f32 it was only ~1.1x,
-#: so the speed is bf16's. onnx-int8 also met the quality rule, but dynamic quantisation scales activations per
-#: batch, so a text's vector depends on the texts batched with it ("a query alone ranks as in a batch" breaks).
+#: precision (bf16 here) encoded the SciFact corpus at 2.76x torch's passages/s on 2 cores with nDCG@10 +0.0010;
+#: at f32 it was 0.7-1.1x torch, so the speed is bf16's. onnx-int8 also met the quality rule, but dynamic
+#: quantisation scales activations per batch, so a text's vector depends on the texts batched with it ("a query
+#: alone ranks as in a batch" breaks).
 DEFAULT_BACKEND = "openvino"
 #: OpenVINO inference precision asked for: None lets the CPU plugin choose (see the module conventions).
 OPENVINO_PRECISION: str | None = None
