@@ -1,25 +1,33 @@
 """Encoding speed and quality of every embedding backend, side by side in one run.
 
-For each backend of the packaged all-MiniLM-L6-v2 (torch, onnx, onnx-int8, openvino; see lab.models.backends) and
-for the static model distilled from it (minilm-static, model2vec recipe), in one process, one after the other:
+For each backend of the packaged all-MiniLM-L6-v2 (torch, onnx, onnx-int8, openvino; see lab.models.backends), for
+openvino compiled at f32 (``openvino-f32``: the precision torch computes in, to separate bf16's speed from the
+runtime's) and for the static model distilled from it (minilm-static, model2vec recipe), in one process:
 
 - corpus throughput: ``--n`` SciFact passages (a fixed random sample) encoded by ``encode_passages`` (length-sorted
   batches of ``--batch-size``, threads = cores this process may use), uncached, after a 16-passage warm-up;
-  best of ``--rounds``; passages/s;
-- single-query latency: ``--queries`` SciFact test queries encoded alone (``encode_queries([q])``, one thread), P50;
+  ``--rounds`` rounds, the backends taking turns within a round (so a change of machine load hits all of them),
+  best round kept; passages/s;
+- single-query latency: ``--queries`` SciFact test queries encoded alone (``encode_queries([q])``, one thread),
+  P50 and P95;
 - quality: SciFact test nDCG@10 of dense retrieval (faiss flat) over the whole corpus (5,183 passages), passage
-  vectors through the embedding cache (``--cache-dir``; each backend has its own keys), so a rerun pays only for
-  what is not cached; when the corpus is encoded in this run, its passages/s is printed too.
+  vectors through the embedding cache (``--cache-dir``; each backend, and openvino each precision, has its own
+  keys), so a rerun pays only for what is not cached. Backends named in ``--corpus`` encode the whole corpus
+  uncached (a fresh embedding cache) and their corpus passages/s is printed; otherwise it is printed only when the
+  corpus was not cached. Backends in ``--speed-only`` skip this (no nDCG; not candidates for the default).
 
 The export (once per model and backend, cached) is timed apart and not counted in the speeds. The last lines name
-the fastest backend whose nDCG@10 is within ``--tolerance`` (0.005) of torch's: the rule for the default backend.
+the fastest backend whose nDCG@10 is within ``--tolerance`` (0.005) of torch's: the rule for the default backend
+(lab.models.backends.DEFAULT_BACKEND), and the default's precision on this CPU.
 
-    nice -n 10 .venv/bin/python benchmarks/encode_speed.py [--n 500] [--queries 100] [--backends torch onnx ...]
+    nice -n 5 .venv/bin/python benchmarks/encode_speed.py [--n 500] [--queries 100] [--backends torch onnx ...]
+        [--corpus torch openvino] [--speed-only openvino-f32]
 """
 from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -30,7 +38,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import numpy as np  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-ALL = ("torch", "onnx", "onnx-int8", "openvino", "static")
+ALL = ("torch", "onnx", "onnx-int8", "openvino", "openvino-f32", "static")
 
 
 def scifact_passages(corpus, n: int, seed: int = 0) -> list[str]:
@@ -47,34 +55,31 @@ def load(backend: str, cache_dir: str, batch_size: int):
 
     if backend == "static":
         return load_embedder("minilm-static", cache_dir=cache_dir, progress=False)
+    if backend == "openvino-f32":
+        from lab.models.backends import ExportedEmbedder
+
+        base = load_embedder("all-MiniLM-L6-v2", cache_dir=cache_dir, batch_size=batch_size, progress=False,
+                             backend="torch")
+        return ExportedEmbedder(base, "openvino", cache_dir, precision="f32")
     return load_embedder("all-MiniLM-L6-v2", cache_dir=cache_dir, batch_size=batch_size, progress=False,
                          backend=backend)
 
 
-def measure(backend: str, args, ds) -> dict:
+def quality(emb, ds, cache_dir: str, fresh: bool) -> tuple[float, float | None]:
+    """(SciFact test nDCG@10, corpus passages/s or None when fewer than 1,000 passages were encoded)."""
     from lab.metrics.ranking import evaluate
     from lab.retrievers.base import Context
     from lab.retrievers.dense import DenseRetriever
 
-    t0 = time.perf_counter()
-    emb = load(backend, args.cache_dir, args.batch_size)
-    load_s = time.perf_counter() - t0
-    texts = scifact_passages(ds.corpus, args.n)
-    emb.encode_passages(texts[:16])
-    best = min(_timed(lambda: emb.encode_passages(texts)) for _ in range(args.rounds))
-    queries, qrels = ds.split("test")
-    qtexts = [queries[q] for q in list(queries)[: args.queries]]
-    emb.encode_queries(qtexts[:3])
-    lat = [_timed(lambda q=q: emb.encode_queries([q])) for q in qtexts]
-    dense = DenseRetriever(Context(cache_dir=Path(args.cache_dir), progress=False), embedder=emb)
-    t0 = time.perf_counter()
-    dense.index(ds.corpus)
-    index_s = time.perf_counter() - t0
-    encoded = dense.embeddings.encoded
-    ndcg = evaluate(qrels, dense.search_batch(queries, k=100), ["ndcg@10"]).means["ndcg@10"]
-    return {"backend": backend, "load_s": load_s, "pps": len(texts) / best, "q_p50_ms": 1000 * float(np.median(lat)),
-            "q_p95_ms": 1000 * float(np.percentile(lat, 95)), "ndcg": ndcg,
-            "corpus_pps": encoded / index_s if encoded > 1000 else None, "identity": emb.cache_identity("passage")}
+    with tempfile.TemporaryDirectory(prefix="encode-speed-") as tmp:
+        dense = DenseRetriever(Context(cache_dir=Path(tmp if fresh else cache_dir), progress=False), embedder=emb)
+        t0 = time.perf_counter()
+        dense.index(ds.corpus)
+        index_s = time.perf_counter() - t0
+        encoded = dense.embeddings.encoded
+        queries, qrels = ds.split("test")
+        ndcg = evaluate(qrels, dense.search_batch(queries, k=100), ["ndcg@10"]).means["ndcg@10"]
+    return ndcg, (encoded / index_s if encoded > 1000 else None)
 
 
 def _timed(fn) -> float:
@@ -86,38 +91,75 @@ def _timed(fn) -> float:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=500, help="passages for the throughput figure (default 500)")
-    ap.add_argument("--rounds", type=int, default=1, help="throughput rounds per backend, best kept (default 1)")
+    ap.add_argument("--rounds", type=int, default=2, help="throughput rounds, best kept per backend (default 2)")
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--queries", type=int, default=100, help="queries for the latency figure (default 100)")
     ap.add_argument("--backends", nargs="+", default=list(ALL), choices=ALL)
+    ap.add_argument("--corpus", nargs="*", default=[], choices=ALL,
+                    help="backends that encode the whole corpus uncached for a corpus passages/s figure")
+    ap.add_argument("--speed-only", nargs="*", default=[], choices=ALL,
+                    help="backends measured for speed only (no nDCG@10; not candidates for the default)")
     ap.add_argument("--tolerance", type=float, default=0.005, help="nDCG@10 drop accepted for the default")
     ap.add_argument("--cache-dir", default=os.environ.get("LAB_CACHE_DIR", str(REPO / ".cache")))
     args = ap.parse_args(argv)
 
     from lab.data.beir import load_dataset
+    from lab.models.backends import DEFAULT_BACKEND
     from lab.models.embedders import default_threads
 
     ds = load_dataset(REPO / "data" / "scifact", splits=["test"], progress=False)
+    texts = scifact_passages(ds.corpus, args.n)
     print(f"SciFact: {len(ds.corpus)} passages, {len(ds.split('test')[0])} test queries; "
-          f"{default_threads()} threads for batches, 1 for a single query; sample of {args.n} passages")
-    rows = []
+          f"{default_threads()} threads for batches, 1 for a single query; sample of {len(texts)} passages, "
+          f"{args.rounds} round(s); load average at start {os.getloadavg()[0]:.1f}", flush=True)
+    rows: dict[str, dict] = {}
+    embs = {}
     for b in args.backends:
-        r = measure(b, args, ds)
-        rows.append(r)
-        corpus = f"{r['corpus_pps']:7.1f}" if r["corpus_pps"] else "  (cached)"
-        print(f"{b:10s} passages/s {r['pps']:7.1f}  corpus passages/s {corpus}  query P50 {r['q_p50_ms']:6.1f} ms  "
-              f"P95 {r['q_p95_ms']:6.1f} ms  nDCG@10 {r['ndcg']:.4f}  (load/export {r['load_s']:.1f} s)", flush=True)
-    by = {r["backend"]: r for r in rows}
-    if "torch" in by:
-        t = by["torch"]
-        print("\n| backend | passages/s | x torch | query P50 ms | nDCG@10 | vs torch |\n|---|---|---|---|---|---|")
-        for r in rows:
-            print(f"| {r['backend']} | {r['pps']:.1f} | {r['pps'] / t['pps']:.2f}x | {r['q_p50_ms']:.1f} | "
-                  f"{r['ndcg']:.4f} | {r['ndcg'] - t['ndcg']:+.4f} |")
-        ok = [r for r in rows if r["backend"] != "static" and r["ndcg"] >= t["ndcg"] - args.tolerance]
+        t0 = time.perf_counter()
+        embs[b] = load(b, args.cache_dir, args.batch_size)
+        rows[b] = {"backend": b, "load_s": time.perf_counter() - t0, "pps": [],
+                   "precision": getattr(embs[b], "inference_precision", None)}
+        embs[b].encode_passages(texts[:16])
+    for r in range(args.rounds):
+        for b, emb in embs.items():
+            rows[b]["pps"].append(len(texts) / _timed(lambda: emb.encode_passages(texts)))
+        print(f"round {r + 1}: " + ", ".join(f"{b} {rows[b]['pps'][-1]:.1f}" for b in embs)
+              + f" passages/s; load average {os.getloadavg()[0]:.1f}", flush=True)
+    queries, _ = ds.split("test")
+    qtexts = [queries[q] for q in list(queries)[: args.queries]]
+    for b, emb in embs.items():
+        emb.encode_queries(qtexts[:3])
+        lat = [_timed(lambda q=q: emb.encode_queries([q])) for q in qtexts]
+        rows[b].update(q_p50_ms=1000 * float(np.median(lat)), q_p95_ms=1000 * float(np.percentile(lat, 95)))
+    for b, emb in embs.items():
+        r = rows[b]
+        r["pps"] = max(r["pps"])
+        r["ndcg"], r["corpus_pps"] = (None, None) if b in args.speed_only else \
+            quality(emb, ds, args.cache_dir, fresh=b in args.corpus)
+        corpus = f"{r['corpus_pps']:7.1f}" if r["corpus_pps"] else "      -"
+        ndcg = f"{r['ndcg']:.4f}" if r["ndcg"] is not None else "     -"
+        prec = f" [{r['precision']}]" if r["precision"] else ""
+        print(f"{b:12s} passages/s {r['pps']:7.1f}  corpus passages/s {corpus}  query P50 {r['q_p50_ms']:6.1f} ms  "
+              f"P95 {r['q_p95_ms']:6.1f} ms  nDCG@10 {ndcg}  (load/export {r['load_s']:.1f} s){prec}; "
+              f"load average {os.getloadavg()[0]:.1f}", flush=True)
+    if "torch" in rows:
+        t = rows["torch"]
+        print("\n| backend | precision | passages/s | x torch | corpus passages/s | query P50 ms | query P95 ms | "
+              "nDCG@10 | vs torch |\n|---|---|---|---|---|---|---|---|---|")
+        for r in rows.values():
+            corpus = f"{r['corpus_pps']:.1f}" if r["corpus_pps"] else "-"
+            ndcg = f"{r['ndcg']:.4f} | {r['ndcg'] - t['ndcg']:+.4f}" if r["ndcg"] is not None else "- | -"
+            print(f"| {r['backend']} | {r['precision'] or '-'} | {r['pps']:.1f} | {r['pps'] / t['pps']:.2f}x | "
+                  f"{corpus} | {r['q_p50_ms']:.1f} | {r['q_p95_ms']:.1f} | {ndcg} |")
+        ok = [r for r in rows.values() if r["backend"] != "static" and r["ndcg"] is not None
+              and r["ndcg"] >= t["ndcg"] - args.tolerance]
         win = max(ok, key=lambda r: r["pps"])
         print(f"\nfastest backend within {args.tolerance} nDCG@10 of torch: {win['backend']} "
               f"({win['pps'] / t['pps']:.2f}x torch's passages/s)")
+        d = rows.get(DEFAULT_BACKEND)
+        if d and d["corpus_pps"] and t["corpus_pps"]:
+            print(f"default backend ({DEFAULT_BACKEND}, {d['precision']}) encoded the SciFact corpus at "
+                  f"{d['corpus_pps'] / t['corpus_pps']:.2f}x torch's passages/s")
     return 0
 
 

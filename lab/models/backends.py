@@ -12,11 +12,21 @@ Conventions
   optimisations. ``onnx-int8`` is onnxruntime's dynamic quantisation (``quantize_dynamic``: int8 weights,
   activations quantised per batch at run time) of that graph, per output channel, after onnxruntime's
   pre-processing (shape inference and graph optimisation); see the ONNX Runtime "Quantize ONNX models" guide.
-  ``openvino`` is the fp32 ONNX graph converted by ``openvino.convert_model`` and compiled for the CPU.
+  ``openvino`` is the fp32 ONNX graph converted by ``openvino.convert_model`` and compiled for the CPU at an
+  inference precision (``INFERENCE_PRECISION_HINT``): by default the CPU plugin's own choice, which is bf16 on CPUs
+  with AVX512-BF16/AMX and f32 elsewhere (OpenVINO "CPU device: floating-point inference precision"). The precision
+  actually compiled is read back, logged (``inference_precision``) and part of the embedding cache key, so bf16
+  and f32 vectors never mix. bf16 keeps 8 significant bits: measured on SciFact passages, vectors differ from
+  torch's by up to 1.5e-3 and query-passage cosines by up to 2e-3 (f32: 2e-7).
 - Threads: batches run on ``num_threads`` intra-op threads; a single text (a query as it arrives) runs on a
   second session/compiled model with ``single_text_threads`` threads (default 1), as the torch path does.
 - Vectors are L2-normalised float32 whatever the backend. ``onnx-int8`` vectors depend slightly on the batch a text
-  is encoded in (activations are quantised with one scale per batch); the other backends' do not.
+  is encoded in (activations are quantised with one scale per batch); the other backends' do not (OpenVINO bf16
+  included: a text alone and in a batch give the same vector to 1e-7 here).
+- The default (:data:`DEFAULT_BACKEND`, used when ``backend`` is None) is ``openvino``; where a model cannot be
+  exported or compiled, :func:`lab.models.embedders.load_embedder` warns and runs it on torch, and the embedder's
+  ``describe()`` says so (``backend: torch``, ``backend_fallback: <why>``). An explicitly requested backend that
+  fails is an error instead.
 """
 from __future__ import annotations
 
@@ -34,11 +44,16 @@ from lab.core.errors import ConfigError
 
 #: Backends a sentence-transformers embedder can run on.
 BACKENDS = ("torch", "onnx", "onnx-int8", "openvino")
-#: The backend used when none is given. benchmarks/encode_speed.py found onnx-int8 within 0.005 nDCG@10 of torch on
-#: SciFact (0.6497 against 0.6451) and faster, but kept torch: dynamic quantisation scales activations per batch, so
-#: a text's vector depends on the texts batched with it (a cosine moved by ~1e-3 here), which breaks "a query alone
-#: ranks as in a batch" and the per-text embedding cache. A static (calibrated) int8 export would not; not done yet.
-DEFAULT_BACKEND = "torch"
+#: The backend used when none is given: the fastest whose SciFact nDCG@10 is within 0.005 of torch's
+#: (benchmarks/encode_speed.py; figures in the README, "Encoding backends"). openvino at the CPU's default
+#: precision (bf16 here) encoded the SciFact corpus at 2.76x torch's passages/s on 2 cores with nDCG@10 +0.0010;
+#: at f32 it was 0.7-1.1x torch, so the speed is bf16's. onnx-int8 also met the quality rule, but dynamic
+#: quantisation scales activations per batch, so a text's vector depends on the texts batched with it ("a query
+#: alone ranks as in a batch" breaks).
+DEFAULT_BACKEND = "openvino"
+#: OpenVINO inference precision asked for: None lets the CPU plugin choose (see the module conventions).
+OPENVINO_PRECISION: str | None = None
+OPENVINO_PRECISIONS = ("f32", "bf16", "f16")
 #: Export settings that are part of the export key.
 ONNX_OPSET = 17
 INT8_SETTINGS = {"weight_type": "QInt8", "per_channel": True, "reduce_range": False, "preprocess": "onnx-shapes+ort-optimize"}
@@ -123,11 +138,30 @@ def _convert_openvino(src: Path, dst: Path) -> None:
     ov.save_model(ov.convert_model(str(src)), str(dst), compress_to_fp16=False)
 
 
+#: export folders made or found in this process, by export key: another cache folder with the same key gets a
+#: (hard-linked) copy instead of a second export (an export takes ~15 s; tests use many cache folders).
+_EXPORTED: dict[str, Path] = {}
+
+
+def _copy_export(src: Path, out: Path) -> bool:
+    """Fill ``out`` with the files of the export folder ``src`` (hard links where possible); False if it is gone."""
+    try:
+        for f in src.iterdir():
+            try:
+                os.link(f, out / f.name)
+            except OSError:
+                shutil.copy2(f, out / f.name)
+        return True
+    except OSError:
+        return False
+
+
 def exported_model(st_model, model_identity: str, backend: str, cache_dir: str | Path) -> Path:
     """Path of the exported graph for ``backend`` (``model.onnx`` or ``model.xml``), exporting it once.
 
     The export is written to a temporary folder and moved into place with one rename, so concurrent processes
-    never read half a file; one that loses the race keeps the winner's copy.
+    never read half a file; one that loses the race keeps the winner's copy. An export already made in this
+    process under another cache folder (same key, so the same files) is copied rather than made again.
     """
     check_backend(backend)
     if backend == "torch":
@@ -137,22 +171,27 @@ def exported_model(st_model, model_identity: str, backend: str, cache_dir: str |
     target = root / f"{backend}-{key[:16]}"
     name = "model.xml" if backend == "openvino" else "model.onnx"
     if (target / name).is_file():
+        _EXPORTED.setdefault(key, target)
         return target / name
     root.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(dir=root, prefix=".export-"))
     try:
         out = work / "out"
         out.mkdir()
-        fp32 = work / "fp32.onnx"
-        _export_onnx(st_model, fp32)
-        if backend == "onnx":
-            shutil.move(str(fp32), out / name)
-        elif backend == "onnx-int8":
-            _quantize_int8(fp32, out / name, work)
-        else:
-            _convert_openvino(fp32, out / name)
-        (out / "export.json").write_text(json.dumps({"model": model_identity, **export_settings(backend)},
-                                                    indent=1, sort_keys=True))
+        known = _EXPORTED.get(key)
+        if not (known is not None and (known / name).is_file() and _copy_export(known, out)):
+            shutil.rmtree(out, ignore_errors=True)
+            out.mkdir()
+            fp32 = work / "fp32.onnx"
+            _export_onnx(st_model, fp32)
+            if backend == "onnx":
+                shutil.move(str(fp32), out / name)
+            elif backend == "onnx-int8":
+                _quantize_int8(fp32, out / name, work)
+            else:
+                _convert_openvino(fp32, out / name)
+            (out / "export.json").write_text(json.dumps({"model": model_identity, **export_settings(backend)},
+                                                        indent=1, sort_keys=True))
         try:
             os.rename(out, target)
         except OSError:
@@ -160,6 +199,7 @@ def exported_model(st_model, model_identity: str, backend: str, cache_dir: str |
                 raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    _EXPORTED.setdefault(key, target)
     return target / name
 
 
@@ -167,7 +207,7 @@ def exported_model(st_model, model_identity: str, backend: str, cache_dir: str |
 class OnnxRunner:
     """One onnxruntime session: feeds -> sentence embeddings."""
 
-    def __init__(self, path: Path, threads: int):
+    def __init__(self, path: Path, threads: int, precision: str | None = None):
         import onnxruntime as ort
 
         so = ort.SessionOptions()
@@ -177,21 +217,33 @@ class OnnxRunner:
         so.log_severity_level = 3
         self.session = ort.InferenceSession(str(path), sess_options=so, providers=["CPUExecutionProvider"])
         self.inputs = {i.name for i in self.session.get_inputs()}
+        self.precision = precision or "f32"
 
     def __call__(self, feeds: dict) -> np.ndarray:
         return self.session.run(None, {k: v for k, v in feeds.items() if k in self.inputs})[0]
 
 
 class OpenVinoRunner:
-    """One OpenVINO compiled model on the CPU: feeds -> sentence embeddings."""
+    """One OpenVINO compiled model on the CPU: feeds -> sentence embeddings.
 
-    def __init__(self, path: Path, threads: int):
+    ``precision`` (``INFERENCE_PRECISION_HINT``: "f32", "bf16", "f16"; None: the plugin's default); ``self.precision``
+    is the precision the compiled model reports, which is what ran.
+    """
+
+    def __init__(self, path: Path, threads: int, precision: str | None = None):
         import openvino as ov
 
+        if precision is not None and precision not in OPENVINO_PRECISIONS:
+            raise ConfigError(f"OpenVINO precision must be one of {', '.join(OPENVINO_PRECISIONS)} or None, "
+                              f"not {precision!r}")
         core = ov.Core()
         cfg = {"INFERENCE_NUM_THREADS": int(threads), "PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": 1}
+        if precision is not None:
+            cfg["INFERENCE_PRECISION_HINT"] = precision
         self.compiled = core.compile_model(str(path), "CPU", cfg)
         self.inputs = {i.get_any_name() for i in self.compiled.inputs}
+        got = self.compiled.get_property("INFERENCE_PRECISION_HINT")
+        self.precision = got.to_string() if hasattr(got, "to_string") else str(got)
 
     def __call__(self, feeds: dict) -> np.ndarray:
         res = self.compiled({k: v for k, v in feeds.items() if k in self.inputs})
@@ -202,10 +254,12 @@ class ExportedEmbedder:
     """A sentence-transformers embedder run on an exported graph (``onnx``, ``onnx-int8``, ``openvino``).
 
     Wraps a torch :class:`lab.models.embedders.STEmbedder` (for its tokenizer, prefixes and settings) and keeps
-    its interface; ``cache_identity`` adds ``backend=NAME@<export key>``, so each backend has its own vectors.
+    its interface; ``cache_identity`` adds ``backend=NAME@<export key>`` (and for openvino ``|precision=P``, the
+    precision compiled), so each backend has its own vectors. The batch runner is compiled here, so a graph that
+    does not load fails at construction. ``precision``: openvino only (None: :data:`OPENVINO_PRECISION`).
     """
 
-    def __init__(self, base, backend: str, cache_dir: str | Path):
+    def __init__(self, base, backend: str, cache_dir: str | Path, precision: str | None = None):
         self.base = base
         self.backend = check_backend(backend)
         self.name = base.name
@@ -217,19 +271,32 @@ class ExportedEmbedder:
         self.single_text_threads, self.progress = base.single_text_threads, base.progress
         self.path = exported_model(base.model, base.identity, backend, cache_dir)
         self.export_key = export_key(base.identity, backend)
+        if precision is not None and backend != "openvino":
+            raise ConfigError(f"precision applies to the openvino backend only, not {backend!r}")
+        asked = (precision or OPENVINO_PRECISION) if backend == "openvino" else ("int8" if backend == "onnx-int8"
+                                                                                  else "f32")
         self._runners: dict[int, object] = {}
+        # compile once now: the precision it reports is what every other runner is compiled with
+        self.precision = self._runner(self.num_threads, asked).precision
 
-    def _runner(self, threads: int):
+    def _runner(self, threads: int, precision: str | None = None):
         if threads not in self._runners:
             cls = OpenVinoRunner if self.backend == "openvino" else OnnxRunner
-            self._runners[threads] = cls(self.path, threads)
+            self._runners[threads] = cls(self.path, threads, precision or getattr(self, "precision", None))
         return self._runners[threads]
 
+    @property
+    def inference_precision(self) -> str:
+        """The precision the graph runs at ("f32", "bf16", "f16"; "int8" for onnx-int8's weights)."""
+        return self.precision
+
     def cache_identity(self, kind: str) -> str:
-        return f"{self.base.cache_identity(kind)}|backend={self.backend}@{self.export_key[:12]}"
+        key = f"{self.base.cache_identity(kind)}|backend={self.backend}@{self.export_key[:12]}"
+        return f"{key}|precision={self.precision}" if self.backend == "openvino" else key
 
     def describe(self) -> dict:
-        return {**self.base.describe(), "backend": self.backend, "export_key": self.export_key[:12]}
+        return {**self.base.describe(), "backend": self.backend, "export_key": self.export_key[:12],
+                "inference_precision": self.precision}
 
     def token_lengths(self, texts: Sequence[str], prefix: str = "") -> list[int]:
         return self.base.token_lengths(texts, prefix)

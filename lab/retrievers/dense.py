@@ -100,7 +100,9 @@ def build_index(vectors: np.ndarray, index: str = "flat", M: int = 32, ef_constr
 class DenseRetriever(BaseRetriever):
     """Bi-encoder + faiss. Params: model, batch_size, max_seq_length, query_prefix, passage_prefix,
     index ("auto" | "flat" | "hnsw"), M, ef_search, ef_construction, num_threads (threads for encoding), backend (torch,
-    onnx, onnx-int8, openvino; None: the default of :mod:`lab.models.backends`, for sentence-transformers models).
+    onnx, onnx-int8, openvino; None: the default of :mod:`lab.models.backends`, openvino, for sentence-transformers
+    models; describe() names the backend that ran and its inference_precision, and backend_fallback when the
+    default fell back to torch).
 
     ``embedder=`` takes an already loaded :class:`lab.models.Embedder` (shared between strategies).
     """
@@ -233,9 +235,12 @@ class DenseRetriever(BaseRetriever):
                     "passage_prefix": getattr(emb, "passage_prefix", None),
                     "max_seq_length": getattr(emb, "max_seq_length", None),
                     "backend": getattr(emb, "backend", None),
+                    "inference_precision": getattr(emb, "inference_precision", None),
                     "index_type": "IndexHNSWFlat(IP)" if self._chosen() == "hnsw" else "IndexFlatIP",
                     "index_chosen": self._chosen(), "ann_threshold": ANN_THRESHOLD,
                     "faiss_version": faiss.__version__})
+        if getattr(emb, "backend_fallback", None):  # the default backend could not run this model
+            out["backend_fallback"] = emb.backend_fallback
         if self._chosen() != "hnsw":
             for p in ("M", "ef_search", "ef_construction"):
                 out.pop(p, None)

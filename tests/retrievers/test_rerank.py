@@ -191,8 +191,15 @@ def test_biencoder_rerank_orders_the_head_by_the_models_cosine(tiny, tmp_path):
         dv = st.encode([r._docs[d] for d in docs], normalize_embeddings=True)
         cos = (dv @ qv[0]).tolist()
         expected = [d for _, d in sorted(zip(cos, docs), key=lambda t: (t[0], t[1]), reverse=True)]
-        assert [d for d, _ in run.ranked(qid)] == expected
-        assert [run[qid][d] for d in expected] == pytest.approx(sorted(cos, reverse=True), abs=1e-4)
+        # The scorer runs on the default backend (openvino; bf16 on CPUs with AVX512-BF16/AMX), whose cosines differ
+        # from torch's by up to ~2e-3 (bf16 keeps 8 significant bits; 1.1e-3 seen here): scores are compared to
+        # 5e-3, and the order may differ from torch's only between passages whose torch cosines are that close.
+        tol = 5e-3
+        got = [d for d, _ in run.ranked(qid)]
+        torch_cos = dict(zip(docs, cos))
+        assert sorted(got) == sorted(expected)
+        assert all(torch_cos[a] >= torch_cos[b] - tol for i, a in enumerate(got) for b in got[i + 1:])
+        assert [run[qid][d] for d in got] == pytest.approx([torch_cos[d] for d in got], abs=tol)
         changed += expected != docs
     assert changed >= 1  # it reorders, not only rescales
     assert r.describe()["reranker_model"]["kind"] == "biencoder"
