@@ -7,8 +7,9 @@
   (``model``); without ``model``, the locally trained default ``models/reranker-scifact``
   (``lab train-reranker``). Scores are cached per (model identity, query, passage).
 - ``reranker="biencoder"``: a stronger embedding model (``model``, default "all-mpnet-base-v2", loaded with
-  :func:`lab.models.embedders.load_embedder`) scores the top N by cosine similarity; passage vectors go
-  through the embedding cache, so they are encoded once.
+  :func:`lab.models.embedders.load_embedder`, ``backend`` as dense's: None is the default backend) scores the
+  top N by cosine similarity; passage vectors go through the embedding cache, so they are encoded once;
+  ``describe()`` names the backend and inference precision that ran.
 
 ``hybrid_rerank`` is ``rerank`` with ``first_stage="hybrid"`` (composition, not a copy).
 
@@ -39,6 +40,7 @@ import numpy as np
 from lab.data.types import Corpus, Queries, Run
 from lab.core.errors import ConfigError
 from lab.retrievers.base import BaseRetriever, Context, build, register
+from lab.models.backends import BACKENDS
 from lab.retrievers.params import COUNT, between, one_of
 
 RERANKERS = ("cross-encoder", "biencoder")
@@ -84,7 +86,8 @@ class RerankRetriever(BaseRetriever):
     def __init__(self, ctx: Context | None = None, *, first_stage: str = "bm25", first_stage_params: dict | None = None,
                  reranker: str = "cross-encoder", model: str | None = None, top_n: int = 50,
                  alpha: float | None = None, max_length: int | None = None, batch_size: int = 32,
-                 allow_trained_queries: bool = False, cache_scores: bool = False, name: str | None = None):
+                 allow_trained_queries: bool = False, cache_scores: bool = False, backend: str | None = None,
+                 name: str | None = None):
         kind = _ALIASES.get(str(reranker).lower(), str(reranker).lower())
         if kind not in RERANKERS:
             raise ConfigError(f"rerank: unknown reranker {reranker!r}; use one of {', '.join(RERANKERS)}")
@@ -94,8 +97,13 @@ class RerankRetriever(BaseRetriever):
             raise ConfigError(f"rerank: alpha must lie in [0, 1] (1 = pure rerank), got {alpha}")
         if first_stage in ("rerank", "hybrid_rerank"):
             raise ConfigError(f"rerank: first_stage={first_stage!r} would rerank twice; name a first-stage strategy")
+        if backend is not None and kind != "biencoder":
+            raise ConfigError(f"rerank: backend={backend!r} applies to reranker=biencoder (the embedding model's "
+                              "encoding backend); the cross-encoder runs on torch")
         super().__init__(ctx, first_stage=first_stage, reranker=kind, model=model, top_n=int(top_n), alpha=alpha,
-                         max_length=max_length, batch_size=int(batch_size))
+                         max_length=max_length, batch_size=int(batch_size),
+                         **({"backend": backend} if backend is not None else {}))
+        self.backend = backend
         if name:
             self.name = name
         self.kind = kind
@@ -131,7 +139,8 @@ class RerankRetriever(BaseRetriever):
                 training = self._scorer.training or {}
                 self._trained_queries = set(training.get("train_query_sha", []))
             else:
-                self._scorer = BiEncoderScorer(self.model_name, self.ctx, batch_size=self.batch_size)
+                self._scorer = BiEncoderScorer(self.model_name, self.ctx, batch_size=self.batch_size,
+                                               backend=self.backend)
         return self._scorer
 
     @property
@@ -202,12 +211,12 @@ class BiEncoderScorer:
     """Scores (query, passage) pairs by the cosine similarity of a sentence embedding model's vectors;
     passages and queries go through :class:`lab.core.cache.EmbeddingCache` (encoded once per model identity)."""
 
-    def __init__(self, name_or_path: str, ctx: Context, batch_size: int = 32):
+    def __init__(self, name_or_path: str, ctx: Context, batch_size: int = 32, backend: str | None = None):
         from lab.core.cache import EmbeddingCache
         from lab.models.embedders import load_embedder
 
         self.name = name_or_path
-        self.embedder = load_embedder(name_or_path, cache_dir=ctx.cache_dir)
+        self.embedder = load_embedder(name_or_path, cache_dir=ctx.cache_dir, backend=backend)
         self.cache = EmbeddingCache(ctx.cache_dir, progress=False)
         self.training = None
 
@@ -223,8 +232,13 @@ class BiEncoderScorer:
 
     def describe(self) -> dict:
         ident = getattr(self.embedder, "identity", self.name)
-        return {"kind": "biencoder", "model": self.name, "identity": ident,
-                "model_path": getattr(self.embedder, "path", None)}
+        out = {"kind": "biencoder", "model": self.name, "identity": ident,
+               "model_path": getattr(self.embedder, "path", None),
+               "backend": getattr(self.embedder, "backend", None),
+               "inference_precision": getattr(self.embedder, "inference_precision", None)}
+        if getattr(self.embedder, "backend_fallback", None):
+            out["backend_fallback"] = self.embedder.backend_fallback
+        return out
 
     def score(self, pairs) -> np.ndarray:
         """Cosine similarity per pair (vectors L2-normalised here, whatever the embedder returns)."""
@@ -247,7 +261,8 @@ def _normalise(m: np.ndarray) -> np.ndarray:
     return m / np.where(n == 0, 1.0, n)
 
 
-_RULES = {"top_n": COUNT, "alpha": between(0, 1), "max_length": COUNT, "batch_size": COUNT}
+_RULES = {"top_n": COUNT, "alpha": between(0, 1), "max_length": COUNT, "batch_size": COUNT,
+          "backend": one_of(*BACKENDS)}
 
 
 @register("rerank", params_from=RerankRetriever, exclude=("name",), rules=_RULES,

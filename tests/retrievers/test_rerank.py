@@ -204,6 +204,24 @@ def test_biencoder_rerank_orders_the_head_by_the_models_cosine(tiny, tmp_path):
     assert changed >= 1  # it reorders, not only rescales
     assert r.describe()["reranker_model"]["kind"] == "biencoder"
     assert r.describe()["reranker_model"]["identity"].startswith("st:all-MiniLM-L6-v2@")
+    assert r.describe()["reranker_model"]["backend"] == "openvino"  # the default backend, named in the logged params
+    assert r.describe()["reranker_model"]["inference_precision"] in ("bf16", "f32")
+
+    # backend=torch: the cosines are torch's own (to float32 rounding) and say so
+    t = build("rerank", {"reranker": "biencoder", "model": "all-MiniLM-L6-v2", "top_n": 8, "backend": "torch"}, ctx)
+    t.index(corpus)
+    trun = t.search(test_q, 8)
+    assert t.describe()["reranker_model"]["backend"] == "torch"
+    for qid in test_q:
+        docs = [d for d, _ in first.ranked(qid, 8)]
+        qv = st.encode([test_q[qid]], normalize_embeddings=True)
+        dv = st.encode([t._docs[d] for d in docs], normalize_embeddings=True)
+        want = dict(zip(docs, (dv @ qv[0]).tolist()))
+        assert [trun[qid][d] for d in docs] == pytest.approx([want[d] for d in docs], abs=1e-5)
+    with pytest.raises(ConfigError, match="applies to reranker=biencoder"):
+        build("rerank", {"backend": "torch"}, ctx)
+    with pytest.raises(ConfigError, match="backend"):
+        build("rerank", {"reranker": "biencoder", "backend": "tpu"}, ctx)
 
 
 def test_hybrid_rerank_is_rerank_over_the_hybrid_strategy(tiny, tmp_path):
