@@ -54,10 +54,7 @@ def add_parsers(sub) -> None:
                                    "training queries; save it with a training.json under models/ and log the run to "
                                    "MLflow. Refuses queries (and, by default, positives) of the evaluation split's "
                                    "qrels (--force / --doc-overlap override).")
-    t.add_argument("--dataset", required=True, help="a BEIR-layout folder: data/scifact, or a generated set")
-    t.add_argument("--split", default="train", help="split whose qrels are the training labels")
-    t.add_argument("--eval-dataset", help="dataset whose evaluation split is guarded (default: --dataset); give "
-                                          "the real dataset when training on a generated set")
+    _add_data_options(t, "labels")
     t.add_argument("--extra-dataset", action="append", metavar="DIR[:SPLIT]",
                    help="another training source (repeatable; SPLIT defaults to --split), e.g. a generated set "
                         "next to the real training split")
@@ -86,14 +83,7 @@ def add_parsers(sub) -> None:
     t.add_argument("--mine-depth", type=positive_int, default=d.mine_depth, help="negatives are drawn from BM25's top N")
     t.add_argument("--val-fraction", type=float, default=d.val_fraction, help="training queries held out")
     t.add_argument("--val-max-queries", type=positive_int, default=d.val_max_queries)
-    t.add_argument("--seed", type=int, default=d.seed)
-    t.add_argument("--threads", type=non_negative_int, default=2, help="torch CPU threads (0: torch's default)")
-    t.add_argument("--cache-dir", default=os.environ.get("LAB_CACHE_DIR", ".cache"))
-    add_tracking_root(t)
-    t.add_argument("--experiment", default="training")
-    t.add_argument("--no-mlflow", action="store_true")
-    t.add_argument("--json", action="store_true", help="print a JSON summary instead of the log")
-    t.add_argument("--no-progress", action="store_true")
+    _add_run_options(t, d.seed)
     t.set_defaults(func=cmd_train_reranker)
     _add_train_embedder(sub)
 
@@ -133,10 +123,7 @@ def _add_train_embedder(sub) -> None:
                                    "passage) pairs of --split; early stopping on held-out training queries; saved "
                                    "under models/ with training.json and reused when asked again. Refuses queries "
                                    "(and, by default, passages) of the evaluation split's qrels.")
-    t.add_argument("--dataset", required=True, help="BEIR-layout folder: data/scifact, or a generated set")
-    t.add_argument("--split", default="train", help="split whose qrels are the training pairs")
-    t.add_argument("--eval-dataset", help="dataset whose evaluation split is guarded (default: --dataset); give "
-                                          "the real dataset when training on a generated set")
+    _add_data_options(t, "pairs")
     t.add_argument("--eval-split", default=d.eval_split, help="the split the leakage guard protects")
     t.add_argument("--from", dest="base_model", default=d.base_model, metavar="MODEL",
                    help="sentence-transformers name or path to start from")
@@ -157,12 +144,25 @@ def _add_train_embedder(sub) -> None:
     t.add_argument("--force", action="store_true", help="train even when queries overlap the evaluation split")
     t.add_argument("--out", metavar="models/NAME", help="output folder (default: models/embedder-<data>-<key>)")
     t.add_argument("--retrain", action="store_true", help="train even when the same training is saved")
-    t.add_argument("--seed", type=int, default=d.seed)
+    _add_run_options(t, d.seed)
+    t.set_defaults(func=cmd_train_embedder)
+
+
+def _add_data_options(t, what: str) -> None:
+    """--dataset, --split, --eval-dataset: what both trainers learn from and what they guard."""
+    t.add_argument("--dataset", required=True, help="a BEIR-layout folder: data/scifact, or a generated set")
+    t.add_argument("--split", default="train", help=f"split whose qrels are the training {what}")
+    t.add_argument("--eval-dataset", help="dataset whose evaluation split is guarded (default: --dataset); give "
+                                          "the real dataset when training on a generated set")
+
+
+def _add_run_options(t, seed: int) -> None:
+    """Seed, threads, caches, MLflow and output options both trainers share."""
+    t.add_argument("--seed", type=int, default=seed)
     t.add_argument("--threads", type=non_negative_int, default=2, help="torch CPU threads (0: torch's default)")
     t.add_argument("--cache-dir", default=os.environ.get("LAB_CACHE_DIR", ".cache"))
     add_tracking_root(t)
     t.add_argument("--experiment", default="training")
     t.add_argument("--no-mlflow", action="store_true")
-    t.add_argument("--json", action="store_true")
+    t.add_argument("--json", action="store_true", help="print a JSON summary instead of the log")
     t.add_argument("--no-progress", action="store_true")
-    t.set_defaults(func=cmd_train_embedder)
