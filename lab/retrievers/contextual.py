@@ -10,6 +10,12 @@ How it works
 - Prompt: Anthropic's (the document, then the chunk, "give a short succinct context to situate this chunk within
   the overall document for the purposes of improving search retrieval"). A document longer than ``max_doc_chars``
   is cut to the ``max_doc_chars`` characters centred on the chunk (its section, as far as characters tell).
+- Fitting the LLM's context: when the LLM says its context size (``n_ctx``: the packaged model's 2,048 tokens), the
+  prompt is kept within ``n_ctx`` minus ``max_tokens`` minus a margin, counting :data:`CHARS_PER_TOKEN` characters a
+  token (a low estimate for English prose, so code and identifiers still fit): the chunk shown in the prompt is cut
+  to half that budget at most (the unit indexed stays whole) and the document excerpt gets the rest. Prompts cut
+  this way are counted in ``diagnostics.fitted_to_context``. An endpoint (``openai:MODEL``) says no size: nothing
+  is cut beyond ``max_doc_chars``.
 - The LLM (``llm``; default the packaged SmolLM2-135M, offline) runs at temperature 0 through the LLM layer's
   persistent cache, so a rerun or another sweep point reads the contexts back. Index-time cost is reported by
   run_experiment as ``llm_index_*`` (:meth:`usage`). An empty answer leaves the chunk as it is (counted in
@@ -43,6 +49,11 @@ PROMPT = ("<document>\n{document}\n</document>\nHere is the chunk we want to sit
           "document for the purposes of improving search retrieval of the chunk. Answer only with the succinct "
           "context and nothing else.")
 _SUFFIX = re.compile(r"^(.*)_(\d+)$")
+#: Characters counted per token when fitting a prompt into the LLM's context (English prose averages ~4 with
+#: SmolLM2's and GPT-style BPE tokenizers; code, paths and identifiers run lower).
+CHARS_PER_TOKEN = 2.5
+#: Tokens kept free besides the answer (the chat template's own tokens).
+CONTEXT_MARGIN = 64
 
 
 def documents_of(corpus: Corpus) -> tuple[dict[str, str], dict[str, tuple[str, int, int]]]:
@@ -112,7 +123,25 @@ class ContextualRetriever(BaseRetriever):
                                        "bm25": dict(bm25_params or {}), "dense": dict(dense_params or {})}, self.ctx)
         self.llm = llm_for(self.ctx, llm)
         self.contexts: dict[str, str] = {}
-        self._diag = {"chunks": 0, "empty_contexts": 0, "truncated": 0, "documents_cut": 0}
+        self._diag = {"chunks": 0, "empty_contexts": 0, "truncated": 0, "documents_cut": 0, "fitted_to_context": 0}
+
+    def prompt_budget(self) -> int | None:
+        """Characters of document + chunk that fit the LLM's context (None: the LLM does not say its size)."""
+        n_ctx = getattr(self.llm, "n_ctx", None)
+        if not n_ctx:
+            return None
+        fixed = len(PROMPT.format(document="", chunk=""))
+        return max(0, int((int(n_ctx) - self.gen["max_tokens"] - CONTEXT_MARGIN) * CHARS_PER_TOKEN) - fixed)
+
+    def prompt_for(self, document: str, start: int, end: int, chunk: str) -> str:
+        """The prompt for one chunk: the document excerpt (``max_doc_chars``) and the chunk, both cut to fit the LLM's
+        context when it says its size (see the module docstring)."""
+        limit, budget = self.max_doc_chars, self.prompt_budget()
+        if budget is not None and len(chunk) + min(len(document), limit) > budget:
+            self._diag["fitted_to_context"] += 1
+            chunk = chunk[: budget // 2]
+            limit = max(0, min(limit, budget - len(chunk)))
+        return PROMPT.format(document=excerpt(document, start, end, limit) if limit else "", chunk=chunk)
 
     def write_contexts(self, corpus: Corpus) -> dict[str, str]:
         """unit id -> the LLM's context (stripped; "" when it gave nothing)."""
@@ -123,7 +152,7 @@ class ContextualRetriever(BaseRetriever):
             document = texts[doc]
             self._diag["documents_cut"] += int(len(document) > self.max_doc_chars)
             ids.append(u.id)
-            prompts.append(PROMPT.format(document=excerpt(document, s, e, self.max_doc_chars), chunk=u.text))
+            prompts.append(self.prompt_for(document, s, e, u.text))
         comps = self.llm.map(prompts, desc="contextual: chunk contexts", **self.gen)
         out = {}
         for uid, c in zip(ids, comps):

@@ -77,3 +77,29 @@ def test_real_contexts_with_the_packaged_model(ordqa, tmp_path):
     again = build("contextual", {"apply": "bm25", "max_tokens": 40}, ctx)
     again.index(corpus)
     assert again.contexts == r.contexts and again.usage().get("cache_hits", 0) == 4
+
+
+def test_prompts_fit_the_packaged_models_context(ordqa, tmp_path):
+    """ORD-QA's partition_manager document (16 units, 31 kB; one unit of 7.4 kB) overflowed the packaged model's
+    2,048-token context with a 4,000-character excerpt plus the whole unit (2,157 tokens). Prompts are now cut to fit:
+    the real model answers every one of them, and prompts that already fit are the same text as before."""
+    from lab.models.llm import load_llm
+    from lab.retrievers.contextual import ContextualRetriever
+
+    units = [u for u in ordqa.corpus if u.id.startswith("partition_manager_")]
+    corpus = Corpus({u.id: u for u in units}, name="partition_manager")
+    r = build("contextual", {"apply": "bm25"}, Context(cache_dir=tmp_path, progress=False))
+    assert isinstance(r, ContextualRetriever) and r.llm.n_ctx == 2048
+    texts, where = documents_of(corpus)
+    budget = r.prompt_budget()
+    assert 0 < budget < 2048 * 3
+    longest = max(units, key=lambda u: len(u.text))
+    doc, s, e = where[longest.id]
+    cut = r.prompt_for(texts[doc], s, e, longest.text)
+    assert len(cut) <= budget + len(PROMPT.format(document="", chunk=""))
+    assert r.prompt_for(texts[doc], s, e, longest.text[:200]) == PROMPT.format(
+        document=excerpt(texts[doc], s, e, 4000), chunk=longest.text[:200])  # a prompt that fits is left alone
+    # the real packaged model takes the cut prompt (it refused the uncut one with HTTP 400)
+    llm = load_llm(None, cache_dir=tmp_path, progress=False)
+    out = llm.map([cut], max_tokens=16, temperature=0.0)
+    assert out[0].finish_reason in ("stop", "length")
