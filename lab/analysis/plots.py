@@ -467,7 +467,7 @@ def trend_lines(history: pd.DataFrame, metric: str, label: str = "label", title:
     """A metric over scheduled sweeps: one line per configuration (x = the sweep's sequence number), the CI as
     error bars, and markers where the dataset (triangle) or a model (square) changed since that configuration's
     previous sweep. ``history``: one row per (sweep, configuration) with columns ``sequence``, ``label``,
-    ``<metric>``, the CI columns, ``dataset_changed`` and ``model_changed`` (as lab.workbench.schedule.schedule_history
+    ``<metric>``, the CI columns, ``dataset_changed`` and ``model_changed`` (as lab.analysis.trends.schedule_history
     returns it)."""
     _require(history, ["sequence", label, metric], "trend_lines")
     fig = Figure(figsize=(8.5, 4.2), layout="constrained")
