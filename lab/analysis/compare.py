@@ -205,7 +205,7 @@ def format_leaderboard(df: pd.DataFrame, max_label: int = 60) -> str:
         "p": ["" if math.isnan(p) else f"{p:.3g}" for p in df["p_value"]],
         "p adj": ["" if math.isnan(p) else f"{p:.3g}" + (" *" if s else "")
                   for p, s in zip(df.get("p_adjusted", df["p_value"]), df["significant"])],
-        "W/T/L": _wtl(df),
+        "W/T/L": ["" if i == 0 else x for i, x in enumerate(_wtl(df))],  # row 0 is the reference itself
         "P50 ms": df["latency_p50_ms"].map(lambda v: "-" if math.isnan(v) else f"{v:.2f}"),
         "P95 ms": df["latency_p95_ms"].map(lambda v: "-" if math.isnan(v) else f"{v:.2f}"),
         "index s": df["index_seconds"].map(lambda v: "-" if math.isnan(v) else f"{v:.2f}"),
