@@ -34,8 +34,6 @@ from typing import Any, Iterator, Mapping
 
 #: Tag holding what made a run fail ("ValueError: ..."); the name lab.workbench.sweep has always used.
 TAG_ERROR = "error"
-#: Tag that nests a run under another in the MLflow UI (MLflow's own name).
-TAG_PARENT_RUN = "mlflow.parentRunId"
 #: Tag naming where a run came from (MLflow's own name; values LOCAL, NOTEBOOK, ...).
 TAG_SOURCE_TYPE = "mlflow.source.type"
 FINAL_STATUSES = ("FINISHED", "FAILED", "KILLED")
@@ -112,8 +110,8 @@ def tracked_run(experiment: str | None = None, *, experiment_id: str | None = No
     unless resuming). root: tracking root (see lab.tracking.store), used when ``cl`` (an MlflowClient) is None.
     """
     from lab.core.errors import ConfigError
-    from lab.tracking.store import (MAX_TAG, truncate, client, environment_tags, get_or_create_experiment, safe_key,
-                                    set_tags)
+    from lab.tracking.store import (MAX_TAG, TAG_PARENT, client, environment_tags, get_or_create_experiment, safe_key,
+                                    set_tags, truncate)
 
     cl = cl or client(root)
     if resume_run_id is not None:
@@ -131,7 +129,7 @@ def tracked_run(experiment: str | None = None, *, experiment_id: str | None = No
         if source_type is not None:
             all_tags[TAG_SOURCE_TYPE] = source_type
         if parent_run_id is not None:
-            all_tags[TAG_PARENT_RUN] = parent_run_id
+            all_tags[TAG_PARENT] = parent_run_id
         if environment:
             all_tags.update(environment_tags())
         all_tags.update(tags or {})
