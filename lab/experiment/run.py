@@ -159,10 +159,29 @@ def run_experiment(
     Span mode adds token-level chunk metrics (lab.metrics.tokens: token_recall@k, token_precision@k,
     token_iou@k, in the chunking's size units) at the cut-offs of the requested metrics, as columns of the
     evaluation beside the ranking metrics.
-    """
-    from lab.data.fingerprint import fingerprint
-    from lab.metrics import DEFAULT_METRICS, evaluate, latency_summary
 
+    The same as ``prepare_experiment(...).result()``.
+    """
+    return prepare_experiment(dataset, strategy, params, split=split, k=k, chunking=chunking, relevance=relevance,
+                              metrics=metrics, ctx=ctx, max_queries=max_queries, condensed=condensed).result()
+
+
+def prepare_experiment(
+    dataset: str | Path | Dataset,
+    strategy: str,
+    params: dict | None = None,
+    *,
+    split: str = "test",
+    k: int = 100,
+    chunking: dict | None = None,
+    relevance: str = "auto",
+    metrics=None,
+    ctx: Context | None = None,
+    max_queries: int | None = None,
+    condensed: bool = False,
+) -> "IndexedExperiment":
+    """Chunk, build and index one strategy on one dataset split (the arguments of :func:`run_experiment`);
+    :meth:`IndexedExperiment.result` then searches and evaluates all the split's queries or any subset of them."""
     from lab.core.errors import ConfigError
 
     check_run_args(strategy, params, k=k, max_queries=max_queries, metrics=metrics, relevance=relevance,
@@ -207,42 +226,6 @@ def run_experiment(
     retriever.index(units)
     index_seconds = time.perf_counter() - t0
     u1 = usage()
-
-    t0 = time.perf_counter()
-    run = retriever.search(queries, search_k)
-    search_seconds = time.perf_counter() - t0
-    u2 = usage()
-    cost = {**cost_summary(u0, u1, "index"), **cost_summary(u1, u2, "query")}
-
-    eval_run, eval_qrels = run, qrels
-    if rel is not None and mode == "doc":
-        eval_run = rel.prepare(run, k=k)
-    elif rel is not None:
-        eval_qrels = rel.judge(run, qrels)  # spans the strategy returned beyond the chunks (windows) are judged too
-    elif any(d not in units for q in run for d in run.scores[q]):
-        from lab.text.chunking import aggregate_to_docs
-
-        # a strategy over whole documents that returns spans of them (parent's windows): judged as their documents
-        eval_run = aggregate_to_docs(run, {d: d for d in units.ids}, k=k)
-
-    judged = None
-    if rel is not None and mode == "span":
-        judged = _span_judged(rel, ds.split(split)[1], queries)
-    evaluation = evaluate(eval_qrels, eval_run, metrics or DEFAULT_METRICS, condensed=condensed, judged=judged)
-    if rel is not None and mode == "span":
-        _add_token_metrics(evaluation, ds, eval_run, queries, chunking)
-    info = {
-        "dataset": ds.name,
-        "dataset_path": str(ds.path),
-        "dataset_fingerprint": fingerprint(ds.path),
-        "split": split,
-        "n_queries": len(queries),
-        "n_units": len(units),
-        "relevance_mode": mode,
-        "chunking": chunk_info,
-        **relevance_info,
-        "retriever": retriever.describe(),
-    }
     config = {
         "dataset": ds.name,
         "strategy": strategy,
@@ -253,8 +236,115 @@ def run_experiment(
         "relevance": mode,
         **({"condensed": True} if condensed else {}),
     }
-    return Result(config, run, evaluation, latency_summary(run.latency), index_seconds, search_seconds, info, eval_run,
-                  cost)
+    return IndexedExperiment(config, ds, split, queries, qrels, units, mode, rel, chunking or {}, chunk_info,
+                      relevance_info, retriever, search_k, metrics, condensed, index_seconds,
+                      cost_summary(u0, u1, "index"), u1)
+
+
+@dataclass
+class IndexedExperiment:
+    """One strategy indexed on one dataset split (:func:`prepare_experiment`), searched on demand.
+
+    :meth:`result` searches the requested queries it has not searched yet (earlier answers are kept), then evaluates
+    exactly the requested queries, so nested query slices (successive halving's rungs) pay for one index and for each
+    query once. A strategy that fuses a whole query set at once (``weights="tuned"``: cross-validation over the
+    queries searched together) searches every requested query again instead, so its result is the one
+    ``run_experiment`` gives for those queries. ``search_seconds`` and the query cost count every search made so far.
+    """
+
+    config: dict
+    dataset: Dataset
+    split: str
+    queries: Queries
+    qrels: Qrels
+    units: object
+    mode: str
+    rel: object
+    chunking: dict
+    chunk_info: dict
+    relevance_info: dict
+    retriever: object
+    search_k: int
+    metrics: object
+    condensed: bool
+    index_seconds: float
+    index_cost: dict
+    usage_after_index: dict
+    search_seconds: float = 0.0
+    scores: dict = field(default_factory=dict)
+    latency: dict = field(default_factory=dict)
+    run_name: str = ""
+
+    def search(self, query_ids) -> Run:
+        """The run over ``query_ids`` (ids of :attr:`queries`), searching those not searched yet."""
+        from lab.core.errors import ConfigError
+
+        wanted = list(query_ids)
+        unknown = [q for q in wanted if q not in self.queries]
+        if unknown:
+            raise ConfigError(f"{len(unknown)} query ids are not in split {self.split!r} of {self.dataset.name} "
+                              f"(first: {unknown[0]!r})")
+        set_wise = bool(getattr(self.retriever, "tuned", False))
+        todo = wanted if set_wise else [q for q in wanted if q not in self.scores]
+        if todo:
+            t0 = time.perf_counter()
+            run = self.retriever.search(self.queries.subset(todo), self.search_k)
+            self.search_seconds += time.perf_counter() - t0
+            self.run_name = run.name
+            self.scores.update(run.scores)
+            self.latency.update(run.latency)
+        return Run({q: self.scores[q] for q in wanted if q in self.scores}, name=self.run_name,
+                   latency={q: self.latency[q] for q in wanted if q in self.latency})
+
+    def result(self, query_ids=None) -> Result:
+        """Search (see :meth:`search`) and evaluate ``query_ids`` (default: all the split's queries)."""
+        from lab.data.fingerprint import fingerprint
+        from lab.metrics import DEFAULT_METRICS, evaluate, latency_summary
+
+        qids = list(self.queries) if query_ids is None else [q for q in self.queries if q in set(query_ids)]
+        run = self.search(qids)
+        queries = self.queries.subset(qids)
+        qrels = Qrels({q: self.qrels[q] for q in qids if q in self.qrels}, name=self.qrels.name)
+        usage = getattr(self.retriever, "usage", dict)
+        cost = {**self.index_cost, **cost_summary(self.usage_after_index, usage(), "query")}
+        rel, mode, k = self.rel, self.mode, self.config["k"]
+
+        eval_run, eval_qrels = run, qrels
+        if rel is not None and mode == "doc":
+            eval_run = rel.prepare(run, k=k)
+        elif rel is not None:
+            eval_qrels = rel.judge(run, qrels)  # spans the strategy returned beyond the chunks (windows) are judged too
+        elif any(d not in self.units for q in run for d in run.scores[q]):
+            from lab.text.chunking import aggregate_to_docs
+
+            # a strategy over whole documents that returns spans of them (parent's windows): judged as their documents
+            eval_run = aggregate_to_docs(run, {d: d for d in self.units.ids}, k=k)
+
+        judged = None
+        if rel is not None and mode == "span":
+            judged = _span_judged(rel, self.dataset.split(self.split)[1], queries)
+        evaluation = evaluate(eval_qrels, eval_run, self.metrics or DEFAULT_METRICS, condensed=self.condensed,
+                              judged=judged)
+        if rel is not None and mode == "span":
+            _add_token_metrics(evaluation, self.dataset, eval_run, queries, self.chunking)
+        ds = self.dataset
+        relevance_info = dict(self.relevance_info)
+        if relevance_info:
+            relevance_info["queries_evaluated"] = len(queries)
+        info = {
+            "dataset": ds.name,
+            "dataset_path": str(ds.path),
+            "dataset_fingerprint": fingerprint(ds.path),
+            "split": self.split,
+            "n_queries": len(queries),
+            "n_units": len(self.units),
+            "relevance_mode": mode,
+            "chunking": self.chunk_info,
+            **relevance_info,
+            "retriever": self.retriever.describe(),
+        }
+        return Result(dict(self.config), run, evaluation, latency_summary(run.latency), self.index_seconds,
+                      self.search_seconds, info, eval_run, cost)
 
 
 def _span_judged(rel, doc_qrels: Qrels, queries) -> dict[str, set[str]]:

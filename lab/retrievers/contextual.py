@@ -174,6 +174,11 @@ class ContextualRetriever(BaseRetriever):
             part.index(use)
             self.hybrid.index_seconds[label] = time.perf_counter() - t0
 
+    @property
+    def tuned(self) -> bool:
+        """Whether the hybrid tunes its weights over the queries searched together (``weights="tuned"``)."""
+        return self.hybrid.tuned
+
     def use_qrels(self, qrels, prepare=None) -> None:
         """Passed on to the hybrid (its ``weights="tuned"``)."""
         self.hybrid.use_qrels(qrels, prepare)

@@ -10,9 +10,12 @@ AISTATS 2016; Li et al., "Hyperband", JMLR 2018), with queries as the budget:
   ``ceil(survivors / eta)`` go on (ties: expansion order); the winner is the best config of the last rung.
 
 Cost is counted in query evaluations (config x query): halving's sum over rungs against ``configs x N`` for the
-full grid; wall time of both is measured by the caller. Each rung runs :func:`lab.experiment.run.run_experiment`
-(the call the sweep notebooks make) in this process: the index of a config is rebuilt at every rung it reaches,
-so the saving in wall time is smaller than in query evaluations when indexing dominates.
+full grid; wall time of both is measured by the caller. Configs run in this process through
+:func:`lab.experiment.run.prepare_experiment` (what :func:`~lab.experiment.run.run_experiment`, the sweep notebooks'
+call, does first): each config is chunked and indexed once, when it first runs, and kept while it survives; a rung
+searches only the queries its slice adds (slices are nested) and scores the config on the whole slice. Every config
+is indexed once, as in the full grid, so halving saves search time, not index time: when indexing dominates (BM25
+over chunks), the wall-time saving is small.
 """
 from __future__ import annotations
 
@@ -108,43 +111,69 @@ def successive_halving(n_configs: int, score: Callable[[int, list[str]], float],
             echo(f"rung {i + 1}/{len(sizes)}: {len(alive)} configs on {n} queries, kept {len(kept)} "
                  f"({rep.rungs[-1].seconds:.1f} s)")
         alive = kept
+        if hasattr(score, "retain"):
+            score.retain(alive)
     rep.winner = alive[0]
     return rep
 
 
 # ------------------------------------------------------------------------------------------------ sweep specs
-def experiment_scorer(configs: list[dict], metric: str = "ndcg@10", progress: bool = False):
-    """``score(i, query_ids)`` for configs of a sweep spec: :func:`lab.experiment.run.run_experiment` on the config's
-    dataset, strategy, params, split, k, chunking and relevance, with the split's qrels cut to ``query_ids``."""
-    import os
-    from dataclasses import replace
-    from pathlib import Path
+class ExperimentScorer:
+    """``score(i, query_ids)`` for the configs of a sweep spec: the config's dataset, strategy, params, split, k,
+    chunking and relevance, prepared (chunked and indexed) once by :func:`lab.experiment.run.prepare_experiment`
+    and kept while the config survives, then searched and scored on ``query_ids`` (each query searched once:
+    rungs are nested slices). :meth:`retain` frees the indexes of the configs a rung dropped.
+    ``index_seconds`` and ``search_seconds`` sum what was spent."""
 
-    from lab.experiment.run import load, run_experiment
-    from lab.core.paths import resolve_repo_path
-    from lab.retrievers.base import Context
+    def __init__(self, configs: list[dict], metric: str = "ndcg@10", progress: bool = False):
+        self.configs, self.metric, self.progress = configs, metric, progress
+        self.loaded: dict[str, object] = {}
+        self.prepared: dict[int, object] = {}
+        self.index_seconds = 0.0
+        self.indexed = 0
 
-    loaded: dict[str, object] = {}
+    def _prepare(self, i: int):
+        import os
+        from pathlib import Path
 
-    def score(i: int, query_ids: list[str]) -> float:
-        c = configs[i]
+        from lab.core.paths import resolve_repo_path
+        from lab.experiment.run import load, prepare_experiment
+        from lab.retrievers.base import Context
+
+        c = self.configs[i]
         path = str(c.get("dataset") or "")
         if not path:
             raise ConfigError(f"halving: config {i} names no dataset; set `dataset:` in the spec")
-        if path not in loaded:
-            loaded[path] = load(resolve_repo_path(path), progress=progress)
-        ds = loaded[path]
-        split = c.get("split", "test")
-        qrels = ds.qrels[split]
-        cut = type(qrels)({q: qrels[q] for q in query_ids if q in qrels.qrels}, name=qrels.name)
-        sub = replace(ds, qrels={**ds.qrels, split: cut})
+        if path not in self.loaded:
+            self.loaded[path] = load(resolve_repo_path(path), progress=self.progress)
         ctx = Context(cache_dir=Path(resolve_repo_path(os.environ.get("LAB_CACHE_DIR", ".cache"))),
-                      seed=int(c.get("seed", 0) or 0), progress=progress)
-        res = run_experiment(sub, c["strategy"], c.get("params") or {}, split=split, k=int(c.get("k", 100)),
-                             chunking=c.get("chunking"), relevance=c.get("relevance", "auto"), ctx=ctx)
-        return res.evaluation.means[metric]
+                      seed=int(c.get("seed", 0) or 0), progress=self.progress)
+        exp = prepare_experiment(self.loaded[path], c["strategy"], c.get("params") or {}, split=c.get("split", "test"),
+                                 k=int(c.get("k", 100)), chunking=c.get("chunking"),
+                                 relevance=c.get("relevance", "auto"), ctx=ctx)
+        self.index_seconds += exp.index_seconds
+        self.indexed += 1
+        return exp
 
-    return score
+    def __call__(self, i: int, query_ids: list[str]) -> float:
+        if i not in self.prepared:
+            self.prepared[i] = self._prepare(i)
+        exp = self.prepared[i]
+        return exp.result([q for q in query_ids if q in exp.queries]).evaluation.means[self.metric]
+
+    @property
+    def search_seconds(self) -> float:
+        return sum(e.search_seconds for e in self.prepared.values())
+
+    def retain(self, keep: Sequence[int]) -> None:
+        """Forget the prepared configs not in ``keep``."""
+        for i in set(self.prepared) - set(keep):
+            del self.prepared[i]
+
+
+def experiment_scorer(configs: list[dict], metric: str = "ndcg@10", progress: bool = False) -> ExperimentScorer:
+    """``score(i, query_ids)`` for configs of a sweep spec (see :class:`ExperimentScorer`)."""
+    return ExperimentScorer(configs, metric, progress)
 
 
 def run_halving_sweep(spec_path, metric: str = "ndcg@10", eta: int = 2, min_queries: int = 20,
@@ -171,15 +200,18 @@ def run_halving_sweep(spec_path, metric: str = "ndcg@10", eta: int = 2, min_quer
     rep = successive_halving(len(configs), score, qids, eta=eta, min_queries=min_queries,
                              seed=int(spec.seed or 0), echo=echo)
     out = {"spec": str(spec_path), "metric": metric, "labels": labels, **rep.to_dict(),
-           "halving_seconds": time.perf_counter() - t0, "winner_label": labels[rep.winner]}
+           "halving_seconds": time.perf_counter() - t0, "winner_label": labels[rep.winner],
+           "indexes_built": score.indexed, "index_seconds": score.index_seconds}
     echo(f"halving winner: {labels[rep.winner]}  ({rep.evaluations} of {rep.full_grid_evaluations} query "
-         f"evaluations, {rep.saved:.0%} saved, {out['halving_seconds']:.1f} s)")
+         f"evaluations, {rep.saved:.0%} saved, {out['halving_seconds']:.1f} s, of which indexing "
+         f"{score.index_seconds:.1f} s for {score.indexed} indexes)")
     if compare_full:
         t0 = time.perf_counter()
-        full = [float(score(i, qids)) for i in range(len(configs))]
+        fresh = experiment_scorer(configs, metric)  # nothing reused from the halving: a fair wall time
+        full = [float(fresh(i, qids)) for i in range(len(configs))]
         best = max(range(len(configs)), key=lambda i: (full[i], -i))
         out.update(full_scores=full, full_winner=best, full_winner_label=labels[best],
-                   full_seconds=time.perf_counter() - t0, winner_matches=best == rep.winner,
+                   full_seconds=time.perf_counter() - t0, full_index_seconds=fresh.index_seconds, winner_matches=best == rep.winner,
                    winner_gap=full[best] - full[rep.winner])
         echo(f"full grid winner: {labels[best]} ({metric} {full[best]:.4f}; halving's winner "
              f"{full[rep.winner]:.4f}); match: {best == rep.winner}; full grid {out['full_seconds']:.1f} s")

@@ -88,3 +88,49 @@ def test_span_mode_condensed_keeps_chunks_of_judged_documents(mini_scifact, tmp_
                          metrics=["ndcg@10", "judged@1"], ctx=ctx, condensed=True)
     # after condensing, the first rank of every query holds a chunk of a judged document
     assert res.evaluation.per_query["judged@1"].eq(1.0).all()
+
+
+class _Counting:
+    """Wraps a retriever and records the query ids each search call was given."""
+
+    def __init__(self, inner):
+        self.inner, self.calls = inner, []
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def search(self, queries, k=100):
+        self.calls.append(list(queries))
+        return self.inner.search(queries, k)
+
+
+@pytest.mark.parametrize("chunking, relevance", [(None, "auto"), (CHUNKING, "span"), (CHUNKING, "doc")])
+def test_prepared_experiment_scores_slices_as_run_experiment_does(mini_scifact, tmp_path, chunking, relevance):
+    """result(slice) equals run_experiment on the dataset with the split's qrels cut to the slice; nested slices
+    search each query once and reuse one index."""
+    from dataclasses import replace
+
+    from lab.data.beir import load_dataset
+    from lab.experiment.run import prepare_experiment
+
+    ctx = Context(cache_dir=tmp_path / "cache", progress=False)
+    ds = load_dataset(mini_scifact, progress=False)
+    metrics = ["ndcg@10", "recall@20", "mrr@10"]
+    exp = prepare_experiment(ds, "bm25", {}, k=20, chunking=chunking, relevance=relevance, metrics=metrics, ctx=ctx)
+    exp.retriever = counting = _Counting(exp.retriever)
+    order = sorted(exp.queries)
+    for n in (2, 4, len(order)):
+        part = exp.result(order[:n])
+        qrels = ds.qrels["test"]
+        cut = replace(ds, qrels={"test": type(qrels)({q: qrels[q] for q in order[:n]}, name=qrels.name)})
+        ref = run_experiment(cut, "bm25", {}, k=20, chunking=chunking, relevance=relevance, metrics=metrics, ctx=ctx)
+        assert sorted(part.evaluation.per_query.index) == sorted(ref.evaluation.per_query.index) == order[:n]
+        for m in ref.evaluation.means:
+            assert part.evaluation.means[m] == pytest.approx(ref.evaluation.means[m], abs=1e-12), m
+        assert part.info["n_queries"] == n and part.index_seconds == exp.index_seconds
+    searched = [q for call in counting.calls for q in call]
+    assert sorted(searched) == order  # every query searched exactly once over the three slices
+    assert [len(c) for c in counting.calls] == [2, 2, len(order) - 4]
+    whole = exp.result()
+    assert counting.calls[-1] == order[4:] and len(counting.calls) == 3  # all answers reused
+    assert whole.evaluation.means == pytest.approx(part.evaluation.means)

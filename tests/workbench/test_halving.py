@@ -55,6 +55,7 @@ def test_halving_on_a_real_spec(tmp_path, monkeypatch):
     out = run_halving_sweep(spec, metric="ndcg@10", eta=2, min_queries=20, compare_full=True, echo=None)
     assert [r["n_queries"] for r in out["rungs"]] == [22, 45, 90]
     assert out["evaluations"] == 4 * 22 + 2 * 45 + 90 < out["full_grid_evaluations"] == 4 * 90
+    assert out["indexes_built"] == 4  # each config indexed once, kept across its rungs
     assert len(out["full_scores"]) == 4 and out["winner_gap"] >= 0
     assert out["winner_matches"] == (out["full_winner"] == out["winner"])
     # the last rung scores its config on every query: the same number as the full grid's
