@@ -64,7 +64,7 @@ def _halving(args) -> int:
     except ValueError as e:
         raise ConfigError(f"--metric {metric!r}: {e}") from None
     out = run_halving_sweep(args.spec, metric=metric, eta=args.eta, min_queries=args.min_queries,
-                            compare_full=args.compare_full)
+                            compare_full=args.compare_full, tracking_root=args.tracking_root)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(out, indent=1))
@@ -228,7 +228,8 @@ def add_parsers(sub) -> None:
                    "(data, models and metrics version always count)")
     s.add_argument("--halving", action="store_true",
                    help="successive halving over seeded query slices instead of every config on every query "
-                        "(in this process, no notebooks; see --eta, --min-queries, --compare-full)")
+                        "(in this process, no notebooks; the outcome and the winner's result on every query are logged to "
+                        "MLflow; see --eta, --min-queries, --compare-full)")
     s.add_argument("--eta", type=positive_int, default=2, help="halving: keep 1/eta of the configs per rung (>= 2)")
     s.add_argument("--min-queries", type=positive_int, default=20, help="halving: queries of the first slice")
     s.add_argument("--compare-full", action="store_true", help="halving: also run the full grid and compare winners")

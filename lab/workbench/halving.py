@@ -23,6 +23,7 @@ import json
 import math
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
@@ -134,7 +135,6 @@ class ExperimentScorer:
 
     def _prepare(self, i: int):
         import os
-        from pathlib import Path
 
         from lab.core.paths import resolve_repo_path
         from lab.experiment.run import load, prepare_experiment
@@ -177,9 +177,11 @@ def experiment_scorer(configs: list[dict], metric: str = "ndcg@10", progress: bo
 
 
 def run_halving_sweep(spec_path, metric: str = "ndcg@10", eta: int = 2, min_queries: int = 20,
-                      compare_full: bool = False, echo=print) -> dict:
+                      compare_full: bool = False, echo=print, tracking_root: str | None = None) -> dict:
     """Successive halving over the configs of a sweep spec (see the module docstring); with ``compare_full``,
-    also the full grid (every config on every query) to say whether the winners match and what was saved."""
+    also the full grid (every config on every query) to say whether the winners match and what was saved.
+    With ``tracking_root``, the outcome is logged to the spec's MLflow experiment (:func:`log_halving`); the run
+    ids are in the report (``parent_run_id``, ``winner_run_id``)."""
     from lab.core.flat import varying_keys
     from lab.workbench.config import expand, label, load_spec
     from lab.experiment.run import load
@@ -205,6 +207,12 @@ def run_halving_sweep(spec_path, metric: str = "ndcg@10", eta: int = 2, min_quer
     echo(f"halving winner: {labels[rep.winner]}  ({rep.evaluations} of {rep.full_grid_evaluations} query "
          f"evaluations, {rep.saved:.0%} saved, {out['halving_seconds']:.1f} s, of which indexing "
          f"{score.index_seconds:.1f} s for {score.indexed} indexes)")
+    if tracking_root is not None:
+        winner = score.prepared[rep.winner].result(qids)  # the last rung searched every query: nothing searched again
+        out["parent_run_id"], out["winner_run_id"] = log_halving(out, winner, spec.experiment, tracking_root,
+                                                                 seed=int(spec.seed or 0))
+        echo(f"logged to MLflow experiment {spec.experiment!r}: halving run {out['parent_run_id']}, the winner's "
+             f"full result as its child {out['winner_run_id']}")
     if compare_full:
         t0 = time.perf_counter()
         fresh = experiment_scorer(configs, metric)  # nothing reused from the halving: a fair wall time
@@ -216,3 +224,30 @@ def run_halving_sweep(spec_path, metric: str = "ndcg@10", eta: int = 2, min_quer
         echo(f"full grid winner: {labels[best]} ({metric} {full[best]:.4f}; halving's winner "
              f"{full[rep.winner]:.4f}); match: {best == rep.winner}; full grid {out['full_seconds']:.1f} s")
     return json.loads(json.dumps(out))
+
+
+def log_halving(report: dict, winner, experiment: str, root, seed: int = 0) -> tuple[str, str]:
+    """Log a halving outcome: a run tagged ``sweep.role=halving`` (params eta, min_queries, metric, the spec;
+    metrics evaluations, full_grid_evaluations, saved, halving_seconds, index_seconds; the report as
+    ``halving.json``), and the winner's result on every query (a :class:`lab.experiment.run.Result`, logged as
+    ``lab run`` logs one) as its child, so ``lab compare`` ranks it beside other runs. Returns both run ids."""
+    from lab.tracking.lifecycle import tracked_run
+    from lab.tracking.results import log_result
+    from lab.tracking.store import TAG_ROLE, client, log_metrics, log_params
+
+    cl = client(root)
+    name = f"halving: {Path(report['spec']).stem}"
+    with tracked_run(experiment, root=root, cl=cl, run_name=name, tags={TAG_ROLE: "halving"},
+                     environment=True) as parent:
+        log_params(parent.run_id, {"spec": report["spec"], "metric": report["metric"], "eta": report["eta"],
+                                   "seed": report["seed"], "configs": report["n_configs"],
+                                   "queries": report["n_queries"], "winner": report["winner_label"]}, cl=cl)
+        log_metrics(parent.run_id, {k: float(report[k]) for k in ("evaluations", "full_grid_evaluations", "saved",
+                                                                  "halving_seconds", "index_seconds",
+                                                                  "indexes_built")}, cl=cl)
+        cl.log_dict(parent.run_id, report, "halving.json")
+        with tracked_run(root=root, cl=cl, experiment_id=parent.experiment_id, parent_run_id=parent.run_id,
+                         run_name=f"{report['winner_label']} (halving winner)",
+                         tags={"halving.winner": "true"}) as child:
+            log_result(winner, run_id=child.run_id, root=root, seed=seed)
+    return parent.run_id, child.run_id

@@ -68,3 +68,30 @@ def test_cli_halving_bad_eta(capsys):
 
     assert main(["sweep", "params/chunk_size_grid.yaml", "--halving", "--eta", "1"]) == 2
     assert "--eta 1: must be an integer >= 2" in capsys.readouterr().err
+
+
+def test_halving_logs_its_outcome_and_the_winner_to_mlflow(tmp_path, monkeypatch):
+    from lab.tracking.store import TAG_PARENT, TAG_ROLE, client
+
+    root = repo_root()
+    spec = tmp_path / "k1_pair.yaml"
+    spec.write_text(f"notebook: {root / 'notebooks/03_strategy_comparison.ipynb'}\n"
+                    f"dataset: {root / 'data/ord-qa'}\nexperiment: halving_logged\nseed: 0\n"
+                    "fixed:\n  split: test\n  k: 100\n  strategy: bm25\n"
+                    "grid:\n  params.k1: [0.0, 1.2]\n")
+    monkeypatch.setenv("LAB_CACHE_DIR", str(tmp_path / "cache"))
+    store = tmp_path / "mlruns"
+    out = run_halving_sweep(spec, metric="ndcg@10", eta=2, min_queries=20, echo=None, tracking_root=str(store))
+    cl = client(str(store))
+    parent, child = cl.get_run(out["parent_run_id"]), cl.get_run(out["winner_run_id"])
+    assert parent.data.tags[TAG_ROLE] == "halving" and parent.info.status == "FINISHED"
+    assert parent.data.params["winner"] == out["winner_label"] and parent.data.params["eta"] == "2"
+    assert parent.data.metrics["evaluations"] == out["evaluations"] == 2 * 45 + 90
+    assert parent.data.metrics["indexes_built"] == 2
+    assert child.data.tags[TAG_PARENT] == parent.info.run_id and child.info.status == "FINISHED"
+    # the child is the winner's evaluation on every query: the last rung's score, with CIs and the usual tags
+    assert child.data.metrics["ndcg_at_10"] == pytest.approx(out["rungs"][-1]["scores"][0])
+    assert child.data.params["params.k1"] == str(1.2 if out["winner"] == 1 else 0.0)
+    assert "dataset_fingerprint" in child.data.tags
+    names = {a.path for a in cl.list_artifacts(parent.info.run_id)}
+    assert "halving.json" in names
