@@ -301,7 +301,8 @@ class IndexedExperiment:
         from lab.data.fingerprint import fingerprint
         from lab.metrics import DEFAULT_METRICS, evaluate, latency_summary
 
-        qids = list(self.queries) if query_ids is None else [q for q in self.queries if q in set(query_ids)]
+        wanted = None if query_ids is None else set(query_ids)
+        qids = [q for q in self.queries if wanted is None or q in wanted]
         run = self.search(qids)
         queries = self.queries.subset(qids)
         qrels = Qrels({q: self.qrels[q] for q in qids if q in self.qrels}, name=self.qrels.name)
