@@ -72,6 +72,7 @@ def main() -> None:
     ap.add_argument("--whole-corpus", action="store_true",
                     help="with --prefetch: every document of the corpus (params/contextual_scifact.yaml's cache), "
                          "pooled ones first")
+    ap.add_argument("--status", action="store_true", help="only count the pooled and other contexts already cached")
     ap.add_argument("--json", help="also write the rows here")
     ap.add_argument("--experiment", help="also log each run to this MLflow experiment (lab compare --experiment)")
     ap.add_argument("--tracking-root", default="mlruns")
@@ -83,6 +84,13 @@ def main() -> None:
     llm = {"backend": "local", "threads": args.threads}
     print(f"{ds.name} {args.split}: pool of {len(ids)} of {len(ds.corpus)} documents "
           f"(top {args.pool_depth} of bm25 and dense per query + judged)", flush=True)
+    if args.status:
+        r = build("contextual", {"llm": llm}, ctx)
+        in_pool = set(ids)
+        rest = Corpus({d: ds.corpus[d] for d in ds.corpus.ids if d not in in_pool})
+        print(f"cached contexts: pool {r.cached_contexts(pool.corpus)} of {len(pool.corpus)}, other documents "
+              f"{r.cached_contexts(rest)} of {len(rest)}")
+        return
     if args.prefetch:
         i, n = (int(x) for x in args.shard.split("/"))
         in_pool = set(ids)

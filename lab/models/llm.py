@@ -275,6 +275,14 @@ class _BaseLLM:
         """``chat`` with one user turn (after an optional system turn)."""
         return self.chat(prompt_messages(prompt, system), **gen)
 
+    def is_cached(self, item: str | Sequence[Message], **gen) -> bool:
+        """Whether the answer to ``item`` (a prompt, as :meth:`complete` takes it, or a message list) with these
+        generation params is in the cache already (nothing is generated or counted)."""
+        if self.cache is None:
+            return False
+        msgs = normalize_messages(prompt_messages(item) if isinstance(item, str) else item)
+        return self.cache.get_json(request_key(self.identity, msgs, generation_params(self.defaults, gen))) is not None
+
     def chat(self, messages: Sequence[Message], **gen) -> Completion:
         """One answer to ``messages``: from the cache when this (identity, messages, params) was answered before."""
         msgs = normalize_messages(messages)

@@ -143,8 +143,8 @@ class ContextualRetriever(BaseRetriever):
             limit = max(0, min(limit, budget - len(chunk)))
         return PROMPT.format(document=excerpt(document, start, end, limit) if limit else "", chunk=chunk)
 
-    def write_contexts(self, corpus: Corpus) -> dict[str, str]:
-        """unit id -> the LLM's context (stripped; "" when it gave nothing)."""
+    def prompts(self, corpus: Corpus) -> tuple[list[str], list[str]]:
+        """(unit ids, the prompt of each unit), counting cut documents and fitted prompts in the diagnostics."""
         texts, where = documents_of(corpus)
         ids, prompts = [], []
         for u in corpus:
@@ -153,6 +153,15 @@ class ContextualRetriever(BaseRetriever):
             self._diag["documents_cut"] += int(len(document) > self.max_doc_chars)
             ids.append(u.id)
             prompts.append(self.prompt_for(document, s, e, u.text))
+        return ids, prompts
+
+    def cached_contexts(self, corpus: Corpus) -> int:
+        """How many units of ``corpus`` have their context in the LLM's cache already (nothing is generated)."""
+        return sum(self.llm.is_cached(p, **self.gen) for p in self.prompts(corpus)[1])
+
+    def write_contexts(self, corpus: Corpus) -> dict[str, str]:
+        """unit id -> the LLM's context (stripped; "" when it gave nothing)."""
+        ids, prompts = self.prompts(corpus)
         comps = self.llm.map(prompts, desc="contextual: chunk contexts", **self.gen)
         out = {}
         for uid, c in zip(ids, comps):

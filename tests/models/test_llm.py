@@ -72,6 +72,18 @@ def test_rerun_from_cache_never_loads_the_model(smol):
     assert first.gen_seconds > 0 and again.gen_seconds == pytest.approx(first.gen_seconds)
 
 
+def test_is_cached_answers_without_generating(smol):
+    assert not smol.is_cached("Name a vegetable.", max_tokens=5)
+    before = smol.usage()
+    assert not smol.is_cached("Name a vegetable.", max_tokens=5)  # asking twice generates nothing
+    assert smol.usage() == before
+    smol.complete("Name a vegetable.", max_tokens=5)
+    assert smol.is_cached("Name a vegetable.", max_tokens=5)
+    assert smol.is_cached([{"role": "user", "content": "Name a vegetable."}], max_tokens=5)  # the same request
+    assert not smol.is_cached("Name a vegetable.", max_tokens=6)  # other params, other answer
+    assert not LocalLLM(smol.path, cache_dir=None, progress=False).is_cached("Name a vegetable.", max_tokens=5)
+
+
 def test_map_keeps_input_order(smol):
     items = ["Name a fruit.", [{"role": "user", "content": "Name an animal."}], "Name a fruit."]
     out = smol.map(items, max_tokens=6)

@@ -103,3 +103,20 @@ def test_prompts_fit_the_packaged_models_context(ordqa, tmp_path):
     llm = load_llm(None, cache_dir=tmp_path, progress=False)
     out = llm.map([cut], max_tokens=16, temperature=0.0)
     assert out[0].finish_reason in ("stop", "length")
+
+
+def test_cached_contexts_counts_without_generating(tmp_path):
+    """cached_contexts says how many units' contexts a run would read back; it generates nothing."""
+    from lab.data.types import Document
+
+    corpus = Corpus({"a": Document("a", "Cats sleep most of the day."),
+                     "b": Document("b", "Dogs need a walk twice a day.")}, name="pets")
+    ctx = Context(cache_dir=tmp_path, progress=False)
+    r = build("contextual", {"max_tokens": 12}, ctx)
+    assert r.cached_contexts(corpus) == 0 and r.usage()["calls"] == 0
+    ids, prompts = r.prompts(corpus)
+    assert ids == ["a", "b"] and "Cats sleep" in prompts[0]
+    r.llm.complete(prompts[0], **r.gen)  # the call write_contexts makes for unit "a"
+    again = build("contextual", {"max_tokens": 12}, ctx)
+    assert again.cached_contexts(corpus) == 1 and again.usage()["calls"] == 0
+    assert build("contextual", {"max_tokens": 13}, ctx).cached_contexts(corpus) == 0
