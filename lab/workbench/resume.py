@@ -10,6 +10,11 @@ A finished run is reused only when everything that decides its numbers is the sa
   found at the recorded paths now are hashed again (memoised by path, size and mtime, so this costs a ``stat``);
   a remote model (an OpenAI-compatible endpoint) is identified by its name only;
 - the metrics version (``lab.METRICS_VERSION``, tag ``metrics_version``);
+- for runs that used a sentence-transformers model (identity ``st:...``) and configs that do not pin ``backend``:
+  the default encoding backend (:data:`lab.models.backends.DEFAULT_BACKEND`, tag ``identity.encoder_backend``;
+  a run without the tag was encoded when the default was ``torch``): a new default changes the vectors, so a run
+  encoded under the old one does not stand for the config (found when the default moved from torch to openvino
+  bf16: ORD-QA hybrid 0.5894 -> 0.5870, and a rerun sweep kept the torch row beside new openvino rows);
 - the code version (git commit of the package, tag ``git_commit``) only when asked (``--rerun-on-code-change``);
   it is always recorded. A dirty tree records ``<commit>-dirty``, so uncommitted edits are not told apart.
 
@@ -30,6 +35,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from lab.core.errors import DataError
+from lab.models.backends import DEFAULT_BACKEND
 from lab.tracking.store import TAG_MODELS
 
 #: Tags of the run identity (the sweep writes the first four when it creates a run; log_result writes models).
@@ -38,6 +44,9 @@ TAG_DATASETS = "identity.datasets"
 TAG_DATASET_FILES = "identity.dataset_files"
 TAG_CODE = "identity.code"
 TAG_REASON = "sweep.rerun_reason"
+TAG_ENCODER = "identity.encoder_backend"
+#: the default encoding backend a run without :data:`TAG_ENCODER` was made under (before backends existed)
+LEGACY_ENCODER = "torch"
 IDENTITY_VERSION = "1"
 #: a tag longer than this is not written (per-file fingerprints of a dataset with very many files)
 _MAX_FILES_TAG = 6000
@@ -53,11 +62,14 @@ class RunIdentity:
     metrics_version: str = ""
     code_version: str = ""
     include_code: bool = False
+    encoder_backend: str = ""  # the default encoding backend; "" when the config pins ``backend``
 
     def tags(self) -> dict[str, str]:
         """The tags a run made for this identity carries (see the module docstring)."""
         out = {TAG_VERSION: IDENTITY_VERSION, TAG_DATASETS: _dumps(self.datasets), TAG_CODE: self.code_version,
                "metrics_version": self.metrics_version}
+        if self.encoder_backend:
+            out[TAG_ENCODER] = self.encoder_backend
         files = _dumps(self.dataset_files)
         if len(files) <= _MAX_FILES_TAG:
             out[TAG_DATASET_FILES] = files
@@ -121,7 +133,15 @@ def run_identity(config: Mapping, repo_root: str | Path | None = None, include_c
         if k not in memo:
             memo[k] = (fingerprint(path), file_fingerprints(path))
         datasets[key], files[key] = memo[k]
-    return RunIdentity(config_hash(config), datasets, files, str(lab.METRICS_VERSION), git_commit(), include_code)
+    return RunIdentity(config_hash(config), datasets, files, str(lab.METRICS_VERSION), git_commit(), include_code,
+                       "" if pins_backend(config) else DEFAULT_BACKEND)
+
+
+def pins_backend(config: Mapping) -> bool:
+    """Whether the config sets an encoding ``backend`` itself (any key named ``backend``, e.g. ``params.backend``)."""
+    from lab.core.flat import flatten_values
+
+    return any(k.rsplit(".", 1)[-1] == "backend" and v not in (None, "") for k, v in flatten_values(config).items())
 
 
 def recorded_datasets(tags: Mapping[str, str]) -> dict[str, str] | None:
@@ -183,6 +203,12 @@ def reuse_decision(previous_run, identity: RunIdentity, weights: Callable[[str],
                 reasons.append(f"model {name} is no longer at {path}")
             elif now != old:
                 reasons.append(f"model {name} changed {since}")
+
+    if identity.encoder_backend and any(str(m.get("identity", "")).startswith("st:") for m in models or []):
+        old_e = tags.get(TAG_ENCODER) or LEGACY_ENCODER
+        if old_e != identity.encoder_backend:
+            reasons.append(f"default encoding backend changed {since} ({old_e} -> {identity.encoder_backend}; "
+                           "set params.backend to pin one)")
 
     old_v = tags.get("metrics_version")
     if old_v != identity.metrics_version:
