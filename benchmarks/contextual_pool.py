@@ -52,11 +52,34 @@ def pool_ids(ds: Dataset, split: str, depth: int, ctx: Context) -> list[str]:
     return [d for d in ds.corpus.ids if d in pool]  # corpus order
 
 
-def pooled(ds: Dataset, ids: list[str], depth: int) -> Dataset:
+def write_pool(ds: Dataset, ids: list[str], split: str, depth: int, folder: Path) -> Path:
+    """The pooled corpus as a BEIR folder (corpus, the split's queries and qrels, SOURCE.md), so runs on it carry a
+    dataset fingerprint and name (``<dataset>-pool<depth>``) like any dataset."""
+    folder.mkdir(parents=True, exist_ok=True)
     keep = set(ids)
-    corpus = Corpus({d: ds.corpus[d] for d in ds.corpus.ids if d in keep}, name=f"{ds.name}-pool{depth}")
-    return Dataset(path=f"{ds.path}#pool{depth}", corpus=corpus, queries=ds.queries, qrels=ds.qrels,
-                   name=f"{ds.name}-pool{depth}")
+    with open(folder / "corpus.jsonl", "w", encoding="utf-8") as fh:
+        for d in ds.corpus.ids:
+            if d in keep:
+                doc = ds.corpus[d]
+                rec = {"_id": d, "title": doc.title, "text": doc.text, **({"metadata": dict(doc.metadata)}
+                                                                          if doc.metadata else {})}
+                fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+    queries, qrels = ds.split(split)
+    with open(folder / "queries.jsonl", "w", encoding="utf-8") as fh:
+        for q in queries:
+            fh.write(json.dumps({"_id": q, "text": queries[q]}, ensure_ascii=False) + "\n")
+    (folder / "qrels").mkdir(exist_ok=True)
+    with open(folder / "qrels" / f"{split}.tsv", "w", encoding="utf-8") as fh:
+        fh.write("query-id\tcorpus-id\tscore\n")
+        for q in qrels:
+            for d, g in qrels[q].items():
+                fh.write(f"{q}\t{d}\t{g}\n")
+    (folder / "SOURCE.md").write_text(
+        f"# {ds.name}, pooled (made by benchmarks/contextual_pool.py; not a dataset to publish)\n\n"
+        f"{len(ids)} of {len(ds.corpus)} documents of {ds.path}: every judged document of the {split} queries plus "
+        f"the top {depth} of bm25 and of dense (all-MiniLM-L6-v2) over the whole corpus for each {split} query. "
+        f"License and citation: those of {ds.path}/SOURCE.md.\n", encoding="utf-8")
+    return folder
 
 
 def main() -> None:
@@ -80,7 +103,9 @@ def main() -> None:
     ctx = Context(cache_dir=Path(args.cache_dir), progress=sys.stderr.isatty(), seed=args.seed)
     ds = load(args.dataset, progress=False)
     ids = pool_ids(ds, args.split, args.pool_depth, ctx)
-    pool = pooled(ds, ids, args.pool_depth)
+    folder = write_pool(ds, ids, args.split, args.pool_depth,
+                        Path(args.cache_dir) / "pools" / f"{ds.name}-pool{args.pool_depth}")
+    pool = load(folder, progress=False)
     llm = {"backend": "local", "threads": args.threads}
     print(f"{ds.name} {args.split}: pool of {len(ids)} of {len(ds.corpus)} documents "
           f"(top {args.pool_depth} of bm25 and dense per query + judged)", flush=True)
