@@ -82,6 +82,17 @@ def write_pool(ds: Dataset, ids: list[str], split: str, depth: int, folder: Path
     return folder
 
 
+def shard_arg(text: str) -> tuple[int, int]:
+    """``i/n`` with 0 <= i < n."""
+    try:
+        i, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected i/n, e.g. 0/2") from None
+    if not 0 <= i < n:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected 0 <= i < n, e.g. 1/2")
+    return i, n
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", default="data/scifact")
@@ -91,7 +102,8 @@ def main() -> None:
     ap.add_argument("--cache-dir", default=os.environ.get("LAB_CACHE_DIR", ".cache"))
     ap.add_argument("--threads", type=int, default=1, help="llama.cpp threads of this process")
     ap.add_argument("--prefetch", action="store_true", help="only write the contexts of one shard into the cache")
-    ap.add_argument("--shard", default="0/1", help="i/n: this process takes every n-th pooled document from i")
+    ap.add_argument("--shard", default=(0, 1), type=shard_arg,
+                    help="i/n: this process takes every n-th pooled document from the i-th (default 0/1)")
     ap.add_argument("--whole-corpus", action="store_true",
                     help="with --prefetch: every document of the corpus (params/contextual_scifact.yaml's cache), "
                          "pooled ones first")
@@ -117,14 +129,14 @@ def main() -> None:
               f"{r.cached_contexts(rest)} of {len(rest)}")
         return
     if args.prefetch:
-        i, n = (int(x) for x in args.shard.split("/"))
+        i, n = args.shard
         in_pool = set(ids)
         order = ids + [d for d in ds.corpus.ids if d not in in_pool] if args.whole_corpus else ids
         shard = Corpus({d: ds.corpus[d] for d in order[i::n]}, name=pool.corpus.name)
         r = build("contextual", {"llm": llm}, ctx)
         t0 = time.perf_counter()
         r.write_contexts(shard)
-        print(f"shard {args.shard}: {len(shard)} contexts in {time.perf_counter() - t0:.0f} s; {r.usage()}")
+        print(f"shard {i}/{n}: {len(shard)} contexts in {time.perf_counter() - t0:.0f} s; {r.usage()}")
         return
     results = {"hybrid": run_experiment(pool, "hybrid", {}, split=args.split, k=100, ctx=ctx)}
     for apply in APPLIES:
