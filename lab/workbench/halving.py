@@ -184,6 +184,7 @@ def run_halving_sweep(spec_path, metric: str = "ndcg@10", eta: int = 2, min_quer
     ids are in the report (``parent_run_id``, ``winner_run_id``)."""
     from lab.core.flat import varying_keys
     from lab.workbench.config import expand, label, load_spec
+    from lab.workbench.sweep_check import validate_sweep
     from lab.experiment.run import load
     from lab.core.paths import resolve_repo_path
 
@@ -192,6 +193,10 @@ def run_halving_sweep(spec_path, metric: str = "ndcg@10", eta: int = 2, min_quer
     configs = expand(spec)
     keys = varying_keys(configs)
     labels = [label(c, keys) for c in configs]
+    problems = validate_sweep(spec, configs)  # the checks `lab sweep` makes, before any work
+    if problems:
+        raise ConfigError("\n".join(problems + [f"halving over {spec.path} not started: {len(problems)} problem(s); "
+                                                 "fix them and run again"]))
     first = configs[0]
     if not first.get("strategy"):
         raise ConfigError(f"{spec_path}: halving needs a `strategy` in every config (fixed, grid or zip)")

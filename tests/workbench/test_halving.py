@@ -95,3 +95,16 @@ def test_halving_logs_its_outcome_and_the_winner_to_mlflow(tmp_path, monkeypatch
     assert "dataset_fingerprint" in child.data.tags
     names = {a.path for a in cl.list_artifacts(parent.info.run_id)}
     assert "halving.json" in names
+
+
+def test_halving_checks_the_spec_as_lab_sweep_does(tmp_path):
+    """A misspelt key stops halving before any work, with the line and the key, as `lab sweep` says it."""
+    from lab.cli.main import main
+
+    root = repo_root()
+    spec = tmp_path / "bad.yaml"
+    spec.write_text(f"notebook: {root / 'notebooks/03_strategy_comparison.ipynb'}\n"
+                    f"dataset: {root / 'data/ord-qa'}\nfixed: {{split: test, stratgy: bm25}}\n")
+    with pytest.raises(ConfigError, match=r"line 3, key 'fixed.stratgy'.*not a parameter of the notebook"):
+        run_halving_sweep(spec, echo=None)
+    assert main(["sweep", str(spec), "--halving"]) == 2
