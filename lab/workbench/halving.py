@@ -124,7 +124,7 @@ class ExperimentScorer:
     chunking and relevance, prepared (chunked and indexed) once by :func:`lab.experiment.run.prepare_experiment`
     and kept while the config survives, then searched and scored on ``query_ids`` (each query searched once:
     rungs are nested slices). :meth:`retain` frees the indexes of the configs a rung dropped.
-    ``index_seconds`` and ``search_seconds`` sum what was spent."""
+    ``index_seconds`` sums the indexing spent and ``indexed`` counts the indexes built."""
 
     def __init__(self, configs: list[dict], metric: str = "ndcg@10", progress: bool = False):
         self.configs, self.metric, self.progress = configs, metric, progress
@@ -160,10 +160,6 @@ class ExperimentScorer:
             self.prepared[i] = self._prepare(i)
         exp = self.prepared[i]
         return exp.result([q for q in query_ids if q in exp.queries]).evaluation.means[self.metric]
-
-    @property
-    def search_seconds(self) -> float:
-        return sum(e.search_seconds for e in self.prepared.values())
 
     def retain(self, keep: Sequence[int]) -> None:
         """Forget the prepared configs not in ``keep``."""

@@ -44,13 +44,18 @@ def test_halving_keeps_the_best_and_counts_work():
     assert rep.full_grid_evaluations == 640 and rep.saved == pytest.approx(1 - 320 / 640)
 
 
-def test_halving_on_a_real_spec(tmp_path, monkeypatch):
+def _k1_spec(path, experiment: str, k1s: str):
+    """A BM25 k1 grid over ORD-QA's test queries, written to ``path``."""
     root = repo_root()
-    spec = tmp_path / "k1_grid.yaml"
-    spec.write_text(f"notebook: {root / 'notebooks/03_strategy_comparison.ipynb'}\n"
-                    f"dataset: {root / 'data/ord-qa'}\nexperiment: halving_test\nseed: 0\n"
+    path.write_text(f"notebook: {root / 'notebooks/03_strategy_comparison.ipynb'}\n"
+                    f"dataset: {root / 'data/ord-qa'}\nexperiment: {experiment}\nseed: 0\n"
                     "fixed:\n  split: test\n  k: 100\n  strategy: bm25\n"
-                    "grid:\n  params.k1: [0.0, 0.9, 1.5, 3.0]\n")
+                    f"grid:\n  params.k1: [{k1s}]\n")
+    return path
+
+
+def test_halving_on_a_real_spec(tmp_path, monkeypatch):
+    spec = _k1_spec(tmp_path / "k1_grid.yaml", "halving_test", "0.0, 0.9, 1.5, 3.0")
     monkeypatch.setenv("LAB_CACHE_DIR", str(tmp_path / "cache"))
     out = run_halving_sweep(spec, metric="ndcg@10", eta=2, min_queries=20, compare_full=True, echo=None)
     assert [r["n_queries"] for r in out["rungs"]] == [22, 45, 90]
@@ -73,12 +78,7 @@ def test_cli_halving_bad_eta(capsys):
 def test_halving_logs_its_outcome_and_the_winner_to_mlflow(tmp_path, monkeypatch):
     from lab.tracking.store import TAG_PARENT, TAG_ROLE, client
 
-    root = repo_root()
-    spec = tmp_path / "k1_pair.yaml"
-    spec.write_text(f"notebook: {root / 'notebooks/03_strategy_comparison.ipynb'}\n"
-                    f"dataset: {root / 'data/ord-qa'}\nexperiment: halving_logged\nseed: 0\n"
-                    "fixed:\n  split: test\n  k: 100\n  strategy: bm25\n"
-                    "grid:\n  params.k1: [0.0, 1.2]\n")
+    spec = _k1_spec(tmp_path / "k1_pair.yaml", "halving_logged", "0.0, 1.2")
     monkeypatch.setenv("LAB_CACHE_DIR", str(tmp_path / "cache"))
     store = tmp_path / "mlruns"
     out = run_halving_sweep(spec, metric="ndcg@10", eta=2, min_queries=20, echo=None, tracking_root=str(store))
