@@ -13,6 +13,16 @@ Libraries (maintained, offline, permissive licences), and why:
   texinfo, DocBook). For documentation pages this is more predictable than a news-article extractor such as
   trafilatura, which may drop short reference pages as boilerplate.
 - Text encodings: ``charset-normalizer`` (MIT) when a file is neither valid UTF-8 nor marked by a byte-order mark.
+  Its guess is low-confidence when another encoding fits the bytes about as well (chaos within 0.1) and reads
+  them as different text; such a guess is kept and recorded in ``meta["encoding_guess"]`` (encoding chosen,
+  the alternatives and how each reads the first differing word) so the ingest report can list it.
+
+Limits (:class:`Limits`, defaults stated there): a DOCX is checked from its zip directory alone, before anything
+is decompressed (the compression ratio of every member over 1 MiB, the total uncompressed size, and the XML
+parts' size against 5 x the text limit); a PDF above
+its page limit is refused after its page tree is read, before any page's text; a document whose extracted text
+is above the text limit is refused. File sizes are checked by the caller before reading (``Limits.max_bytes``).
+pypdf bounds each decompressed stream itself (``pypdf.filters.ZLIB_MAX_OUTPUT_LENGTH``).
 
 Conventions
 - Text is normalised the same way for every format (:func:`normalise`): Unicode NFC, Latin ligatures
@@ -41,11 +51,33 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 #: Bump when extraction output changes, so `lab ingest` re-reads files it would otherwise reuse.
-EXTRACTOR_VERSION = 1
+EXTRACTOR_VERSION = 2
 
 #: Extension (lower case, with dot) -> format name.
 FORMATS = {".md": "markdown", ".markdown": "markdown", ".rst": "rst", ".txt": "text",
            ".html": "html", ".htm": "html", ".pdf": "pdf", ".docx": "docx"}
+
+
+MB = 1024 * 1024
+XML_PER_TEXT = 5  # a DOCX's XML parts may inflate to this many times --max-text-mb
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds on what one file may cost, so a hostile file (a zip bomb, a huge page) is refused in seconds and in
+    bounded memory. Sizes in MiB; the defaults are far above ordinary documentation and far below a machine."""
+
+    max_text_mb: float = 20.0  # .md .rst .txt .html files, and the text extracted from any file
+    max_pdf_mb: float = 200.0  # PDF file size
+    max_pdf_pages: int = 2000
+    max_docx_mb: float = 100.0  # DOCX file size
+    max_unzipped_mb: float = 200.0  # DOCX: sum of the uncompressed sizes in its zip directory
+    max_zip_ratio: float = 100.0  # DOCX: uncompressed / compressed size of any member over 1 MiB
+
+    def max_bytes(self, fmt: str) -> int:
+        """The largest file of format ``fmt`` read at all (bytes)."""
+        mb = {"pdf": self.max_pdf_mb, "docx": self.max_docx_mb}.get(fmt, self.max_text_mb)
+        return int(mb * MB)
 
 
 class Unreadable(Exception):
@@ -111,40 +143,77 @@ _BOMS = ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe\x00\x00", "utf-32-le"), (b"
          (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
 
 
-def decode_text(data: bytes) -> tuple[str, str]:
-    """(text, encoding name): a byte-order mark, else strict UTF-8, else charset-normalizer's best guess
-    (windows-1252 preferred when it fits as well).
+def decode_text(data: bytes) -> tuple[str, str, dict | None]:
+    """(text, encoding name, low-confidence guess or None): a byte-order mark, else strict UTF-8, else
+    charset-normalizer's best guess (windows-1252 preferred when it fits as well). The guess is a dict
+    ``{"encoding", "alternatives": [{"encoding", "reads"}], "reads"}`` when other encodings fit about as well and
+    read the bytes differently (``reads``: the first word where they differ, as each encoding reads it).
     Raises Unreadable for binary data (NUL bytes without a UTF-16/32 mark) and for bytes no encoding fits."""
     for bom, encoding in _BOMS:
         if data.startswith(bom):
             try:
-                return data[len(bom):].decode(encoding.replace("-sig", "")), encoding
+                return data[len(bom):].decode(encoding.replace("-sig", "")), encoding, None
             except UnicodeDecodeError:
                 raise Unreadable("undecodable", f"starts with a {encoding} byte-order mark but is not "
                                  f"{encoding}") from None
     if b"\x00" in data[:8192]:
         raise Unreadable("binary", "binary file (contains NUL bytes), not text")
     try:
-        return data.decode("utf-8"), "utf-8"
+        return data.decode("utf-8"), "utf-8", None
     except UnicodeDecodeError:
         pass
     from charset_normalizer import from_bytes
 
     matches = list(from_bytes(data))
     best = matches[0] if matches else None
+    if best is None:
+        raise Unreadable("undecodable", "no text encoding fits its bytes (not UTF-8; charset detection failed)")
+    encoding, text = best.encoding, str(best)
     # short Western texts fit several single-byte code pages equally well; prefer windows-1252, the most common
     # legacy one (the WHATWG fallback), when it fits about as well as the first guess
     for m in matches:
-        if m.encoding == "cp1252" and m.chaos <= best.chaos + 0.1 and m.coherence >= best.coherence:
-            best = m
-    if best is None:
-        raise Unreadable("undecodable", "no text encoding fits its bytes (not UTF-8; charset detection failed)")
-    text = str(best)
+        if "cp1252" in (m.encoding, *m.could_be_from_charset) and m.chaos <= best.chaos + 0.1 \
+                and m.coherence >= best.coherence:
+            try:
+                encoding, text = "cp1252", data.decode("cp1252")
+            except UnicodeDecodeError:
+                continue
+            break
     bad = sum(1 for ch in text if unicodedata.category(ch) in ("Cc", "Co", "Cn") and ch not in "\n\r\t\f")
     if bad > max(2, len(text) // 100):
-        raise Unreadable("undecodable", f"decodes as {best.encoding} only with {bad} control or unassigned "
+        raise Unreadable("undecodable", f"decodes as {encoding} only with {bad} control or unassigned "
                          "characters: probably not text")
-    return text, best.encoding
+    return text, encoding, _ambiguity(data, text, encoding, matches, best)
+
+
+def _ambiguity(data: bytes, text: str, encoding: str, matches, best) -> dict | None:
+    """The low-confidence record of a detected encoding (see decode_text), or None when no other encoding that
+    fits about as well reads the bytes differently."""
+    alternatives = []
+    for m in matches:
+        if m.chaos > best.chaos + 0.1 or m.encoding == encoding:
+            continue
+        try:
+            other = data.decode(m.encoding)
+        except (UnicodeDecodeError, LookupError):
+            continue
+        if other != text and all(a["encoding"] != m.encoding for a in alternatives):
+            alternatives.append({"encoding": m.encoding, "reads": _first_difference(other, text)})
+    if not alternatives:
+        return None
+    reads = _first_difference(text, data.decode(alternatives[0]["encoding"]))
+    return {"encoding": encoding, "reads": reads, "alternatives": alternatives[:3]}
+
+
+def _first_difference(text: str, other: str) -> str:
+    """The word of ``text`` around the first character where it differs from ``other`` (at most 40 chars)."""
+    i = next((k for k, (a, b) in enumerate(zip(text, other)) if a != b), min(len(text), len(other)))
+    lo, hi = i, i
+    while lo > 0 and not text[lo - 1].isspace() and i - lo < 20:
+        lo -= 1
+    while hi < len(text) and not text[hi].isspace() and hi - i < 20:
+        hi += 1
+    return text[lo:hi]
 
 
 _UNDERLINE = re.compile(r"^([=\-~^\"'`#*+_:.<>])\1{2,}$")
@@ -224,7 +293,7 @@ def extract_markdown(data: bytes) -> Extracted:
     """Markdown kept as text (``#`` marks included); headings: ATX (``# Title``) and setext (underlined by
     ``===`` or ``---``, the underline dropped) outside fenced code and front matter; title also from ``title:``
     in YAML front matter."""
-    raw, encoding = decode_text(data)
+    raw, encoding, guess = decode_text(data)
     lines = _lines(raw)
     skip = _fenced(lines)
     front_title = None
@@ -246,13 +315,14 @@ def extract_markdown(data: bytes) -> Extracted:
         heads[i] = (1 if style == "=" else 2, lines[i].strip())
         drop.update(adornment)
     text, headings, _ = _assemble(_line_blocks(lines, heads, drop))
-    return Extracted(text, headings[0]["title"] if headings else front_title, headings, {"encoding": encoding})
+    return Extracted(text, headings[0]["title"] if headings else front_title, headings,
+                     {"encoding": encoding, "encoding_guess": guess})
 
 
 def extract_rst(data: bytes, tight: bool = False) -> Extracted:
     """reStructuredText kept as text; headings: section titles (underlined, optionally overlined, adornment
     lines dropped), levels in the order their adornment styles first appear (as docutils does)."""
-    raw, encoding = decode_text(data)
+    raw, encoding, guess = decode_text(data)
     lines = _lines(raw)
     styles: list[str] = []
     heads: dict[int, tuple[int, str]] = {}
@@ -263,7 +333,8 @@ def extract_rst(data: bytes, tight: bool = False) -> Extracted:
         heads[i] = (styles.index(style) + 1, lines[i].strip())
         drop.update(adornment)
     text, headings, _ = _assemble(_line_blocks(lines, heads, drop))
-    return Extracted(text, headings[0]["title"] if headings else None, headings, {"encoding": encoding})
+    return Extracted(text, headings[0]["title"] if headings else None, headings,
+                     {"encoding": encoding, "encoding_guess": guess})
 
 
 def extract_text(data: bytes) -> Extracted:
@@ -280,7 +351,8 @@ _DROP_ROLES = {"navigation", "banner", "contentinfo", "search", "complementary",
 #: class/id words (split on space, "-", "_") that mark navigation in documentation generators' output.
 _NAV_WORDS = {"nav", "navbar", "navigation", "navheader", "navfooter", "breadcrumb", "breadcrumbs", "sidebar",
               "sphinxsidebar", "sphinxsidebarwrapper", "related", "footer", "menu", "toolbar", "skip", "skiplink",
-              "topbar", "sidenav", "pagination", "prevnext", "headerlink", "copiable", "banner", "cookie"}
+              "topbar", "sidenav", "pagination", "prevnext", "headerlink", "copiable", "banner", "cookie", "toc",
+              "tableofcontents"}
 _HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
 _BLOCKS = {"p", "div", "section", "article", "main", "body", "li", "ul", "ol", "dl", "dt", "dd", "table", "thead",
            "tbody", "tfoot", "tr", "blockquote", "pre", "figure", "figcaption", "caption", "hr", "address",
@@ -317,15 +389,15 @@ def _is_boilerplate(el) -> bool:
     return False
 
 
-def _html_decode(data: bytes) -> tuple[str, str]:
+def _html_decode(data: bytes) -> tuple[str, str, dict | None]:
     for bom, encoding in _BOMS:
         if data.startswith(bom):
-            return data[len(bom):].decode(encoding.replace("-sig", ""), errors="replace"), encoding
+            return data[len(bom):].decode(encoding.replace("-sig", ""), errors="replace"), encoding, None
     m = _META_CHARSET.search(data[:4096])
     if m:
         name = m.group(1).decode("ascii").lower()
         try:
-            return data.decode(name), name
+            return data.decode(name), name, None
         except (LookupError, UnicodeDecodeError):
             pass  # a wrong declaration: detect instead
     return decode_text(data)
@@ -337,7 +409,7 @@ def extract_html(data: bytes) -> Extracted:
     import lxml.html
     from lxml import etree
 
-    raw, encoding = _html_decode(data)
+    raw, encoding, guess = _html_decode(data)
     raw = re.sub(r"^\s*<\?xml[^>]*\?>", "", raw)  # lxml refuses str input with an encoding declaration
     if not raw.strip():
         raise Unreadable("empty", "empty file (no text)")
@@ -389,20 +461,48 @@ def extract_html(data: bytes) -> Extracted:
     flush()
     text, headings, _ = _assemble(blocks)
     return Extracted(text, headings[0]["title"] if headings else page_title, headings,
-                     {"encoding": encoding, "html_title": page_title})
+                     {"encoding": encoding, "html_title": page_title, "encoding_guess": guess})
 
 
 # ------------------------------------------------------------------------------------------------------- DOCX
 
-def extract_docx(data: bytes) -> Extracted:
+def check_zip(data: bytes, limits: Limits) -> None:
+    """Unreadable (kind ``too_large``) when a member over 1 MiB is compressed more than ``limits.max_zip_ratio``
+    times, the zip directory declares more than ``limits.max_unzipped_mb`` in all, or its XML parts more than
+    ``XML_PER_TEXT`` times the text limit (markup around text); reads the directory only.
+    zipfile stops each member at its declared size, so a member cannot inflate past what is checked here."""
+    import zipfile
+
+    try:
+        members = zipfile.ZipFile(io.BytesIO(data)).infolist()
+    except (zipfile.BadZipFile, ValueError, OSError) as exc:
+        raise Unreadable("corrupt", f"not a valid zip package ({exc})") from None
+    for m in members:
+        ratio = m.file_size / max(1, m.compress_size)
+        if m.file_size > MB and ratio > limits.max_zip_ratio:
+            raise Unreadable("too_large", f"zip bomb? {m.filename} inflates {ratio:,.0f} times to "
+                             f"{m.file_size / MB:,.0f} MiB (limit {limits.max_zip_ratio:g}x, --max-zip-ratio)")
+    total = sum(m.file_size for m in members)
+    if total > limits.max_unzipped_mb * MB:
+        raise Unreadable("too_large", f"zip bomb? its parts inflate to {total / MB:,.0f} MiB "
+                         f"(limit {limits.max_unzipped_mb:g} MiB, --max-unzipped-mb)")
+    markup = sum(m.file_size for m in members if m.filename.lower().endswith((".xml", ".rels")))
+    if markup > XML_PER_TEXT * limits.max_text_mb * MB:
+        raise Unreadable("too_large", f"its XML parts inflate to {markup / MB:,.0f} MiB (limit {XML_PER_TEXT} x "
+                         f"{limits.max_text_mb:g} MiB, --max-text-mb)")
+
+
+def extract_docx(data: bytes, limits: Limits | None = None) -> Extracted:
     """DOCX body in order: paragraphs (styles "Title" and "Heading N", or an outline level, are headings) and
-    tables (one line per row, cells joined by " | "). Headers, footers and comments are not body text."""
+    tables (one line per row, cells joined by " | "). Headers, footers and comments are not body text. The zip
+    directory is checked against ``limits`` (:func:`check_zip`) before anything is decompressed."""
     import zipfile
 
     if data.startswith(b"\xd0\xcf\x11\xe0"):
         raise Unreadable("encrypted", "encrypted (password-protected) or legacy binary Word file, not DOCX")
     if not zipfile.is_zipfile(io.BytesIO(data)):
         raise Unreadable("corrupt", "not a valid DOCX (not a zip package)")
+    check_zip(data, limits or Limits())
     import docx
     from docx.opc.exceptions import PackageNotFoundError
     from docx.table import Table
@@ -491,7 +591,7 @@ def _dehyphenate(pages: list[list[str]]) -> list[list[str]]:
 _LEADERS = re.compile(r"(?:\s?\.){4,}\s?")  # table-of-contents dot leaders ". . . . ."
 
 
-def extract_pdf(data: bytes) -> Extracted:
+def extract_pdf(data: bytes, limits: Limits | None = None) -> Extracted:
     """PDF text page by page (pypdf), running heads and page numbers dropped, hyphenation joined; ``pages`` and
     ``page_offsets`` in meta; headings from the outline. Encrypted files are read when the empty user password
     opens them (owner-only protection), else skipped."""
@@ -505,12 +605,12 @@ def extract_pdf(data: bytes) -> Extracted:
     level = logger.level
     logger.setLevel(logging.ERROR)  # pypdf logs damage it recovers from as warnings: not the user's business here
     try:
-        return _read_pdf(data, pypdf)
+        return _read_pdf(data, pypdf, limits or Limits())
     finally:
         logger.setLevel(level)
 
 
-def _read_pdf(data: bytes, pypdf) -> Extracted:
+def _read_pdf(data: bytes, pypdf, limits: Limits) -> Extracted:
     from pypdf.errors import DependencyError, FileNotDecryptedError, PdfReadError
 
     try:
@@ -521,7 +621,16 @@ def _read_pdf(data: bytes, pypdf) -> Extracted:
                     raise Unreadable("encrypted", "encrypted PDF: needs a password")
             except (FileNotDecryptedError, NotImplementedError, DependencyError) as exc:
                 raise Unreadable("encrypted", f"encrypted PDF: cannot be opened ({exc})") from None
-        texts = [page.extract_text() or "" for page in reader.pages]
+        if len(reader.pages) > limits.max_pdf_pages:
+            raise Unreadable("too_large", f"{len(reader.pages):,} pages (limit {limits.max_pdf_pages:,}, "
+                             "--max-pdf-pages)")
+        texts, chars = [], 0
+        for page in reader.pages:
+            texts.append(page.extract_text() or "")
+            chars += len(texts[-1])
+            if chars > limits.max_text_mb * MB:
+                raise Unreadable("too_large", f"more than {limits.max_text_mb:g} MiB of text by page "
+                                 f"{len(texts)} (--max-text-mb)")
         outline = list(_outline(reader))
         info = (reader.metadata or {}).get("/Title")
         info_title = " ".join(normalise(info).split()) or None if isinstance(info, str) else None
@@ -577,17 +686,27 @@ def _find_on_page(text: str, title: str, lo: int, hi: int) -> tuple[int, int, bo
     return i, i + len(title), True
 
 
-EXTRACTORS: dict[str, Callable[[bytes], Extracted]] = {
+_SIZE_OPTION = {"pdf": "--max-pdf-mb", "docx": "--max-docx-mb"}
+
+EXTRACTORS: dict[str, Callable[..., Extracted]] = {
     "markdown": extract_markdown, "rst": extract_rst, "text": extract_text,
     "html": extract_html, "pdf": extract_pdf, "docx": extract_docx,
 }
 
 
-def extract(data: bytes, fmt: str) -> Extracted:
-    """Run the extractor of ``fmt`` on ``data``; Unreadable for empty input or a file without text."""
-    if not data.strip():
+def extract(data: bytes, fmt: str, limits: Limits | None = None) -> Extracted:
+    """Run the extractor of ``fmt`` on ``data`` within ``limits`` (default :class:`Limits`); Unreadable for empty
+    input, a file without text, or one over a limit (kind ``too_large``)."""
+    limits = limits or Limits()
+    if len(data) > limits.max_bytes(fmt):
+        raise Unreadable("too_large", f"{len(data) / MB:,.1f} MiB (limit {limits.max_bytes(fmt) / MB:g} MiB for "
+                         f"{fmt}, {_SIZE_OPTION.get(fmt, '--max-text-mb')})")
+    if not data[:1 << 20].strip() and not data.strip():
         raise Unreadable("empty", "empty file" + (" (0 bytes)" if not data else " (whitespace only)"))
-    out = EXTRACTORS[fmt](data)
+    out = EXTRACTORS[fmt](data, limits) if fmt in ("pdf", "docx") else EXTRACTORS[fmt](data)
+    if len(out.text) > limits.max_text_mb * MB:
+        raise Unreadable("too_large", f"{len(out.text) / MB:,.1f} MiB of text (limit {limits.max_text_mb:g} "
+                         "MiB, --max-text-mb)")
     if not out.text.strip():
         what = "no text layer (a scanned PDF? run OCR first)" if fmt == "pdf" else "no text after extraction"
         raise Unreadable("no_text", what)

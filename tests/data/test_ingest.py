@@ -273,15 +273,21 @@ def test_out_inside_src_is_not_ingested_and_the_fingerprint_ignores_the_report(t
     assert fingerprint(src / "corpus") == fp2
 
 
-def test_two_files_with_the_same_id_are_an_error_naming_both(tmp_path):
+def test_same_stem_files_are_both_kept_with_their_extension_and_every_collision_is_reported(tmp_path):
     src = tmp_path / "docs"
-    src.mkdir()
-    (src / "a.md").write_text("# A\n")
-    (src / "a.txt").write_text("A\n")
-    with pytest.raises(DataError) as info:
-        ingest(src, tmp_path / "out", progress=False)
-    assert "a.md" in str(info.value) and "a.txt" in str(info.value) and "'a'" in str(info.value)
-    assert not (tmp_path / "out").exists()  # nothing written
+    write_doc(src / "a.md", "Alpha notes", ["Alpha is the first letter of the Greek alphabet in this note."])
+    write_doc(src / "a.html", "Alpha page", ["Alpha is also a web page about letters and their order."])
+    write_doc(src / "a b.md", "Spaced", ["A file name with a space in it."])
+    write_doc(src / "a_b.md", "Underscored", ["A file name with an underscore in it."])
+    write_doc(src / "b.md", "Beta", ["Beta stands alone."])
+    rep = ingest(src, tmp_path / "out", progress=False)
+    docs = {d["_id"]: d for d in map(json.loads, (tmp_path / "out" / "corpus.jsonl").read_text().splitlines())}
+    assert sorted(docs) == ["a.html", "a.md", "a_b", "a_b~2", "b"]
+    assert docs["a_b"]["metadata"]["source"] == "a b.md" and docs["a_b~2"]["metadata"]["source"] == "a_b.md"
+    assert rep.id_collisions == [{"id": "a", "paths": ["a.html", "a.md"], "ids": ["a.html", "a.md"]},
+                                 {"id": "a_b", "paths": ["a b.md", "a_b.md"], "ids": ["a_b", "a_b~2"]}]
+    assert "id collision 'a': a.html -> a.html, a.md -> a.md" in rep.summary()
+    assert "id collision 'a_b'" in rep.summary()
 
 
 def test_rerun_reads_only_changed_files_and_drops_deleted_ones(tmp_path, monkeypatch):
@@ -323,7 +329,8 @@ def test_cli_prints_summary_exit_0_and_strict_exit_1(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["excluded"] == 6
 
 
-@pytest.mark.parametrize("case", ["missing_src", "no_out", "out_is_file", "foreign_corpus", "out_is_src", "dup"])
+@pytest.mark.parametrize("case", ["missing_src", "no_out", "out_is_file", "foreign_corpus", "out_is_src", "limit",
+                                  "share", "min_words"])
 def test_cli_bad_arguments_exit_2_with_one_line(tmp_path, case):
     src = tmp_path / "docs"
     src.mkdir()
@@ -341,8 +348,12 @@ def test_cli_bad_arguments_exit_2_with_one_line(tmp_path, case):
         (out / "corpus.jsonl").write_text('{"_id": "1", "text": "someone else\'s"}\n')
     elif case == "out_is_src":
         args = [str(src), "--out", str(src)]
-    elif case == "dup":
-        (src / "a.rst").write_text("A\n=\n")
+    elif case == "limit":
+        args += ["--max-zip-ratio", "0"]
+    elif case == "share":
+        args += ["--boilerplate-share", "1.5"]
+    elif case == "min_words":
+        args += ["--min-words", "-1"]
     proc = subprocess.run([sys.executable, "-m", "lab", "ingest", *args, "--no-progress"], capture_output=True,
                           text=True, cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
