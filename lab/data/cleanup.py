@@ -14,7 +14,8 @@ Conventions
   Overview, Introduction, Summary, Syntax, Description, Preface, Abstract, Background, Details or Executive
   Summary, as "1. Overview"; or Contents, Table of Contents, Index, Home, Untitled) or is the first heading of 3
   or more documents; then the HTML ``<title>`` is used when the page has one that no 2 other documents share.
-  A document whose first heading was dropped as boilerplate takes its next heading, by the same rule.
+  A document whose first heading was dropped as boilerplate takes its next heading, by the same rule, or its
+  ``<title>`` when no heading is left.
 - Near-duplicates: word 5-shingles (lower-cased words), hashed (blake2b, 8 bytes); the sketch of a document is
   the shingles whose hash is 0 modulo 8 (Broder's mod-m sample, the same sample in every document, so the
   overlap of two sketches estimates the overlap of the documents). Two documents are near-duplicates when the
@@ -118,7 +119,7 @@ def retitle(docs: list[dict]) -> int:
     changed = 0
     for d in docs:
         heading, page = first[d["_id"]], d["metadata"].get("html_title")
-        title = heading or d["title"]
+        title = heading or page or d["title"]
         if heading and (_GENERIC.match(heading) or heading_count[heading] >= SHARED_TITLE_DOCS) \
                 and page and page_count[page] < SHARED_TITLE_DOCS:
             title = page

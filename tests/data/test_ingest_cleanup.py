@@ -1,0 +1,146 @@
+"""`lab ingest` on a real-looking site (issue 26.1): site-wide boilerplate dropped and counted, titles from
+``<title>`` where the first heading is generic or shared, near-duplicates (the same page as HTML and PDF)
+reported and ``--dedupe``d, short documents reported and ``--min-words`` skipped, robots.txt not a document.
+
+The site is made here as the SQLite documentation is built (a tagline div, a "last modified" footer with dates,
+an in-page table of contents, C-API pages all headed "SQLite C Interface"); page text is deterministic random
+words, so pages share nothing but their template."""
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+from docwriters import write_doc
+from lab.cli.main import main
+from lab.data import cleanup
+from lab.data.ingest import ingest
+
+WORDS = [f"{a}{b}" for a in ("lo", "ra", "ve", "mu", "ti", "sa", "no", "ke", "pi", "do")
+         for b in ("ban", "ster", "mid", "quor", "lith", "vex", "pond", "rill", "cas", "tum")]
+
+
+def _prose(seed: int, n: int = 120) -> str:
+    rng = random.Random(seed)
+    return " ".join(rng.choice(WORDS) for _ in range(n)) + "."
+
+
+def _page(path: Path, title: str, heading: str, paragraphs: list[str], day: int, toc: bool = False) -> None:
+    toc_html = ('<div class="fancy_toc"><a onclick="toggle_toc()">Table Of Contents</a><div id="toc_sub">'
+                '<div><a href="#s1">1. First part</a></div><div><a href="#s2">2. Second part</a></div></div></div>'
+                if toc else "")
+    body = "".join(f"<p>{p}</p>\n" for p in paragraphs)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"<html><head><title>{title}</title></head><body>\n"
+                    '<div class="tagline">Small. Fast. Reliable.<br>Choose any three.</div>\n'
+                    f"{toc_html}<h1>{heading}</h1>\n{body}"
+                    f"<p>This page last modified on 2022-01-{day:02d} 21:38:08 UTC</p></body></html>\n")
+
+
+def _site(root: Path) -> Path:
+    src = root / "site"
+    for i in range(6):
+        _page(src / "c3ref" / f"fn{i}.html", f"Function number {i}", "SQLite C Interface", [_prose(i)], i + 1)
+    _page(src / "fts.html", "Full-text search", "1. Overview", [_prose(10)], 11, toc=True)
+    _page(src / "json.html", "JSON functions", "1. Overview", [_prose(11)], 12)
+    _page(src / "lang.html", "Query language", "Query language", [_prose(12)], 13)
+    _page(src / "tiny.html", "Tiny page", "Tiny page", ["Only a few words here."], 14)
+    _page(src / "release.html", "Release terms", "Release terms", [_prose(20), _prose(21)], 15)
+    write_doc(src / "release.pdf", "Release terms", [_prose(20), _prose(21)])  # the same page as a PDF
+    (src / "robots.txt").write_text("User-agent: *\nDisallow: /search\n")
+    return src
+
+
+def _corpus(out: Path) -> dict[str, dict]:
+    return {d["_id"]: d for d in map(json.loads, (out / "corpus.jsonl").read_text().splitlines())}
+
+
+def test_site_boilerplate_is_dropped_counted_and_the_most_frequent_shown(tmp_path):
+    src, out = _site(tmp_path), tmp_path / "out"
+    rep = ingest(src, out, progress=False)
+    docs = _corpus(out)
+    html = [d for d in docs.values() if d["metadata"]["format"] == "html"]
+    assert len(html) == 11
+    for d in html:
+        assert "Choose any three" not in d["text"] and "last modified" not in d["text"], d["_id"]
+        assert "Table Of Contents" not in d["text"] and "First part" not in d["text"]  # in-page TOC: navigation
+        for h in d["metadata"]["headings"]:  # offsets still point at the headings
+            assert d["text"][h["start"]:h["end"]] == h["title"]
+    assert "SQLite C Interface" not in docs["c3ref/fn0"]["text"]  # the first heading of 6 of 11 pages
+    assert _prose(0) in docs["c3ref/fn0"]["text"]
+    top = {t["text"]: t["documents"] for t in rep.boilerplate["top"]}
+    assert top["Small. Fast. Reliable.\nChoose any three."] == 11
+    assert top["This page last modified on #-#-# #:#:# UTC"] == 11  # dates differ, the template does not
+    assert rep.boilerplate["documents"] == 11 and rep.boilerplate["dropped"] == 11 * 2 + 6
+    assert "boilerplate: 3 blocks repeated in >= 20% of the HTML pages" in rep.summary()
+    assert "release.pdf" in docs and _prose(20)[:40] in docs["release.pdf"]["text"]  # other formats untouched
+    kept = ingest(src, tmp_path / "kept", progress=False, boilerplate_share=0)
+    assert "Choose any three" in _corpus(tmp_path / "kept")["lang"]["text"] and kept.boilerplate["blocks"] == 0
+
+
+def test_titles_come_from_the_page_title_where_the_first_heading_is_generic_or_shared(tmp_path):
+    src, out = _site(tmp_path), tmp_path / "out"
+    rep = ingest(src, out, progress=False)
+    titles = {i: d["title"] for i, d in _corpus(out).items()}
+    assert titles["c3ref/fn3"] == "Function number 3"  # "SQLite C Interface" on 6 pages (and boilerplate)
+    assert titles["fts"] == "Full-text search" and titles["json"] == "JSON functions"  # "1. Overview": generic
+    assert titles["lang"] == "Query language"
+    assert len(set(titles.values())) == len(titles) - 1  # only release.html and release.pdf share a title
+    assert rep.titles_from_page_title == 8
+    assert cleanup._GENERIC.match("2.1. Introduction") and not cleanup._GENERIC.match("Summary")
+
+
+def test_near_duplicates_are_reported_and_dedupe_keeps_the_text_format(tmp_path):
+    src = _site(tmp_path)
+    rep = ingest(src, tmp_path / "out", progress=False)
+    assert [(p["a"], p["b"]) for p in rep.near_duplicates] == [("release.html", "release.pdf")]
+    assert rep.near_duplicates[0]["containment"] >= 0.9
+    assert "1 near-duplicate pairs" in rep.summary() and "release.html ~ release.pdf" in rep.summary()
+    assert {"release.html", "release.pdf"} <= set(_corpus(tmp_path / "out"))  # reported, not dropped
+    rep = ingest(src, tmp_path / "dd", progress=False, dedupe=True)
+    docs = _corpus(tmp_path / "dd")
+    assert "release.html" in docs and "release.pdf" not in docs
+    (skip,) = [s for s in rep.skipped if s["kind"] == "duplicate"]
+    assert skip["path"] == "release.pdf" and "near-duplicate of release.html" in skip["reason"]
+    assert rep.by_format["pdf"] == {"files": 1, "documents": 0, "skipped": 1}
+
+
+def test_short_documents_are_reported_min_words_skips_them_and_robots_txt_is_no_document(tmp_path):
+    src = _site(tmp_path)
+    rep = ingest(src, tmp_path / "out", progress=False)
+    assert rep.short_documents == [{"id": "tiny", "words": 7}]  # "Tiny page" + "Only a few words here."
+    assert "tiny" in _corpus(tmp_path / "out") and "robots" not in _corpus(tmp_path / "out")
+    assert {s["path"]: s["kind"] for s in rep.skipped} == {"robots.txt": "not_a_document"}
+    rep = ingest(src, tmp_path / "mw", progress=False, min_words=20)
+    assert "tiny" not in _corpus(tmp_path / "mw")
+    assert {s["path"]: s["reason"] for s in rep.skipped if s["kind"] == "too_short"} == {
+        "tiny.html": "7 words (--min-words 20)"}
+
+
+def test_a_rerun_reuses_extraction_and_cleans_the_same_way(tmp_path, monkeypatch):
+    import lab.data.ingest as ingest_module
+
+    src, out = _site(tmp_path), tmp_path / "out"
+    ingest(src, out, progress=False, min_words=20)
+    first = (out / "corpus.jsonl").read_text()
+    read: list[str] = []
+    real = ingest_module._document
+    monkeypatch.setattr(ingest_module, "_document", lambda rel, *a: read.append(rel) or real(rel, *a))
+    rep = ingest(src, out, progress=False, min_words=20)
+    assert read == [] and (out / "corpus.jsonl").read_text() == first
+    assert rep.boilerplate["dropped"] == 28 and [s["kind"] for s in rep.skipped].count("too_short") == 1
+    rep = ingest(src, out, progress=False)  # without --min-words the short page is back, still not re-read
+    assert read == [] and "tiny" in _corpus(out)
+
+
+def test_cli_dedupe_min_words_and_json_report_keys(tmp_path, capsys):
+    src = _site(tmp_path)
+    assert main(["ingest", str(src), "--out", str(tmp_path / "o"), "--no-progress", "--dedupe", "--min-words",
+                 "20", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    for key in ("documents", "by_format", "skipped", "rerun", "dropped", "hidden_ignored", "excluded", "seconds",
+                "limits", "id_collisions", "ids_rewritten", "encoding_guesses", "boilerplate",
+                "titles_from_page_title", "near_duplicates", "short_documents", "min_words", "dedupe"):
+        assert key in report, key
+    assert report["documents"] == 10 and report["dedupe"] is True and report["min_words"] == 20
+    assert report["limits"]["max_zip_ratio"] == 100
