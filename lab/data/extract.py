@@ -512,6 +512,7 @@ def extract_docx(data: bytes, limits: Limits | None = None) -> Extracted:
     except (PackageNotFoundError, KeyError, ValueError, zipfile.BadZipFile) as exc:
         raise Unreadable("corrupt", f"not a valid DOCX ({type(exc).__name__}: {exc})") from None
     blocks: list[tuple[str, int | None]] = []
+    style_names = {s.style_id: s.name for s in document.styles}
     for item in document.iter_inner_content():
         if isinstance(item, Table):
             for row in item.rows:
@@ -522,20 +523,26 @@ def extract_docx(data: bytes, limits: Limits | None = None) -> Extracted:
                         cells.append(value)
                 blocks.append((" | ".join(cells), None))
             continue
-        blocks.append((item.text, _docx_level(item)))
+        blocks.append((item.text, _docx_level(item, style_names)))
     text, headings, _ = _assemble(blocks)
     core_title = (document.core_properties.title or "").strip() or None
     return Extracted(text, headings[0]["title"] if headings else core_title, headings, {})
 
 
-def _docx_level(paragraph) -> int | None:
-    name = (paragraph.style.name if paragraph.style is not None else "") or ""
+_W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+
+
+def _docx_level(paragraph, style_names: dict[str, str]) -> int | None:
+    """Heading level of a paragraph. The style is looked up by its id in ``style_names`` (id -> name, read once per
+    document): python-docx's ``paragraph.style`` scans every style for each paragraph, minutes for a long file."""
+    ppr = paragraph.paragraph_format.element.pPr  # the w:p element's properties (public ElementProxy.element)
+    style = None if ppr is None else ppr.find(_W + "pStyle")
+    name = style_names.get(style.get(_W + "val"), "") if style is not None else ""
     if name == "Title":
         return 1
     m = re.match(r"^Heading (\d)$", name)
     if m:
         return int(m.group(1))
-    ppr = paragraph.paragraph_format.element.pPr  # the w:p element's properties (public ElementProxy.element)
     lvl = None if ppr is None else ppr.find("{http://schemas.openxmlformats.org/wordprocessingml/2006/main}outlineLvl")
     if lvl is not None:
         value = lvl.get("{http://schemas.openxmlformats.org/wordprocessingml/2006/main}val")
