@@ -708,7 +708,7 @@ def extract(data: bytes, fmt: str, limits: Limits | None = None) -> Extracted:
     if len(data) > limits.max_bytes(fmt):
         raise Unreadable("too_large", f"{len(data) / MB:,.1f} MiB (limit {limits.max_bytes(fmt) / MB:g} MiB for "
                          f"{fmt}, {_SIZE_OPTION.get(fmt, '--max-text-mb')})")
-    if not data[:1 << 20].strip() and not data.strip():
+    if not data.strip():
         raise Unreadable("empty", "empty file" + (" (0 bytes)" if not data else " (whitespace only)"))
     out = EXTRACTORS[fmt](data, limits) if fmt in ("pdf", "docx") else EXTRACTORS[fmt](data)
     if len(out.text) > limits.max_text_mb * MB:

@@ -228,7 +228,9 @@ def _walk(src: Path, out: Path, exclude: tuple[str, ...] = ()) -> tuple[list[str
                 hidden += 1
             elif full.is_symlink():
                 rel = full.relative_to(src).as_posix()
-                if not _excluded(rel, d, exclude):
+                if _excluded(rel, d, exclude):
+                    excluded += 1
+                else:
                     special.append(_special(full, rel, src_real))
             elif full.resolve() != out_abs:
                 kept.append(d)
