@@ -132,13 +132,18 @@ class IngestReport:
         if self.ids_rewritten:
             shown = ", ".join(f"{_shown(r['path'])} -> {r['id']}" for r in self.ids_rewritten[:examples])
             lines.append(f"  {len(self.ids_rewritten)} ids with whitespace replaced by '_': {shown}")
-        for c in self.id_collisions:
+        for c in self.id_collisions[:examples]:
             lines.append(f"  id collision {c['id']!r}: " + ", ".join(
                 f"{_shown(p)} -> {i}" for p, i in zip(c["paths"], c["ids"])))
-        for g in self.encoding_guesses:
+        if len(self.id_collisions) > examples:
+            lines.append(f"  ... {len(self.id_collisions) - examples} more id collisions (id_collisions in the report)")
+        for g in self.encoding_guesses[:examples]:
             alts = ", ".join(f"{a['encoding']} {a['reads']!r}" for a in g["alternatives"])
             lines.append(f"  low-confidence encoding: {_shown(g['path'])} decoded as {g['encoding']} "
                          f"({g['reads']!r}); also fits {alts}")
+        if len(self.encoding_guesses) > examples:
+            lines.append(f"  ... {len(self.encoding_guesses) - examples} more low-confidence encodings "
+                         "(encoding_guesses in the report)")
         bp = self.boilerplate
         if bp.get("dropped"):
             lines.append(f"  boilerplate: {bp['blocks']} blocks repeated in >= {bp['share']:.0%} of the HTML pages, "
@@ -219,7 +224,12 @@ def _walk(src: Path, out: Path, exclude: tuple[str, ...] = ()) -> tuple[list[str
     files matched an ``exclude`` glob. Links are not followed (module conventions)."""
     files, special, hidden, excluded = [], [], 0, 0
     out_abs, src_real = out.resolve(), Path(os.path.realpath(src))
-    for root, dirs, names in os.walk(src):
+    def unreadable(exc: OSError) -> None:
+        rel = Path(exc.filename).relative_to(src).as_posix() if exc.filename else "."
+        special.append({"path": rel, "format": None, "kind": "unreadable", "sha256": None,
+                        "reason": f"folder cannot be listed ({exc.strerror or exc})"})
+
+    for root, dirs, names in os.walk(src, onerror=unreadable):
         root_path = Path(root)
         kept = []
         for d in dirs:
