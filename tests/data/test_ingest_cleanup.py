@@ -144,3 +144,15 @@ def test_cli_dedupe_min_words_and_json_report_keys(tmp_path, capsys):
         assert key in report, key
     assert report["documents"] == 10 and report["dedupe"] is True and report["min_words"] == 20
     assert report["limits"]["max_zip_ratio"] == 100
+
+
+def test_a_page_of_nothing_but_boilerplate_is_skipped_and_a_rerun_renames_a_reused_document(tmp_path):
+    src, out = _site(tmp_path), tmp_path / "out"
+    _page(src / "empty.html", "Empty", "", [], 16)  # only the tagline and the footer
+    rep = ingest(src, out, progress=False)
+    assert {s["path"]: s["kind"] for s in rep.skipped}["empty.html"] == "only_boilerplate"
+    assert "lang" in _corpus(out)
+    write_doc(src / "lang.md", "Query language notes", [_prose(30)])  # now lang.html shares its stem
+    rep = ingest(src, out, progress=False)
+    assert rep.reused >= 11 and {"lang.html", "lang.md"} <= set(_corpus(out)) and "lang" not in _corpus(out)
+    assert {"id": "lang", "paths": ["lang.html", "lang.md"], "ids": ["lang.html", "lang.md"]} in rep.id_collisions
