@@ -1,8 +1,9 @@
 """`lab ingest` on a DOCX bomb: seconds and peak memory of the ingest, and what the report says about the bomb.
 
 A real DOCX (python-docx) has its word/document.xml replaced by one paragraph of --inflate-mb MiB of one letter
-(a few hundred KiB on disk; with --random, paragraphs of random hex words that pass the ratio check) and sits in a temporary folder beside one markdown page; `python -m lab ingest` runs
-on it in a child process, which prints its own peak RSS (getrusage). The probe on main (issue 27): a 1 GB bomb,
+(a few hundred KiB on disk; with --random, paragraphs of random hex words that pass the ratio check) and sits in
+a temporary folder beside one markdown page; the ingest runs on it in a child process, which prints its own peak
+RSS (getrusage). The probe on main (issue 27): a 1 GB bomb,
 3.7 GB RSS and 3 min 51 s before "extraction failed (MemoryError)".
 
 Run: .venv/bin/python benchmarks/ingest_bomb.py [--inflate-mb 1024] [--random]
@@ -55,8 +56,8 @@ def _random_paragraphs() -> bytes:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--inflate-mb", type=int, default=1024)
-    ap.add_argument("--random", action="store_true", help="paragraphs of random hex words (about 2x compressible: passes the "
-                    "ratio check, so the size limits and the parser's memory are what is measured)")
+    ap.add_argument("--random", action="store_true", help="paragraphs of random hex words (about 2x compressible: "
+                    "passes the ratio check, so the size limits and the parser's memory are what is measured)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "docs"

@@ -10,7 +10,8 @@ Libraries (maintained, offline, permissive licences), and why:
 - DOCX: ``python-docx`` (MIT): paragraphs, their styles (Heading 1..9, Title) and tables in body order.
 - HTML: ``lxml`` (BSD-3-Clause) with explicit removal of navigation, headers, footers, sidebars, scripts and
   styles (HTML5 elements, ARIA roles, and the class/id names documentation generators use: Sphinx, MkDocs,
-  texinfo, DocBook), in-page tables of contents among them (class or id word "toc" or "tableofcontents"). For documentation pages this is more predictable than a news-article extractor such as
+  texinfo, DocBook), in-page tables of contents among them (class or id word "toc" or
+  "tableofcontents"). For documentation pages this is more predictable than a news-article extractor such as
   trafilatura, which may drop short reference pages as boilerplate.
 - Text encodings: ``charset-normalizer`` (MIT) when a file is neither valid UTF-8 nor marked by a byte-order mark.
   Its guess is low-confidence when another encoding fits the bytes about as well (chaos within 0.1) and reads

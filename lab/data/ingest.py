@@ -161,9 +161,10 @@ class IngestReport:
                          f"{'--dedupe dropped one of each' if self.dedupe else '--dedupe keeps one'}): {shown}")
         if self.short_documents:
             shown = ", ".join(f"{d['id']} ({d['words']})" for d in self.short_documents[:examples])
-            lines.append(f"  {len(self.short_documents)} documents under {cleanup.SHORT_WORDS} words"
-                         f"{f' (--min-words {self.min_words} skipped those under {self.min_words})' if self.min_words else ' (--min-words N skips them)'}"
-                         f": {shown}")
+            action = (f"--min-words {self.min_words} skipped those under {self.min_words}" if self.min_words
+                      else "--min-words N skips them")
+            lines.append(f"  {len(self.short_documents)} documents under {cleanup.SHORT_WORDS} words ({action}): "
+                         f"{shown}")
         return lines
 
 
@@ -461,7 +462,8 @@ def _one_file(src: Path, rel: str, fmt: str | None, limits: Limits, old_docs: di
     except Unreadable as exc:
         return skip(exc.kind, exc.reason, digest)
     except MemoryError:
-        return skip("too_large", "ran out of memory while extracting (lower the --max-* limits, or split the file)", digest)
+        return skip("too_large", "ran out of memory while extracting (lower the --max-* limits, or split the file)",
+                    digest)
     except Exception as exc:  # noqa: BLE001 - a library failing on one odd file must not stop the ingest
         return skip("extraction_failed", f"extraction failed ({type(exc).__name__}: {exc})"[:300], digest)
 

@@ -17,7 +17,6 @@ from docwriters import write_doc
 from lab.cli.main import main
 from lab.data.extract import Unreadable, extract, normalise
 from lab.data.ingest import document_id, ingest
-from lab.core.errors import DataError
 
 REPO = Path(__file__).resolve().parents[2]
 RAW = REPO / "data" / "raw" / "asymptote"

@@ -12,6 +12,7 @@ import random
 from pathlib import Path
 
 from docwriters import write_doc
+
 from lab.cli.main import main
 from lab.data import cleanup
 from lab.data.ingest import ingest
