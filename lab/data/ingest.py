@@ -10,7 +10,8 @@ Conventions
   (under the link's own path); links pointing outside SRC, links to folders (not descended: their files are read
   under their own path), broken links, link loops, FIFOs, sockets and devices are not read and are listed in
   ``skipped`` with their kind (``link_outside``, ``link_to_folder``, ``broken_link``, ``link_loop``, ``fifo``,
-  ``socket``, ``device``) and reason. Files are opened non-blocking and checked to be regular before reading.
+  ``socket``, ``device``) and reason. Files are opened non-blocking and checked to be regular, and (on Linux,
+  through /proc) to lie inside SRC, before reading: a file swapped for a FIFO or a link since the walk is not read.
 - Limits (:class:`lab.data.extract.Limits`): a file above its format's size limit is skipped (``too_large``)
   from its size alone, before it is read; zip-based formats, PDF pages and extracted text are bounded as
   extract.py states.
@@ -299,11 +300,16 @@ def _special(path: Path, rel: str, src_real: Path) -> dict | None:
     return record("special", "not a regular file: not read")
 
 
-def _read(path: Path, limit: int, fmt: str) -> bytes:
+def _read(path: Path, limit: int, fmt: str, src_real: Path) -> bytes:
     """The bytes of a regular file of at most ``limit`` bytes; opened non-blocking so a file swapped for a FIFO
-    since the walk cannot hang the ingest. Unreadable (``too_large``) from the size alone, before reading."""
+    since the walk cannot hang the ingest, and (where /proc tells) refused when what was opened lies outside SRC,
+    so a file swapped for a link since the walk is not read either. Unreadable (``too_large``) from the size
+    alone, before reading."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     with os.fdopen(fd, "rb") as fh:
+        opened = Path(f"/proc/self/fd/{fd}")
+        if opened.is_symlink() and not Path(os.readlink(opened)).is_relative_to(src_real):
+            raise Unreadable("link_outside", "became a link outside SRC after the folder was listed: not read")
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise Unreadable("special", "not a regular file: not read")
@@ -439,7 +445,7 @@ def _one_file(src: Path, rel: str, fmt: str | None, limits: Limits, old_docs: di
     if Path(rel).name.lower() in NOT_DOCUMENTS:
         return skip("not_a_document", f"{Path(rel).name} is a web-server file, not a document")
     try:
-        data = _read(src / rel, limits.max_bytes(fmt), fmt)
+        data = _read(src / rel, limits.max_bytes(fmt), fmt, Path(os.path.realpath(src)))
     except Unreadable as exc:
         return skip(exc.kind, exc.reason)
     except OSError as exc:

@@ -163,3 +163,23 @@ def test_a_low_confidence_encoding_guess_is_reported_with_the_encoding_chosen(tm
     assert "low-confidence encoding: cafe.txt decoded as cp1252 ('café'); also fits" in rep.summary()
     assert json.loads((tmp_path / "out" / "ingest_report.json").read_text())["encoding_guesses"][0]["path"] == \
         "cafe.txt"
+
+
+def test_a_file_swapped_for_a_link_out_of_src_after_the_walk_is_not_read(tmp_path, monkeypatch):
+    import lab.data.ingest as ingest_module
+
+    src, outside = tmp_path / "docs", tmp_path / "outside"
+    write_doc(src / "page.md", "Page", ["An honest page."])
+    write_doc(outside / "secret.md", "Secret", ["The password is swordfish."])
+    real_walk = ingest_module._walk
+
+    def walk_then_swap(*args):
+        listed = real_walk(*args)
+        (src / "page.md").unlink()
+        os.symlink(outside / "secret.md", src / "page.md")  # the race: after the listing, before the read
+        return listed
+
+    monkeypatch.setattr(ingest_module, "_walk", walk_then_swap)
+    rep = ingest(src, tmp_path / "out", progress=False)
+    assert "swordfish" not in (tmp_path / "out" / "corpus.jsonl").read_text()
+    assert [(s["path"], s["kind"]) for s in rep.skipped] == [("page.md", "link_outside")]
