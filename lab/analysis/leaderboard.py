@@ -1,7 +1,7 @@
 """The leaderboard: one row per system, its metric with a CI, and a paired test of each row against a reference.
 
 One pure function, :func:`leaderboard`, over per-query score tables; ``lab compare`` (lab.analysis.compare, runs
-read from MLflow), ``lab report`` (lab.analysis.report), the notebooks (lab.analysis.plots.leaderboard_table) and
+read from MLflow), ``lab report`` (lab.analysis.report), the notebooks (lab.analysis.plots.results_leaderboard) and
 ``lab demo`` (lab.workbench.demo) all build their tables with it, so the numbers and column names agree.
 
 Conventions

@@ -8,8 +8,8 @@ Conventions
   and lab.analysis.compare returns); any other names can be passed explicitly. Missing CI columns draw no error bars.
 - Quality is higher-is-better, latency lower-is-better; :func:`pareto_front` uses exactly that convention.
 - The tables the plots take are built from in-memory Results by :func:`results_table` and
-  :func:`leaderboard_table` (lab.analysis.leaderboard.leaderboard: the same columns as
-  lab.analysis.compare.leaderboard, which builds them from MLflow runs).
+  :func:`results_leaderboard` (lab.analysis.leaderboard.leaderboard: the same columns as
+  lab.analysis.compare.experiment_leaderboard, which builds them from MLflow runs).
 - In a notebook, figures show once ``%matplotlib inline`` is active (``display(fig)``).
 """
 from __future__ import annotations
@@ -373,7 +373,7 @@ def gate_funnel(report, title: str = "") -> Figure:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Tables the plots take, built from lab.experiment.run.Result values (columns as lab.analysis.compare.leaderboard names them)
+# Tables the plots take, built from lab.experiment.run.Result values (columns as lab.analysis.compare.experiment_leaderboard names them)
 # ---------------------------------------------------------------------------------------------------------------
 #: Figures copied from each Result next to the metrics (latency in ms, seconds for index and search).
 RESULT_COLUMNS = ("latency_p50_ms", "latency_p95_ms", "latency_p99_ms", "index_seconds", "search_seconds",
@@ -419,7 +419,7 @@ def results_table(
     return pd.DataFrame(rows)
 
 
-def leaderboard_table(
+def results_leaderboard(
     results: Mapping[str, object],
     metric: str = "ndcg@10",
     metrics: Sequence[str] | None = None,
@@ -430,7 +430,7 @@ def leaderboard_table(
 ) -> pd.DataFrame:
     """:func:`results_table` of {label: Result}, best ``metric`` first, with a paired test of each row against
     the best one, built by the one leaderboard function :func:`lab.analysis.leaderboard.leaderboard` (the same
-    columns as lab.analysis.compare.leaderboard and lab report): ``diff``, ``diff_ci_low``, ``diff_ci_high``,
+    columns as lab.analysis.compare.experiment_leaderboard and lab report): ``diff``, ``diff_ci_low``, ``diff_ci_high``,
     ``p_value`` (raw two-sided sign-flip randomisation test, row minus best), ``p_adjusted`` (``correction``:
     none|holm|bh, default Holm when more than one row is tested), ``significant`` (p_adjusted < alpha), ``wins``,
     ``ties``, ``losses`` and ``correction``. CIs are results_table's (min(n_resamples, 1000) resamples). As in
@@ -443,7 +443,7 @@ def leaderboard_table(
                        ("rel_threshold", "re-evaluate them with one rel_threshold")):
         seen = {str(getattr(r.evaluation, attr, None)) for r in results.values()}
         if len(seen) > 1:
-            raise ValueError(f"leaderboard_table: the results carry different {attr} ({', '.join(sorted(seen))}); "
+            raise ValueError(f"results_leaderboard: the results carry different {attr} ({', '.join(sorted(seen))}); "
                              f"{what}")
     cols = list(dict.fromkeys([metric, *(metrics or [])]))
     table = results_table(results, cols, n_resamples=min(n_resamples, 1000), seed=seed)
