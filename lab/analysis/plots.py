@@ -20,6 +20,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from lab.metrics.stats import CI_RESAMPLES, N_RESAMPLES
+
 #: Colours cycled over series (matplotlib's tab10, fixed so figures do not depend on rcParams).
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
           "#17becf")
@@ -384,7 +386,7 @@ RESULT_COLUMNS = ("latency_p50_ms", "latency_p95_ms", "latency_p99_ms", "index_s
 def results_table(
     results: Mapping[str, object] | Sequence[tuple[Mapping, object]],
     metrics: Sequence[str] | None = None,
-    n_resamples: int = 1000,
+    n_resamples: int = CI_RESAMPLES,
     seed: int = 0,
 ) -> pd.DataFrame:
     """One row per Result, in the order given: ``label``, the label fields, then for each metric its mean and
@@ -424,7 +426,7 @@ def results_leaderboard(
     metric: str = "ndcg@10",
     metrics: Sequence[str] | None = None,
     alpha: float = 0.05,
-    n_resamples: int = 10000,
+    n_resamples: int = N_RESAMPLES,
     seed: int = 0,
     correction: str | None = None,
 ) -> pd.DataFrame:
@@ -433,7 +435,7 @@ def results_leaderboard(
     columns as lab.analysis.compare.experiment_leaderboard and lab report): ``diff``, ``diff_ci_low``, ``diff_ci_high``,
     ``p_value`` (raw two-sided sign-flip randomisation test, row minus best), ``p_adjusted`` (``correction``:
     none|holm|bh, default Holm when more than one row is tested), ``significant`` (p_adjusted < alpha), ``wins``,
-    ``ties``, ``losses`` and ``correction``. CIs are results_table's (min(n_resamples, 1000) resamples). As in
+    ``ties``, ``losses`` and ``correction``. CIs are results_table's (min(n_resamples, CI_RESAMPLES) resamples). As in
     lab.metrics.compare, Evaluations scored on other queries are paired on the union of the queries, a query one
     of them did not score counting 0 there.
     """
@@ -446,7 +448,7 @@ def results_leaderboard(
             raise ValueError(f"results_leaderboard: the results carry different {attr} ({', '.join(sorted(seen))}); "
                              f"{what}")
     cols = list(dict.fromkeys([metric, *(metrics or [])]))
-    table = results_table(results, cols, n_resamples=min(n_resamples, 1000), seed=seed)
+    table = results_table(results, cols, n_resamples=min(n_resamples, CI_RESAMPLES), seed=seed)
     scores = [results[k].evaluation.per_query[metric] for k in results]
     board = leaderboard(scores, metric, labels=table["label"], extra=table, alpha=alpha, correction=correction,
                         n_resamples=n_resamples, seed=seed, fill_missing=0.0)
