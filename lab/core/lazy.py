@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from typing import Any
 
 
-def lazy_exports(namespace: dict[str, Any], public: Mapping[str, str]) -> tuple[Callable[[str], Any],
-                                                                              Callable[[], list[str]]]:
+def lazy_exports(namespace: dict[str, object], public: Mapping[str, str]) -> tuple[Callable[[str], object],
+                                                                                 Callable[[], list[str]]]:
     """The ``__getattr__`` and ``__dir__`` of a package whose ``public`` names (name -> defining module) load on
     first use. ``namespace``: the package's ``globals()``; a loaded name is stored there."""
     package = namespace["__name__"]
 
-    def __getattr__(name: str) -> Any:
+    def __getattr__(name: str) -> object:
         module = public.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
