@@ -1,4 +1,4 @@
-"""Experiment: one dataset x one strategy -> a :class:`~lab.experiment.run.Result` (per-query table + config)."""
+"""Experiment: one dataset x one strategy -> a Result (per-query table + config)."""
 from lab.core.lazy import lazy_exports
 
 #: Public name -> the module that defines it (loaded on first use).
