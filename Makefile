@@ -13,7 +13,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup demo test test-all bench clean-cache ui lab browser notebooks
+.PHONY: setup demo test test-all bench clean-cache ui lab browser notebooks docs docs-serve
 
 # Headless Chromium (Debian package) for the browser tests (report, JupyterLab, MLflow UI; Playwright drives it
 # by its path, no browser download); installed when missing and we are root.
@@ -57,6 +57,15 @@ lab: setup
 notebooks: setup
 	$(PY) -m jupytext --sync notebooks/*.ipynb
 	$(PY) scripts/strip_notebooks.py
+
+# The API reference, offline: mkdocs + mkdocstrings (requirements-docs.txt, pinned in constraints.txt) over the
+# public faces and their docstrings (mkdocs.yml; pages in docs/api/), into site/. docs-serve: on 127.0.0.1:8000.
+docs: setup
+	$(PIP) install --quiet -c constraints.txt -r requirements-docs.txt 2>&1 | { grep -v "is ignored: it is neither" || true; }
+	$(PY) -m mkdocs build --site-dir site
+
+docs-serve: docs
+	$(PY) -m mkdocs serve --dev-addr 127.0.0.1:8000
 
 clean-cache:
 	rm -rf .cache

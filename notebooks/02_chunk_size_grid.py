@@ -63,10 +63,9 @@ mlflow_run_id = None        # set by `lab sweep`: log into this run
 # (cache, seed) for every run, the dataset loaded and summarised.
 from IPython.display import display
 
+from lab import log_result, run_experiment
 from lab.analysis import plots
-from lab.experiment.run import run_experiment
 from lab.tracking.store import log_figure
-from lab.tracking.results import log_result
 from lab.workbench.notebook import setup
 
 ctx, ds = setup(dataset, seed=seed, progress=progress, tracking_root=tracking_root, experiment=experiment)

@@ -49,10 +49,9 @@ mlflow_run_id = None        # set by `lab sweep`: log into this run
 # (cache, seed) for every run, the dataset loaded and summarised.
 from IPython.display import display
 
+from lab import log_result, results_leaderboard, run_experiment
 from lab.analysis import plots
-from lab.experiment.run import run_experiment
 from lab.tracking.store import log_figure
-from lab.tracking.results import log_result
 from lab.workbench.notebook import setup
 
 ctx, ds = setup(dataset, seed=seed, progress=progress, tracking_root=tracking_root, experiment=experiment)
@@ -77,7 +76,7 @@ for name, p in todo.items():
 # ## Leaderboard
 
 # %%
-board = plots.leaderboard_table(results, metric, report_metrics, seed=seed)
+board = results_leaderboard(results, metric, report_metrics, seed=seed)
 cost = [c for c in ("llm_index_calls", "llm_index_tokens", "llm_index_seconds", "llm_index_cold_seconds",
                     "llm_query_calls", "llm_query_tokens")
         if c in board]      # LLM strategies: calls, tokens generated, seconds paid now and on a cold run

@@ -58,10 +58,9 @@ mlflow_run_id = None        # set by `lab sweep`: log into this run
 # (cache, seed) for every run, the dataset loaded and summarised.
 from IPython.display import display
 
+from lab import log_result, results_leaderboard, run_experiment
 from lab.analysis import plots
-from lab.experiment.run import run_experiment
 from lab.tracking.store import log_figure
-from lab.tracking.results import log_result
 from lab.workbench.notebook import setup
 
 ctx, ds = setup(dataset, seed=seed, progress=progress, tracking_root=tracking_root, experiment=experiment)
@@ -91,7 +90,7 @@ for label, (strat, p) in todo.items():
 
 # %%
 import pandas as pd
-from lab.metrics import compare
+from lab import compare
 
 rows = []
 for label, (strat, p) in todo.items():
@@ -106,7 +105,7 @@ display(pd.DataFrame(rows) if rows else "no fine-tuned model beside its base in 
 # ## Leaderboard
 
 # %%
-board = plots.leaderboard_table(results, metric, report_metrics, seed=seed)
+board = results_leaderboard(results, metric, report_metrics, seed=seed)
 display(board[["label", metric, f"{metric}_ci_low", f"{metric}_ci_high", "diff", "p_value", "significant",
                *report_metrics, "index_seconds", "latency_p50_ms", "n_units", "n_queries"]])
 

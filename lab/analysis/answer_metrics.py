@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from lab.metrics.stats import CI_RESAMPLES
 from lab.experiment.answers import (
     PROMPT_VERSION,
     AnswerSample,
@@ -485,7 +486,7 @@ class AnswerEvaluation:
         agg = aggregate(self.per_query)
         return {m: agg[m] for m in METRICS}
 
-    def summary(self, ci: bool = True, seed: int = 0, n_resamples: int = 1000) -> dict[str, float]:
+    def summary(self, ci: bool = True, seed: int = 0, n_resamples: int = CI_RESAMPLES) -> dict[str, float]:
         """Flat numbers for MLflow: the four means (``_ci_low``/``_ci_high``: percentile bootstrap over the
         scored queries), n_scored/n_failed/n_skipped per metric, n_queries, cost and wall seconds."""
         out = aggregate(self.per_query)

@@ -31,7 +31,7 @@ from typing import Iterable
 import pandas as pd
 
 from lab.analysis.leaderboard import N_RESAMPLES, TEST_COLUMNS, legend_lines
-from lab.analysis.leaderboard import leaderboard as leaderboard_of_scores
+from lab.analysis.leaderboard import leaderboard
 from lab.core.errors import ConfigError
 
 #: Columns of a leaderboard, after ``label``, ``<metric>``, ``<metric>_ci_low``, ``<metric>_ci_high``.
@@ -114,7 +114,7 @@ def run_labels(runs) -> list[str]:
     return out
 
 
-def leaderboard(experiment: str, metric: str = "ndcg@10", root="mlruns", parent_run_id: str | None = None,
+def experiment_leaderboard(experiment: str, metric: str = "ndcg@10", root="mlruns", parent_run_id: str | None = None,
                 alpha: float = 0.05, n_resamples: int = N_RESAMPLES, seed: int = 0,
                 run_ids: Iterable[str] | None = None, correction: str | None = None) -> pd.DataFrame:
     """One row per finished run of ``experiment`` with ``metric``, best first (see the module docstring).
@@ -167,7 +167,7 @@ def leaderboard(experiment: str, metric: str = "ndcg@10", root="mlruns", parent_
             scores.append(load_per_query(r.info.run_id, root, cl)[metric])
         except Exception:  # noqa: BLE001 - a run without the artifact is listed without a test
             scores.append(None)
-    df = leaderboard_of_scores(scores, metric, labels=run_labels(runs), extra=rows, alpha=alpha,
+    df = leaderboard(scores, metric, labels=run_labels(runs), extra=rows, alpha=alpha,
                                correction=correction, n_resamples=n_resamples, seed=seed,
                                names=[f"run {r.info.run_id[:8]}" for r in runs])
     notes = []

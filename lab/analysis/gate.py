@@ -37,6 +37,7 @@ from pathlib import Path
 import pandas as pd
 
 from lab.core.errors import ConfigError, DataError
+from lab.metrics.stats import N_RESAMPLES
 
 #: Metrics gated when none are named (seed 000 gates nDCG@10).
 DEFAULT_GATE_METRICS = ("ndcg@10",)
@@ -467,7 +468,7 @@ def gate_settings(metrics: Sequence[str] | None, max_drop: float, relative: bool
 
 def run_gate(base: ResultFile, cur: ResultFile, metrics: Sequence[str] | None = None,
              max_drop: float = DEFAULT_MAX_DROP, relative: bool = False, significant_only: bool = False,
-             alpha: float = 0.05, n_resamples: int = 10000, seed: int = 0) -> GateReport:
+             alpha: float = 0.05, n_resamples: int = N_RESAMPLES, seed: int = 0) -> GateReport:
     """Gate ``cur`` against ``base`` on ``metrics`` (default DEFAULT_GATE_METRICS). ConfigError (exit 2) when a
     metric is unknown or missing from a file, when significant_only lacks per-query data or paired queries, or
     when alpha / max_drop are out of range; GateWarning for each input warning (also in report.warnings)."""

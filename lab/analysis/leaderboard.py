@@ -1,7 +1,7 @@
 """The leaderboard: one row per system, its metric with a CI, and a paired test of each row against a reference.
 
 One pure function, :func:`leaderboard`, over per-query score tables; ``lab compare`` (lab.analysis.compare, runs
-read from MLflow), ``lab report`` (lab.analysis.report), the notebooks (lab.analysis.plots.leaderboard_table) and
+read from MLflow), ``lab report`` (lab.analysis.report), the notebooks (lab.analysis.plots.results_leaderboard) and
 ``lab demo`` (lab.workbench.demo) all build their tables with it, so the numbers and column names agree.
 
 Conventions
@@ -44,12 +44,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from lab.metrics.stats import CORRECTIONS, adjust_pvalues, bootstrap_ci, paired_test
-
-#: Resamples of the paired tests (sign flips and bootstrap of the difference) unless a caller passes fewer.
-N_RESAMPLES = 10_000
-#: Resamples of a metric's CI computed here (the count lab.tracking.results.result_metrics logs CIs with).
-CI_RESAMPLES = 1000
+from lab.metrics.stats import CI_RESAMPLES, CORRECTIONS, N_RESAMPLES, adjust_pvalues, bootstrap_ci, paired_test
 #: Columns after the metric, its CI and the extra columns, in this order.
 TEST_COLUMNS = ("diff", "diff_ci_low", "diff_ci_high", "p_value", "p_adjusted", "significant", "wins", "ties",
                 "losses", "correction")

@@ -8,8 +8,8 @@ Conventions
   and lab.analysis.compare returns); any other names can be passed explicitly. Missing CI columns draw no error bars.
 - Quality is higher-is-better, latency lower-is-better; :func:`pareto_front` uses exactly that convention.
 - The tables the plots take are built from in-memory Results by :func:`results_table` and
-  :func:`leaderboard_table` (lab.analysis.leaderboard.leaderboard: the same columns as
-  lab.analysis.compare.leaderboard, which builds them from MLflow runs).
+  :func:`results_leaderboard` (lab.analysis.leaderboard.leaderboard: the same columns as
+  lab.analysis.compare.experiment_leaderboard, which builds them from MLflow runs).
 - In a notebook, figures show once ``%matplotlib inline`` is active (``display(fig)``).
 """
 from __future__ import annotations
@@ -19,6 +19,8 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+
+from lab.metrics.stats import CI_RESAMPLES, N_RESAMPLES
 
 #: Colours cycled over series (matplotlib's tab10, fixed so figures do not depend on rcParams).
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
@@ -373,7 +375,7 @@ def gate_funnel(report, title: str = "") -> Figure:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Tables the plots take, built from lab.experiment.run.Result values (columns as lab.analysis.compare.leaderboard names them)
+# Tables the plots take, built from lab.experiment.run.Result values (columns as lab.analysis.compare.experiment_leaderboard names them)
 # ---------------------------------------------------------------------------------------------------------------
 #: Figures copied from each Result next to the metrics (latency in ms, seconds for index and search).
 RESULT_COLUMNS = ("latency_p50_ms", "latency_p95_ms", "latency_p99_ms", "index_seconds", "search_seconds",
@@ -384,7 +386,7 @@ RESULT_COLUMNS = ("latency_p50_ms", "latency_p95_ms", "latency_p99_ms", "index_s
 def results_table(
     results: Mapping[str, object] | Sequence[tuple[Mapping, object]],
     metrics: Sequence[str] | None = None,
-    n_resamples: int = 1000,
+    n_resamples: int = CI_RESAMPLES,
     seed: int = 0,
 ) -> pd.DataFrame:
     """One row per Result, in the order given: ``label``, the label fields, then for each metric its mean and
@@ -419,21 +421,21 @@ def results_table(
     return pd.DataFrame(rows)
 
 
-def leaderboard_table(
+def results_leaderboard(
     results: Mapping[str, object],
     metric: str = "ndcg@10",
     metrics: Sequence[str] | None = None,
     alpha: float = 0.05,
-    n_resamples: int = 10000,
+    n_resamples: int = N_RESAMPLES,
     seed: int = 0,
     correction: str | None = None,
 ) -> pd.DataFrame:
     """:func:`results_table` of {label: Result}, best ``metric`` first, with a paired test of each row against
     the best one, built by the one leaderboard function :func:`lab.analysis.leaderboard.leaderboard` (the same
-    columns as lab.analysis.compare.leaderboard and lab report): ``diff``, ``diff_ci_low``, ``diff_ci_high``,
+    columns as lab.analysis.compare.experiment_leaderboard and lab report): ``diff``, ``diff_ci_low``, ``diff_ci_high``,
     ``p_value`` (raw two-sided sign-flip randomisation test, row minus best), ``p_adjusted`` (``correction``:
     none|holm|bh, default Holm when more than one row is tested), ``significant`` (p_adjusted < alpha), ``wins``,
-    ``ties``, ``losses`` and ``correction``. CIs are results_table's (min(n_resamples, 1000) resamples). As in
+    ``ties``, ``losses`` and ``correction``. CIs are results_table's (min(n_resamples, CI_RESAMPLES) resamples). As in
     lab.metrics.compare, Evaluations scored on other queries are paired on the union of the queries, a query one
     of them did not score counting 0 there.
     """
@@ -443,10 +445,10 @@ def leaderboard_table(
                        ("rel_threshold", "re-evaluate them with one rel_threshold")):
         seen = {str(getattr(r.evaluation, attr, None)) for r in results.values()}
         if len(seen) > 1:
-            raise ValueError(f"leaderboard_table: the results carry different {attr} ({', '.join(sorted(seen))}); "
+            raise ValueError(f"results_leaderboard: the results carry different {attr} ({', '.join(sorted(seen))}); "
                              f"{what}")
     cols = list(dict.fromkeys([metric, *(metrics or [])]))
-    table = results_table(results, cols, n_resamples=min(n_resamples, 1000), seed=seed)
+    table = results_table(results, cols, n_resamples=min(n_resamples, CI_RESAMPLES), seed=seed)
     scores = [results[k].evaluation.per_query[metric] for k in results]
     board = leaderboard(scores, metric, labels=table["label"], extra=table, alpha=alpha, correction=correction,
                         n_resamples=n_resamples, seed=seed, fill_missing=0.0)

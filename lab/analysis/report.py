@@ -5,7 +5,7 @@ Conventions
   metrics as lab.tracking.store logged them) or result files (:func:`runs_from_files`: summary JSON of
   ``lab run --json`` / ``lab evaluate --json``, per-query tables, TREC runs). Files sharing a name before their
   suffixes (``bm25.json``, ``bm25.per_query.csv``, ``bm25.trec``) are one run labelled ``bm25``.
-- Leaderboard (:func:`leaderboard_table`): per metric, the table of :func:`lab.analysis.leaderboard.leaderboard` (the
+- Leaderboard (:func:`report_leaderboard`): per metric, the table of :func:`lab.analysis.leaderboard.leaderboard` (the
   one leaderboard function; its docstring states the conventions): the mean, a 95% CI over queries (the CI MLflow
   holds when logged, else :func:`lab.metrics.bootstrap_ci`, 1000 resamples, seeded; Wilson's for 0/1 metrics) and
   the paired test of the run minus the reference run (:func:`lab.metrics.paired_test`, raw sign-flip p-value),
@@ -126,7 +126,7 @@ def runs_from_mlflow(experiment: str, root="mlruns", metric: str = "ndcg@10", pa
                      notes: list[str] | None = None, run_ids: Sequence[str] | None = None) -> list[RunData]:
     """The finished runs of ``experiment`` that logged ``metric`` (labels as lab.analysis.compare names them); only
     ``run_ids`` when given."""
-    from lab.analysis.compare import CompareWarning, leaderboard
+    from lab.analysis.compare import CompareWarning, experiment_leaderboard
     from lab.tracking.store import (
         RUN_ARTIFACT,
         artifact_file,
@@ -137,7 +137,7 @@ def runs_from_mlflow(experiment: str, root="mlruns", metric: str = "ndcg@10", pa
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CompareWarning)
-        board = leaderboard(experiment, metric=metric, root=root, parent_run_id=parent_run_id, n_resamples=200,
+        board = experiment_leaderboard(experiment, metric=metric, root=root, parent_run_id=parent_run_id, n_resamples=200,
                             run_ids=run_ids)
     if notes is not None:
         notes.extend(board.attrs.get("warnings", []))
@@ -261,7 +261,7 @@ def pick_reference(runs: Sequence[RunData], metric: str, reference: str | None =
     return int(np.nanargmax(values))
 
 
-def leaderboard_table(runs: Sequence[RunData], metrics: Sequence[str], reference: int = 0, alpha: float = 0.05,
+def report_leaderboard(runs: Sequence[RunData], metrics: Sequence[str], reference: int = 0, alpha: float = 0.05,
                       n_resamples: int = N_RESAMPLES, seed: int = 0, notes: list[str] | None = None,
                       correction: str | None = None) -> pd.DataFrame:
     """One row per run, best first on ``metrics[0]`` (see the module docstring), built by
@@ -582,7 +582,7 @@ def build_report(runs: Sequence[RunData], out: str | Path = "report.html", metri
         if r.per_query is not None:
             r.figures.update({m: float(r.per_query[m].mean()) for m in r.per_query.columns})
     ref_i = pick_reference(runs, metrics[0], reference)
-    board = leaderboard_table(runs, metrics, ref_i, alpha, n_resamples, seed, notes, correction=correction)
+    board = report_leaderboard(runs, metrics, ref_i, alpha, n_resamples, seed, notes, correction=correction)
     versions = sorted({r.metrics_version for r in runs if r.metrics_version})
     if len(versions) > 1:
         notes.append(f"runs carry different metrics versions ({', '.join(versions)}): not comparable")

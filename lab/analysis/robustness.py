@@ -41,6 +41,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from lab.core.errors import ConfigError
+from lab.metrics.stats import N_RESAMPLES
 
 STRATEGIES = ("bm25", "dense", "hybrid")
 TABLE_METRICS = ("ndcg@10", "recall@10")
@@ -137,7 +138,7 @@ def load_variants(paths: Iterable[Path], clean_fingerprint: str | None = None, p
 
 # ------------------------------------------------------------------------------------------------ statistics
 def paired_deltas(clean_pq: pd.DataFrame, variant_pq: pd.DataFrame, metrics: Sequence[str],
-                  changed: set[str] | None = None, n_resamples: int = 10000, seed: int = 0,
+                  changed: set[str] | None = None, n_resamples: int = N_RESAMPLES, seed: int = 0,
                   confidence: float = 0.95) -> dict:
     """Means, deltas, CIs and p-values of ``metrics`` over the queries both tables scored (see module docs)."""
     from lab.metrics import paired_test
@@ -190,7 +191,7 @@ def auroc(positive: Sequence[float], negative: Sequence[float]) -> float:
 
 def abstention(clean_top1: pd.Series, answerable_top1: pd.Series, unanswerable_top1: pd.Series,
                unanswerable_clean_top1: pd.Series | None = None, answer_rate: float = 0.95,
-               n_resamples: int = 10000, seed: int = 0, confidence: float = 0.95) -> dict:
+               n_resamples: int = N_RESAMPLES, seed: int = 0, confidence: float = 0.95) -> dict:
     """How often a strategy still answers unanswerable queries (see the module conventions).
 
     clean_top1: top-1 scores of the answerable queries of the clean run (sets tau); answerable_top1 /
@@ -248,7 +249,7 @@ def _row(strategy: str, variant: str, prov: dict | None, stats: dict) -> dict:
 def run_robustness(dataset, variants, strategies: Sequence[str] = STRATEGIES,
                    params: Mapping[str, Mapping] | None = None, *, split: str = "test", k: int = 100,
                    metrics: Sequence[str] = TABLE_METRICS, ctx=None, max_queries: int | None = None,
-                   n_resamples: int = 10000, seed: int = 0, confidence: float = 0.95, answer_rate: float = 0.95,
+                   n_resamples: int = N_RESAMPLES, seed: int = 0, confidence: float = 0.95, answer_rate: float = 0.95,
                    log: bool = True, root: str | Path = "mlruns", experiment: str = DEFAULT_EXPERIMENT,
                    check_source: bool = True) -> Robustness:
     """Run ``strategies`` on the clean ``dataset`` (folder or Dataset) and on each variant (a folder of variant
@@ -415,7 +416,7 @@ def plot_top1(top1: pd.DataFrame, taus: Mapping[str, float] | None = None, title
 
 # ------------------------------------------------------------------------------------------------ MLflow
 def log_robustness(rob: Robustness, variants: Sequence[Variant], root: str | Path = "mlruns",
-                   experiment: str = DEFAULT_EXPERIMENT, seed: int = 0, n_resamples: int = 10000,
+                   experiment: str = DEFAULT_EXPERIMENT, seed: int = 0, n_resamples: int = N_RESAMPLES,
                    config: Mapping | None = None) -> str:
     """Log the summary run and one nested run per strategy x variant; returns the summary run id."""
     from lab.tracking.lifecycle import tracked_run

@@ -175,10 +175,12 @@ def cmd_strategies(args) -> int:
         print(name)
         for p in decl.params.values():
             print(f"  {p.name}: {p.expected()} (default {p.default!r})")
-        if isinstance(decl.extra, str):
-            print(f"  ... and the params of {decl.extra}")
-        elif decl.extra is not None:
+        if decl.extra.strategy is not None:
+            print(f"  ... and the params of {decl.extra.strategy}")
+        elif decl.extra.check is not None:
             print("  ... and a mapping of params per part, under the part's name")
+        elif decl.extra.unchecked:
+            print("  ... and any other keyword (not checked)")
     return 0
 
 

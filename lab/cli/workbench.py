@@ -93,7 +93,7 @@ def _scheduled(args, common) -> int:
 def cmd_compare(args) -> int:
     import warnings
 
-    from lab.analysis.compare import CompareWarning, format_leaderboard, latest_experiment, leaderboard, plot_leaderboard
+    from lab.analysis.compare import CompareWarning, experiment_leaderboard, format_leaderboard, latest_experiment, plot_leaderboard
     from lab.core.errors import ConfigError
 
     metrics = split_names(args.metric) or ["ndcg@10"]
@@ -107,7 +107,7 @@ def cmd_compare(args) -> int:
         raise ConfigError(f"--alpha {args.alpha}: the significance level must lie strictly between 0 and 1, e.g. 0.05")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CompareWarning)  # printed with the table
-        df = leaderboard(experiment, metric=metrics[0], root=args.tracking_root, parent_run_id=args.parent,
+        df = experiment_leaderboard(experiment, metric=metrics[0], root=args.tracking_root, parent_run_id=args.parent,
                          alpha=0.05 if args.alpha is None else args.alpha, correction=args.correction)
     for note in df.attrs.get("warnings", []):
         print(f"warning: {note}", file=sys.stderr)

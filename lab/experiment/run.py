@@ -216,11 +216,10 @@ def prepare_experiment(
         raise ConfigError("relevance='span' needs chunking (e.g. --set chunking.chunker=recursive)")
 
     retriever = build(strategy, dict(params or {}), ctx)
-    if hasattr(retriever, "use_qrels"):
-        # strategies that tune on judgments (hybrid's weights="tuned") get them with the level they judge at;
-        # they must score each query out of fold (see lab.retrievers.fusion_cv)
-        retriever.use_qrels(qrels, (lambda r: rel.prepare(r, k=k)) if rel is not None and mode == "doc" else None)
-    usage = getattr(retriever, "usage", dict)
+    # strategies that tune on judgments (hybrid's weights="tuned") get them with the level they judge at;
+    # they must score each query out of fold (see lab.retrievers.fusion_cv); the others ignore them
+    retriever.use_qrels(qrels, (lambda r: rel.prepare(r, k=k)) if rel is not None and mode == "doc" else None)
+    usage = retriever.usage
     u0 = usage()
     t0 = time.perf_counter()
     retriever.index(units)

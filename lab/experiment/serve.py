@@ -15,7 +15,7 @@ import threading
 import time
 
 from lab.core.errors import LabError
-from lab.data.types import Corpus, Queries
+from lab.data.types import Corpus
 from lab.retrievers.base import Context
 
 
@@ -28,10 +28,7 @@ def make_app(retriever, *, token: str | None = None, delay_s: float = 0.0, with_
     from aiohttp import web
 
     def hits_of(text: str, k: int) -> list[tuple[str, float]]:
-        if hasattr(retriever, "search_one"):
-            return list(retriever.search_one(text, k))
-        run = retriever.search(Queries({"q": text}), k)
-        return run.ranked("q", k)
+        return list(retriever.search_one(text, k))
 
     async def retrieve(request):
         if token is not None and request.headers.get("Authorization") != f"Bearer {token}":

@@ -33,6 +33,10 @@ import pandas as pd
 BLOCK = 128
 #: Up to this many metrics, resampled means gather the drawn values; above, draw counts times values.
 GATHER_MAX_COLUMNS = 4
+#: Resamples of a paired test (sign flips, bootstrap of the mean difference) unless a caller passes fewer for speed.
+N_RESAMPLES = 10_000
+#: Resamples of a metric's bootstrap CI (the count lab.tracking.results logs CIs with).
+CI_RESAMPLES = 1000
 #: Relative tolerance when comparing a resampled statistic with the observed one (floating-point ties).
 _TIE_TOL = 1e-12
 
@@ -106,7 +110,7 @@ def _bounds(confidence: float) -> tuple[float, float]:
     return alpha / 2.0, 1.0 - alpha / 2.0
 
 
-def bootstrap_ci(per_query, n_resamples: int = 1000, confidence: float = 0.95, seed: int = 0) -> pd.DataFrame:
+def bootstrap_ci(per_query, n_resamples: int = CI_RESAMPLES, confidence: float = 0.95, seed: int = 0) -> pd.DataFrame:
     """Percentile bootstrap CI of the mean of every metric (column) of a per-query table.
 
     per_query: DataFrame (queries x metrics; non-numeric columns are ignored), Series or array.
@@ -224,7 +228,7 @@ def sign_flip_means(diff: np.ndarray, n_resamples: int, seed: int = 0, block: in
     return (d.sum() - 2.0 * out) / n
 
 
-def paired_test(a, b, n_resamples: int = 10000, seed: int = 0, confidence: float = 0.95) -> dict:
+def paired_test(a, b, n_resamples: int = N_RESAMPLES, seed: int = 0, confidence: float = 0.95) -> dict:
     """Paired comparison of two systems scored on the same queries (a[i] and b[i] are the same query).
 
     Returns dict(diff = mean(a - b), ci_low, ci_high (percentile bootstrap CI of the mean difference),
@@ -260,7 +264,7 @@ def paired_test(a, b, n_resamples: int = 10000, seed: int = 0, confidence: float
     }
 
 
-def compare(eval_a, eval_b, metric: str, n_resamples: int = 10000, seed: int = 0, confidence: float = 0.95) -> dict:
+def compare(eval_a, eval_b, metric: str, n_resamples: int = N_RESAMPLES, seed: int = 0, confidence: float = 0.95) -> dict:
     """Paired test of ``metric`` between two Evaluations (A minus B).
 
     Alignment: on the union of the queries each Evaluation scored; a query scored by one only is given 0 in

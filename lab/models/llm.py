@@ -144,6 +144,11 @@ class LLM(Protocol):
     def describe(self) -> dict[str, Any]: ...
 
 
+#: What a strategy's ``llm`` param accepts (see :func:`load_llm`): a name, a GGUF path or ``openai:MODEL``, a
+#: mapping of settings, an LLM object, or None (the packaged local model).
+LLMSpec = str | Mapping | LLM | None
+
+
 # ------------------------------------------------------------------------------------------------ pure helpers
 def normalize_messages(messages: Sequence[Message]) -> list[dict[str, str]]:
     """Plain ``[{"role", "content"}]`` copies; a ConfigError names the message index and field that is wrong."""

@@ -8,6 +8,16 @@ their parts through :func:`build` too: compose, do not copy.
 Latency convention: ``Run.latency[qid]`` is the wall time of that query searched alone (one query at a
 time, as a user's query arrives), in seconds. Index time is reported apart, by the caller.
 
+The contract (:class:`Retriever`, every method present on :class:`BaseRetriever`): ``index``, ``search``,
+``search_one`` (one query's hits), ``search_batch`` (a faster batched path where a strategy has one; by default
+``search``), ``use_qrels`` (judgments a strategy may tune on; by default ignored), ``describe`` (params and
+identities to log) and ``usage`` (cost counters; by default none).
+:func:`build` refuses a factory whose object lacks one of them, so callers call them without probing.
+
+Params: declared once, at :func:`register`; :func:`build` checks them (:func:`check_params`) and a registered
+class checks the params it is constructed with the same way before its ``__init__`` runs, so ``__init__`` holds
+only what no declaration can say (a check that ties two params together).
+
 Cost convention: a strategy that pays for model calls (an LLM writing questions, summaries, rewrites) exposes
 ``usage() -> dict[str, float]``: cumulative counters since it was built, with the keys of
 :meth:`lab.models.llm.LLM.usage` (calls, cache_hits, generated, prompt_tokens, completion_tokens, seconds, ...),
@@ -17,6 +27,8 @@ cost (``llm_index_calls``, ``llm_index_tokens``, ``llm_index_seconds``, ``llm_qu
 """
 from __future__ import annotations
 
+import functools
+import inspect
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -38,17 +50,31 @@ class Context:
 
 @runtime_checkable
 class Retriever(Protocol):
+    """What every strategy offers (see the module docstring); :class:`BaseRetriever` gives the defaults."""
+
     name: str
 
     def index(self, corpus: Corpus) -> None: ...
 
     def search(self, queries: Queries, k: int = 100) -> Run: ...
 
+    def search_one(self, text: str, k: int) -> list[tuple[str, float]]: ...
+
+    def search_batch(self, queries: Queries, k: int = 100) -> Run: ...
+
+    def use_qrels(self, qrels, prepare=None) -> None: ...
+
+    def describe(self) -> dict: ...
+
+    def usage(self) -> dict[str, float]: ...
+
 
 class BaseRetriever:
-    """Helper base: implement ``index`` and ``search_one``; ``search`` times each query alone.
+    """The base of every strategy: implement ``index`` and ``search_one``; ``search`` times each query alone.
 
-    Subclasses with a faster batched path may override ``search_batch`` (no per-query latency).
+    A strategy that answers a whole query set at once overrides ``search`` (and ``search_one`` through it); one
+    with a faster batched path overrides ``search_batch`` (no per-query latency). ``describe`` and ``usage`` have
+    defaults (the plain params; no cost).
     """
 
     name = "base"
@@ -74,6 +100,14 @@ class BaseRetriever:
             scores[qid] = dict(hits)
         return Run(scores, name=self.name, latency=latency)
 
+    def search_batch(self, queries: Queries, k: int = 100) -> Run:
+        """The hits of ``search`` by the strategy's fastest path over the whole set (no per-query latency);
+        by default ``search`` itself."""
+        return self.search(queries, k)
+
+    def use_qrels(self, qrels, prepare=None) -> None:
+        """The judgments a strategy may tune on (hybrid's ``weights="tuned"``); ignored by default."""
+
     def describe(self) -> dict:
         """Params and identities to log (model names, backends); JSON-serialisable."""
         return {"strategy": self.name, **{k: v for k, v in self.params.items() if _plain(v)}}
@@ -84,12 +118,12 @@ class BaseRetriever:
 
 
 def llm_usage(*parts) -> dict[str, float]:
-    """Counters summed over LLM objects and retrievers (anything with ``usage()``); ``None`` parts are skipped,
-    and an object listed twice counts once."""
+    """Counters summed over LLM objects and retrievers (each has ``usage()``); ``None`` parts are skipped, and an
+    object listed twice counts once."""
     total: dict[str, float] = {}
     seen: set[int] = set()
     for part in parts:
-        if part is None or id(part) in seen or not hasattr(part, "usage"):
+        if part is None or id(part) in seen:
             continue
         seen.add(id(part))
         for key, value in part.usage().items():
@@ -103,22 +137,51 @@ def _plain(v) -> bool:
 
 _REGISTRY: dict[str, Callable[..., Retriever]] = {}
 _DECLARED: dict[str, "Declaration"] = {}
+#: Classes whose ``__init__`` already checks its declared params (a class registered under two names wraps once).
+_CHECKED_INIT: set[type] = set()
+
+
+@dataclass(frozen=True)
+class ExtraKeys:
+    """What a strategy does with params outside its declared ones; at most one field is set:
+
+    - none set (the default): refused, each an unknown-param problem naming the accepted params;
+    - ``unchecked``: a factory taking undeclared ``**kwargs`` (an outside plugin): they pass, unchecked;
+    - ``strategy``: they are that strategy's params (hyde passes them to dense) and are checked as such;
+    - ``check``: ``(extra: dict, params: dict, where: str) -> list[str]`` returning the problems, called on every
+      check, even without extra keys (hybrid checks its parts and the params per part).
+    """
+
+    unchecked: bool = False
+    strategy: str | None = None
+    check: Callable[[dict, dict, str], list[str]] | None = None
+
+    @classmethod
+    def of(cls, value: "ExtraKeys | str | Callable | bool | None") -> "ExtraKeys":
+        """From :func:`register`'s ``extra``: None (refused), True (unchecked), a strategy name or a check."""
+        if isinstance(value, ExtraKeys):
+            return value
+        if value is None:
+            return cls()
+        if value is True:
+            return cls(unchecked=True)
+        if isinstance(value, str):
+            return cls(strategy=value)
+        if callable(value):
+            return cls(check=value)
+        raise TypeError(f"extra={value!r}: give None, True, a strategy name or a check callable")
 
 
 @dataclass(frozen=True)
 class Declaration:
     """What a registered strategy accepts (see :mod:`lab.retrievers.params`).
 
-    ``params``: name -> :class:`lab.retrievers.params.Param`. ``extra``: what happens to keys outside ``params``:
-    None (refused), True (a factory taking undeclared ``**kwargs``: not checked), a strategy name (they are that
-    strategy's params, e.g. hyde passes them to dense) or a callable
-    ``(extra: dict, params: dict, where: str) -> list[str]`` returning the problems, called for every check (hybrid:
-    its parts and the params per part).
-    ``nested``: param -> strategy whose params its dict value holds: a strategy name, or the name of the param
-    that names the strategy (rerank's ``first_stage_params`` follow ``first_stage``)."""
+    ``params``: name -> :class:`lab.retrievers.params.Param`. ``extra``: what happens to keys outside ``params``
+    (:class:`ExtraKeys`). ``nested``: param -> strategy whose params its dict value holds: a strategy name, or
+    the name of the param that names the strategy (rerank's ``first_stage_params`` follow ``first_stage``)."""
 
     params: dict
-    extra: object = None
+    extra: ExtraKeys = field(default_factory=ExtraKeys)
     nested: dict = field(default_factory=dict)
 
 
@@ -131,7 +194,9 @@ def register(name: str, *, rules: dict | None = None, params_from=None, also=(),
     its ``__init__``) and of the callables in ``also`` (a base class whose ``**kwargs`` they reach; the first
     wins), less ``exclude``, typed by their annotations and bounded by ``rules``; ``defaults`` overrides the
     signature's defaults where the factory passes its own (hybrid_rerank's first_stage). See
-    :mod:`lab.retrievers.params`. ``extra`` and ``nested``: see :class:`Declaration`.
+    :mod:`lab.retrievers.params`. ``extra`` (None, True, a strategy name or a check; see :class:`ExtraKeys`) and
+    ``nested``: see :class:`Declaration`. A registered class (and a class named by ``params_from``) checks the
+    declared params it is constructed with before its ``__init__`` runs (:func:`_checked_init`).
     """
     from lab.retrievers.params import signature_params, takes_extra
 
@@ -148,10 +213,29 @@ def register(name: str, *, rules: dict | None = None, params_from=None, also=(),
             raise TypeError(f"register({name!r}): rules for undeclared params {sorted(unknown)}")
         _REGISTRY[name] = factory
         # a factory taking **kwargs that declares nothing about them (an outside plugin): they pass unchecked
-        _DECLARED[name] = Declaration(declared, True if undeclared_extra else extra, dict(nested or {}))
+        _DECLARED[name] = Declaration(declared, ExtraKeys.of(True if undeclared_extra else extra), dict(nested or {}))
+        for cls in (factory, params_from):
+            if inspect.isclass(cls) and "__init__" in vars(cls) and cls not in _CHECKED_INIT:
+                cls.__init__ = _checked_init(cls, name)
+                _CHECKED_INIT.add(cls)
         return factory
 
     return deco
+
+
+def _checked_init(cls: type, name: str) -> Callable:
+    """``cls.__init__`` preceded by the check of the declared params it is given (keyword values; see
+    :func:`check_params`), for objects of exactly ``cls`` (a subclass checks by its own registration)."""
+    init = cls.__init__
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        if type(self) is cls:
+            decl = _DECLARED[name]
+            check_params(name, {k: v for k, v in kwargs.items() if k in decl.params})
+        init(self, *args, **kwargs)
+
+    return __init__
 
 
 def unregister(name: str) -> None:
@@ -177,8 +261,8 @@ def accepted_names(name: str) -> set[str]:
     """Every param name strategy ``name`` accepts: its own, plus those of the strategy its extra keys go to."""
     decl = declared_params(name)
     names = set(decl.params)
-    if isinstance(decl.extra, str):
-        names |= accepted_names(decl.extra)
+    if decl.extra.strategy is not None:
+        names |= accepted_names(decl.extra.strategy)
     return names
 
 
@@ -213,10 +297,10 @@ def param_problems(name, params: dict | None, where: str | None = None) -> list[
             inner = params.get(target, decl.params[target].default) if target in decl.params else target
             if isinstance(inner, str):
                 problems += param_problems(inner, value, f"{where}: {key}")
-    if decl.extra is True:  # undeclared **kwargs: nothing to check them against
+    if decl.extra.unchecked:  # undeclared **kwargs: nothing to check them against
         pass
-    elif callable(decl.extra):  # called even without extra keys: it may check params it shares (hybrid's parts)
-        problems += decl.extra(extra, params, where)
+    elif decl.extra.check is not None:  # called even without extra keys: it may check params it shares (hybrid's parts)
+        problems += decl.extra.check(extra, params, where)
     elif extra:
         names = accepted_names(name)
         known = {k: v for k, v in extra.items() if k in names}
@@ -224,7 +308,7 @@ def param_problems(name, params: dict | None, where: str | None = None) -> list[
             if key not in known:
                 problems.append(f"{where}: unknown param {key!r}; {name} accepts: {', '.join(sorted(names))}")
         if known:
-            problems += param_problems(decl.extra, known, where)
+            problems += param_problems(decl.extra.strategy, known, where)
     return problems
 
 
@@ -237,8 +321,18 @@ def check_params(name, params: dict | None, where: str | None = None) -> None:
 
 
 def build(name: str, params: dict | None = None, ctx: Context | None = None) -> Retriever:
+    """Strategy ``name`` built from ``params`` (checked first, one ConfigError line) in ``ctx``.
+
+    Raises TypeError when the factory's object lacks a method of the :class:`Retriever` contract (a plugin not
+    built on :class:`BaseRetriever`)."""
     check_params(name, params)
-    return _REGISTRY[name](ctx or Context(), **(params or {}))
+    retriever = _REGISTRY[name](ctx or Context(), **(params or {}))
+    if not isinstance(retriever, Retriever):
+        missing = [m for m in ("index", "search", "search_one", "search_batch", "use_qrels", "describe", "usage")
+                   if not callable(getattr(retriever, m, None))]
+        raise TypeError(f"strategy {name!r} built a {type(retriever).__name__} without {', '.join(missing)}; "
+                        "derive it from lab.retrievers.base.BaseRetriever, which has every method of the contract")
+    return retriever
 
 
 #: Entry-point group through which packages (and lab's own higher layers) add strategies: ``name = "module"``

@@ -39,7 +39,7 @@ from lab.data.types import Corpus, Queries, Run
 from lab.core.errors import ConfigError
 from lab.retrievers.base import BaseRetriever, Context, register
 from lab.retrievers.params import at_least, between, one_of
-from lab.text.tokenize import Tokenizer
+from lab.text.tokenize import STOPWORD_LISTS, Tokenizer
 
 VARIANTS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
 BACKENDS = ("bm25s", "rank_bm25")
@@ -179,7 +179,8 @@ class _RankBm25Backend(_Backend):
 
 
 @register("bm25", rules={"backend": one_of(*BACKENDS), "k1": at_least(0), "b": between(0, 1),
-                         "variant": one_of(*VARIANTS), "delta": at_least(0)})
+                         "variant": one_of(*VARIANTS), "delta": at_least(0),
+                         "stopwords": one_of(*STOPWORD_LISTS, True, False, lists=True)})
 class BM25Retriever(BaseRetriever):
     """BM25 over ``title + " " + text``; see the module docstring for variants and backends.
 
@@ -199,17 +200,11 @@ class BM25Retriever(BaseRetriever):
         delta: float | None = None,
         language: str | None = None,
         stem: bool | str = True,
-        stopwords="lucene",
+        stopwords: str | bool | list[str] | None = "lucene",
         user_dict: str | None = None,
         dtype: str = "float64",
     ):
         super().__init__(ctx)
-        if backend not in BACKENDS:
-            raise ConfigError(f"bm25: backend={backend!r}; use one of {', '.join(BACKENDS)}")
-        if variant not in VARIANTS:
-            raise ConfigError(f"bm25: variant={variant!r}; use one of {', '.join(VARIANTS)}")
-        if not (k1 >= 0 and 0 <= b <= 1):
-            raise ConfigError(f"bm25: need k1 >= 0 and 0 <= b <= 1, got k1={k1}, b={b}")
         if backend == "rank_bm25" and variant == "bm25l":
             raise ConfigError(
                 "bm25: backend 'rank_bm25' has no BM25L equal to bm25s' (rank_bm25 0.2.2 multiplies each term by tf,"

@@ -37,6 +37,7 @@ from typing import Sequence
 
 from lab.data.types import Corpus, Document, Queries, Run
 from lab.core.errors import ConfigError
+from lab.models.llm import LLMSpec
 from lab.retrievers.llmutil import llm_describe, llm_for
 from lab.retrievers.base import BaseRetriever, Context, build, llm_usage, register
 from lab.retrievers.fusion import FUSIONS, NORMS
@@ -108,7 +109,7 @@ class ContextualRetriever(BaseRetriever):
 
     name = "contextual"
 
-    def __init__(self, ctx: Context | None = None, *, llm=None, apply: str = "both", max_doc_chars: int = 4000,
+    def __init__(self, ctx: Context | None = None, *, llm: LLMSpec = None, apply: str = "both", max_doc_chars: int = 4000,
                  max_tokens: int = 80, fusion: str = "rrf", norm: str = "minmax", rrf_k: int = 60,
                  weights: Sequence[float] | str | None = None, depth: int = 100, bm25_params: dict | None = None,
                  dense_params: dict | None = None):

@@ -26,6 +26,7 @@ from lab.data.types import Corpus, Queries, Run
 from lab.core.errors import ConfigError
 from lab.retrievers.base import BaseRetriever, Context, register
 from lab.models.backends import BACKENDS
+from lab.models.embedders import Embedder
 from lab.retrievers.params import COUNT, one_of
 
 INDEX_TYPES = ("auto", "flat", "hnsw")
@@ -113,9 +114,7 @@ class DenseRetriever(BaseRetriever):
                  max_seq_length: int | None = None, query_prefix: str | None = None,
                  passage_prefix: str | None = None, index: str = "auto", M: int = 32, ef_search: int = 128,
                  ef_construction: int = 200, num_threads: int | None = None, backend: str | None = None,
-                 embedder=None):
-        if index not in INDEX_TYPES:
-            raise ConfigError(f"dense: index must be one of {INDEX_TYPES}, not {index!r}")
+                 embedder: Embedder | None = None):
         super().__init__(ctx, model=model, batch_size=batch_size, max_seq_length=max_seq_length,
                          query_prefix=query_prefix, passage_prefix=passage_prefix, index=index, M=M,
                          ef_search=ef_search, ef_construction=ef_construction, num_threads=num_threads,

@@ -227,6 +227,7 @@ class PhraseExtractor:
     """The "phrases" extractor (English): RAKE-style candidate phrases, normalised (module docstring)."""
 
     name = "phrases"
+    last_debt = 0.0  # no LLM: no generation seconds to add to a query's latency (see LLMExtractor)
     cacheable = True  # 5-20 ms per passage on a shared core (SciFact: 5,183 passages, 20-100 s): worth a cache
 
     def __init__(self, max_words: int = 3, subphrases: bool = True, cache_dir: str | Path | None = None):
@@ -260,6 +261,7 @@ class JiebaNounExtractor:
     """The "jieba" extractor (Chinese): jieba.posseg nouns and Latin words, normalised (module docstring)."""
 
     name = "jieba"
+    last_debt = 0.0  # no LLM: no generation seconds to add to a query's latency (see LLMExtractor)
     cacheable = True  # posseg with HMM: ~0.1 s per 500-character passage on a shared core
 
     def __init__(self, min_chars: int = 2, compounds: bool = True, hmm: bool = True,

@@ -267,12 +267,6 @@ class HybridRetriever(BaseRetriever):
         self._qrels = None
         self._prepare = None
         self.tuning = None
-        if fusion not in FUSIONS:
-            raise ConfigError(f"hybrid: unknown fusion {fusion!r}; choose one of {', '.join(FUSIONS)}")
-        if norm not in NORMS:
-            raise ConfigError(f"hybrid: unknown norm {norm!r}; choose one of {', '.join(NORMS)}")
-        if not isinstance(depth, int) or depth < 1:
-            raise ConfigError(f"hybrid: depth must be a positive integer, got {depth!r}")
         specs = [self._spec(r) for r in retrievers]
         if len(specs) < 2:
             raise ConfigError("hybrid: give at least two retrievers to fuse")
@@ -314,9 +308,7 @@ class HybridRetriever(BaseRetriever):
             self.index_seconds[label] = time.perf_counter() - t0
 
     def _part_hits(self, part, text: str, depth: int) -> dict[str, float]:
-        if hasattr(part, "search_one"):
-            return dict(part.search_one(text, depth))
-        return part.search(Queries({"q": text}), depth).scores.get("q", {})
+        return dict(part.search_one(text, depth))
 
     def use_qrels(self, qrels, prepare=None) -> None:
         """The judgments ``weights="tuned"`` cross-validates on (``prepare`` maps a fused run to their level, e.g.
@@ -373,7 +365,7 @@ class HybridRetriever(BaseRetriever):
         depth = max(self.depth, k)
         runs = []
         for label, part in zip(self.labels, self.parts):
-            run = part.search_batch(queries, depth) if hasattr(part, "search_batch") else part.search(queries, depth)
+            run = part.search_batch(queries, depth)
             runs.append(Run(run.scores, name=label))
         if self.tuned:
             return Run(self._tuned_fuse(runs, k).scores, name=self.name)

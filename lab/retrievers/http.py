@@ -68,7 +68,7 @@ from typing import Any, Mapping
 from lab.data.types import Corpus, Queries, Run
 from lab.core.errors import ConfigError, LabError
 from lab.core.net import backoff_delay, parse_retry_after, public_url, redact, resolve_headers
-from lab.retrievers.base import Context, register
+from lab.retrievers.base import BaseRetriever, Context, register
 from lab.retrievers.params import COUNT, above, at_least, between, one_of
 
 ID_FIELDS = ("id", "doc_id", "docid", "_id", "document_id", "corpus_id", "pid")
@@ -265,13 +265,14 @@ class QueryOutcome:
 @register("http", rules={"method": one_of("GET", "POST"), "map_unknown": one_of("none", "text"), "concurrency": COUNT,
                          "timeout": above(0), "retries": at_least(0), "backoff": at_least(0), "max_backoff": at_least(0),
                          "max_retry_after": at_least(0), "max_error_rate": between(0, 1)})
-class HttpRetriever:
+class HttpRetriever(BaseRetriever):
     """A retrieval service behind an HTTP endpoint (see the module docstring for every param)."""
 
     name = "http"
 
     def __init__(self, ctx: Context | None = None, *, url: str | None = None, method: str = "POST",
-                 body: Any = None, params: Any = None, headers_env: Mapping[str, str] | None = None,
+                 body: Mapping[str, Any] | list | str | None = None, params: Mapping[str, Any] | str | None = None,
+                 headers_env: Mapping[str, str] | None = None,
                  hits_path: str | None = None, id_field: str | None = None, score_field: str | None = None,
                  text_field: str | None = None, map_unknown: str = "none", concurrency: int = 16,
                  timeout: float = 30.0, retries: int = 3, backoff: float = 0.5, max_backoff: float = 10.0,
@@ -328,6 +329,10 @@ class HttpRetriever:
                 for t in {text_key(doc.text), text_key(f"{doc.title} {doc.text}")}:
                     self._by_text[t] = doc.id if self._by_text.get(t, doc.id) == doc.id else None  # None: ambiguous
                 self._doc_texts.append((doc.id, text_key(f"{doc.title} {doc.text}")))
+
+    def search_one(self, text: str, k: int) -> list[tuple[str, float]]:
+        """One query's hits: a one-query :meth:`search` (its id is "q"), in the Run tie order."""
+        return self.search(Queries({"q": text}), k).ranked("q", k)
 
     def search(self, queries: Queries, k: int = 100) -> Run:
         """Send every query (``concurrency`` at a time) and build the Run; see the module docstring for failures,
@@ -416,9 +421,6 @@ class HttpRetriever:
                 statuses[o.status or "none"] = statuses.get(o.status or "none", 0) + 1
             out["http_final_status"] = statuses
         return out
-
-    def usage(self) -> dict[str, float]:
-        return {}
 
     # ---------------------------------------------------------------------------------------------- internals
     def _map_text(self, text: str) -> str | None:

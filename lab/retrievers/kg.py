@@ -59,6 +59,7 @@ import numpy as np
 
 from lab.data.types import Corpus, Queries, Run
 from lab.core.errors import ConfigError
+from lab.models.llm import LLMSpec
 from lab.retrievers.base import BaseRetriever, Context, build, llm_usage, register
 from lab.retrievers.params import COUNT, above, at_least, between, one_of
 
@@ -201,9 +202,9 @@ def trigrams(key: str) -> set[str]:
 
 # --------------------------------------------------------------------------------------------- strategy
 @register("kg", rules={"extractor": one_of("auto", "phrases", "jieba", "llm"), "expand": one_of(*EXPANSIONS),
-                       "alpha": between(0, 1), "tol": above(0), "max_iter": COUNT, "hops": COUNT, "max_df": above(0),
+                       "alpha": between(0, 1, open_low=True, open_high=True), "tol": above(0), "max_iter": COUNT, "hops": COUNT, "max_df": above(0),
                        "min_df": COUNT, "min_cooccurrence": COUNT, "cooccurrence_weight": at_least(0),
-                       "link": one_of(*LINKS), "fuzzy_threshold": between(0, 1), "entity_weight": one_of(*ENTITY_WEIGHTS),
+                       "link": one_of(*LINKS), "fuzzy_threshold": between(0, 1, open_low=True), "entity_weight": one_of(*ENTITY_WEIGHTS),
                        "rrf_k": at_least(0), "depth": COUNT}, nested={"base_params": "base"})
 class KGRetriever(BaseRetriever):
     """Entity-chunk graph + base retriever, fused per query; see the module docstring for params."""
@@ -215,24 +216,8 @@ class KGRetriever(BaseRetriever):
                  alpha: float = 0.85, tol: float = 1e-4, max_iter: int = 30, hops: int = 2,
                  max_df: float = 0.05, min_df: int = 1, cooccurrence: bool = False, min_cooccurrence: int = 2,
                  cooccurrence_weight: float = 1.0, link: str = "exact", fuzzy_threshold: float = 0.8,
-                 entity_weight: str = "idf", weights: Sequence[float] = (1.0, 1.0), rrf_k: int = 60,
-                 depth: int = 100, llm=None, llm_fallback: str | None = None):
-        if extractor not in ("auto", "phrases", "jieba", "llm"):
-            raise ConfigError(f"kg: unknown extractor {extractor!r}; choose auto, phrases, jieba or llm")
-        if expand not in EXPANSIONS:
-            raise ConfigError(f"kg: expand must be one of {', '.join(EXPANSIONS)}, not {expand!r}")
-        if link not in LINKS:
-            raise ConfigError(f"kg: link must be one of {', '.join(LINKS)}, not {link!r}")
-        if entity_weight not in ENTITY_WEIGHTS:
-            raise ConfigError(f"kg: entity_weight must be one of {', '.join(ENTITY_WEIGHTS)}, not {entity_weight!r}")
-        if not 0.0 < float(alpha) < 1.0:
-            raise ConfigError(f"kg: alpha (PageRank damping) must lie in (0, 1), got {alpha}")
-        if int(hops) < 1 or int(depth) < 1 or int(min_df) < 1:
-            raise ConfigError(f"kg: hops, depth and min_df must be >= 1, got {hops}, {depth}, {min_df}")
-        if len(list(weights)) != 2:
-            raise ConfigError(f"kg: weights are [base, graph], two numbers; got {list(weights)}")
-        if not 0.0 < float(fuzzy_threshold) <= 1.0:
-            raise ConfigError(f"kg: fuzzy_threshold must lie in (0, 1], got {fuzzy_threshold}")
+                 entity_weight: str = "idf", weights: tuple[float, float] = (1.0, 1.0), rrf_k: int = 60,
+                 depth: int = 100, llm: LLMSpec = None, llm_fallback: str | None = None):
         if base in ("kg",):
             raise ConfigError("kg: base='kg' would nest the graph in itself; name a vector or lexical strategy")
         df_cap(float(max_df), 100)  # validates
@@ -370,9 +355,7 @@ class KGRetriever(BaseRetriever):
     def _base_hits(self, text: str, depth: int) -> dict[str, float]:
         if self.base is None:
             return {}
-        if hasattr(self.base, "search_one"):
-            return dict(self.base.search_one(text, depth))
-        return self.base.search(Queries({"q": text}), depth).scores.get("q", {})
+        return dict(self.base.search_one(text, depth))
 
     def search_one(self, text: str, k: int) -> list[tuple[str, float]]:
         from lab.retrievers.fusion import rrf
@@ -406,11 +389,10 @@ class KGRetriever(BaseRetriever):
         scores, latency = {}, {}
         with faiss_threads(1):
             for qid in progress(list(queries), desc=f"search {self.name}", enabled=self.ctx.progress):
-                if hasattr(self.extractor, "last_debt"):
-                    self.extractor.last_debt = 0.0
+                self.extractor.last_debt = 0.0
                 t0 = time.perf_counter()
                 hits = self.search_one(queries[qid], k)
-                latency[qid] = time.perf_counter() - t0 + float(getattr(self.extractor, "last_debt", 0.0))
+                latency[qid] = time.perf_counter() - t0 + float(self.extractor.last_debt)
                 scores[qid] = dict(hits)
         return Run(scores, name=self.name, latency=latency)
 

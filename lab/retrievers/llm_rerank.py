@@ -30,6 +30,7 @@ import numpy as np
 
 from lab.data.types import Corpus, Queries, Run
 from lab.core.errors import ConfigError
+from lab.models.llm import LLMSpec
 from lab.retrievers.llmutil import llm_describe, llm_for
 from lab.retrievers.base import BaseRetriever, Context, build, llm_usage, register
 from lab.retrievers.params import COUNT
@@ -87,7 +88,7 @@ class LLMRerankRetriever(BaseRetriever):
     name = "llm_rerank"
 
     def __init__(self, ctx: Context | None = None, *, first_stage: str = "bm25", first_stage_params: dict | None = None,
-                 llm=None, top_n: int = 20, window: int = 10, step: int = 5, max_passage_chars: int = 300,
+                 llm: LLMSpec = None, top_n: int = 20, window: int = 10, step: int = 5, max_passage_chars: int = 300,
                  max_tokens: int = 80):
         if first_stage in ("rerank", "hybrid_rerank", "llm_rerank"):
             raise ConfigError(f"llm_rerank: first_stage={first_stage!r} would rerank twice; name a first-stage "
@@ -164,8 +165,7 @@ class LLMRerankRetriever(BaseRetriever):
     def describe(self) -> dict:
         return {"strategy": self.name, "prompt_version": PROMPT_VERSION, **llm_describe(self.llm),
                 "top_n": self.top_n, "window": self.window, "step": self.step, "max_passage_chars": self.max_chars,
-                **self.gen, "first_stage": self.first.describe() if hasattr(self.first, "describe") else
-                {"strategy": self.first_stage}, "diagnostics": self.diagnostics()}
+                **self.gen, "first_stage": self.first.describe(), "diagnostics": self.diagnostics()}
 
 
 register("llm_rerank", params_from=LLMRerankRetriever,

@@ -29,32 +29,41 @@ from typing import Any, Callable
 # ----------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Rule:
-    """A range ``[low, high]`` (each end optional, ``open_low`` makes the low end strict) or a set of choices."""
+    """A range ``[low, high]`` (each end optional; ``open_low`` / ``open_high`` make that end strict) or a set of
+    choices (``lists``: a list also passes, its items type-checked by the annotation: stopwords' own words).
+    ``why``: for a param that takes any value (no type, no choices), the reason, stated where it is declared
+    (:func:`any_value`); every registered param has a type, choices or a reason (tests/retrievers)."""
 
     low: float | None = None
     high: float | None = None
     open_low: bool = False
     choices: tuple = ()
+    open_high: bool = False
+    lists: bool = False
+    why: str = ""
 
     def ok(self, value) -> bool:
         if value is None:
             return True
         if self.choices:
-            return value in self.choices
+            return (self.lists and isinstance(value, (list, tuple))) or any(
+                value == c and isinstance(value, bool) == isinstance(c, bool) for c in self.choices)
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             return True  # the type check reports non-numbers
         if self.low is not None and (value <= self.low if self.open_low else value < self.low):
             return False
-        return self.high is None or value <= self.high
+        return self.high is None or (value < self.high if self.open_high else value <= self.high)
 
     def text(self) -> str:
+        if self.why:
+            return f"any value ({self.why})"
         if self.choices:
-            return "one of " + ", ".join(repr(c) for c in self.choices)
-        if self.low is not None and self.high is not None:
-            return f"between {self.low:g} and {self.high:g}"
-        if self.low is not None:
-            return f"{'>' if self.open_low else '>='} {self.low:g}"
-        return f"<= {self.high:g}"
+            return "one of " + ", ".join(repr(c) for c in self.choices) + (", or a list" if self.lists else "")
+        low = f"{'>' if self.open_low else '>='} {self.low:g}" if self.low is not None else ""
+        high = f"{'<' if self.open_high else '<='} {self.high:g}" if self.high is not None else ""
+        if low and high:
+            return f"{low} and {high}" if self.open_low or self.open_high else f"between {self.low:g} and {self.high:g}"
+        return low or high
 
 
 def at_least(low: float) -> Rule:
@@ -67,14 +76,19 @@ def above(low: float) -> Rule:
     return Rule(low=low, open_low=True)
 
 
-def between(low: float, high: float) -> Rule:
-    """``low <= value <= high``."""
-    return Rule(low=low, high=high)
+def between(low: float, high: float, *, open_low: bool = False, open_high: bool = False) -> Rule:
+    """``low <= value <= high`` (``<`` at an end made open)."""
+    return Rule(low=low, high=high, open_low=open_low, open_high=open_high)
 
 
-def one_of(*choices) -> Rule:
-    """``value in choices``."""
-    return Rule(choices=tuple(choices))
+def one_of(*choices, lists: bool = False) -> Rule:
+    """``value in choices`` (``True`` is not ``1``); ``lists``: or a list (its items typed by the annotation)."""
+    return Rule(choices=tuple(choices), lists=lists)
+
+
+def any_value(why: str) -> Rule:
+    """A param that takes any value, and why no type or choices can say more (an object handed over in code)."""
+    return Rule(why=why)
 
 
 #: The rule of every count (k, depth, top_n, n, batch sizes): at least 1, since 0 would mean "nothing".
@@ -98,9 +112,13 @@ class Param:
         parts = _union_args(self.annotation)
         nullable = parts is not None and type(None) in parts
         if self.rule is not None and self.rule.choices:
-            return self.rule.text() + (", or null" if nullable else "")
+            lists = [type_text(a) for a in parts or () if typing.get_origin(a) in (list, tuple)]
+            choices = self.rule.text().removesuffix(", or a list") + (f", or {lists[0]}" if lists else "")
+            return choices + (", or null" if nullable else "")
         if self.rule is None:
             return type_text(self.annotation)
+        if self.rule.why:
+            return self.rule.text()
         inner = [a for a in parts if a is not type(None)] if parts is not None else [self.annotation]
         kind = " or ".join(dict.fromkeys(type_text(a) for a in inner))
         return f"{kind} {self.rule.text()}" + (", or null" if nullable else "")
@@ -194,13 +212,16 @@ def type_text(annotation) -> str:
         return "a mapping"
     if origin in (list, tuple, cabc.Sequence, cabc.MutableSequence):
         if origin is tuple and args and Ellipsis not in args:
-            return f"a list of {len(args)} values"
+            kinds = {type_text(a) for a in args}
+            return f"a list of {len(args)} " + ("numbers" if kinds == {"a number"} else "values")
         if args:
             inner = type_text(args[0])
             return "a list of " + {"a number": "numbers", "an integer": "integers", "a string": "strings"}.get(
                 inner, "values")
         return "a list"
-    return f"a {getattr(origin, '__name__', str(origin))}"
+    name = getattr(origin, "__name__", str(origin))
+    vowel_sound = name[:1] in "AEIOUaeiou" or (name.isupper() and name[:1] in "FHLMNRSX")  # an LLM, an Embedder
+    return f"{'an' if vowel_sound else 'a'} {name} object"
 
 
 def check_value(param: Param, value) -> str | None:

@@ -44,8 +44,6 @@ class ParentRetriever(BaseRetriever):
     def __init__(self, ctx: Context | None = None, *, base: str = "bm25", base_params: dict | None = None,
                  mode: str = "parent", window: int = 1, child_size: int = 64, child_overlap: int = 0,
                  child_unit: str = "tokens", depth: int = 200):
-        if mode not in MODES:
-            raise ConfigError(f"parent: mode={mode!r}; choose one of {', '.join(MODES)}")
         if base == "parent":
             raise ConfigError("parent: base='parent' would nest small-to-big in itself; name a strategy such as bm25")
         super().__init__(ctx, base=base, mode=mode, window=int(window), child_size=int(child_size),
@@ -54,6 +52,8 @@ class ParentRetriever(BaseRetriever):
         self.chunker = Chunker("recursive", int(child_size), int(child_overlap), child_unit, None, False, False)
         self.base = build(base, dict(base_params or {}), self.ctx)
         self.base_name = base
+        self.n_units: int | None = None  # set by index()
+        self.n_children: int | None = None
         # child id -> (unit id, position in its unit); per unit: doc id, [(abs start, abs end)] of its children
         self._child: dict[str, tuple[str, int]] = {}
         self._unit_doc: dict[str, str] = {}
@@ -131,10 +131,10 @@ class ParentRetriever(BaseRetriever):
     def describe(self) -> dict:
         out = {"strategy": self.name, "mode": self.mode, "child_size": self.chunker.size,
                "child_overlap": self.chunker.overlap, "child_unit": self.chunker.size_unit, "depth": self.depth,
-               "base": self.base.describe() if hasattr(self.base, "describe") else {"strategy": self.base_name}}
+               "base": self.base.describe()}
         if self.mode == "window":
             out["window"] = self.window
-        if hasattr(self, "n_children"):
+        if self.n_children is not None:
             out.update({"n_units": self.n_units, "n_children": self.n_children})
         if self._returned_chars:
             out["mean_returned_chars"] = round(sum(self._returned_chars) / len(self._returned_chars), 1)

@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from lab.data.types import Corpus, Document, Queries, Run
 from lab.core.errors import ConfigError
+from lab.models.llm import LLMSpec
 from lab.retrievers.llmutil import llm_describe, llm_for
 from lab.retrievers.base import BaseRetriever, Context, build, llm_usage, register
 from lab.retrievers.params import COUNT, one_of
@@ -278,13 +279,9 @@ class QnARetriever(BaseRetriever):
     name = "qna"
 
     def __init__(self, ctx: Context | None = None, *, generate: str = "both", n_questions: int = 3,
-                 include_original: bool = True, base: str = "dense", base_params: dict | None = None, llm=None,
+                 include_original: bool = True, base: str = "dense", base_params: dict | None = None, llm: LLMSpec = None,
                  n_ctx: int | None = None, question_max_tokens: int | None = None, summary_max_tokens: int = 96,
                  summary_gen: dict | None = None, depth: int | None = None, concurrency: int | None = None):
-        if generate not in GENERATE:
-            raise ConfigError(f"qna: generate must be one of {', '.join(GENERATE)}, not {generate!r}")
-        if int(n_questions) < 1:
-            raise ConfigError(f"qna: n_questions must be >= 1, got {n_questions}")
         if base == "qna":
             raise ConfigError("qna: base='qna' would nest the strategy in itself; name a plain strategy (dense, bm25)")
         super().__init__(ctx, generate=generate, n_questions=int(n_questions), include_original=bool(include_original),
@@ -399,7 +396,7 @@ class QnARetriever(BaseRetriever):
         out.update({"prompt_version": PROMPT_VERSION, **llm_describe(self.llm), "n_ctx": self.n_ctx,
                     "question_max_tokens": self.question_max_tokens, "summary_gen": dict(self.summary_gen),
                     "chars_per_token": CHARS_PER_TOKEN,
-                    "base": self.base.describe() if hasattr(self.base, "describe") else {"strategy": self.base_name}})
+                    "base": self.base.describe()})
         if self.stats:
             out["generation"] = dict(self.stats)
         return out

@@ -53,9 +53,10 @@ import numpy as np
 
 from lab.data.types import Corpus, Document, Queries, Run
 from lab.core.errors import ConfigError
+from lab.models.llm import LLMSpec
 from lab.retrievers.llmutil import llm_describe, llm_for
 from lab.retrievers.base import BaseRetriever, Context, build, llm_usage, register
-from lab.retrievers.params import COUNT, between, one_of
+from lab.retrievers.params import COUNT, at_least, between, one_of
 from lab.retrievers.bm25 import top_k
 from lab.retrievers.qna import CHARS_PER_TOKEN, DEFAULT_N_CTX, LOCAL_SUMMARY_GEN, map_fitted, parse_summary, text_budget
 
@@ -350,7 +351,7 @@ def leaf_scores(own: np.ndarray, node_scores: np.ndarray, ancestors: np.ndarray,
 
 
 # ------------------------------------------------------------------------------------------------ strategy
-@register("raptor", rules={"clustering": one_of(*CLUSTERINGS), "cluster_size": COUNT, "max_cluster_size": COUNT,
+@register("raptor", rules={"clustering": one_of(*CLUSTERINGS), "cluster_size": at_least(2), "max_cluster_size": COUNT,
                            "max_clusters": COUNT, "reduce_dim": COUNT, "root_size": COUNT, "max_levels": COUNT,
                            "decay": between(0, 1), "depth": COUNT, "n_ctx": COUNT, "summary_max_tokens": COUNT,
                            "concurrency": COUNT}, nested={"dense_params": "dense"})
@@ -363,16 +364,9 @@ class RaptorRetriever(BaseRetriever):
 
     def __init__(self, ctx: Context | None = None, *, clustering: str = "gmm", cluster_size: int = 8,
                  max_cluster_size: int | None = None, max_clusters: int = 50, reduce_dim: int = 10,
-                 root_size: int = 5, max_levels: int = 3, decay: float = 0.9, depth: int | None = None, llm=None,
+                 root_size: int = 5, max_levels: int = 3, decay: float = 0.9, depth: int | None = None, llm: LLMSpec = None,
                  n_ctx: int | None = None, summary_max_tokens: int = 150, summary_gen: dict | None = None,
                  dense_params: dict | None = None, tree_path: str | None = None, concurrency: int | None = None):
-        if clustering not in CLUSTERINGS:
-            raise ConfigError(f"raptor: clustering must be one of {', '.join(CLUSTERINGS)}, not {clustering!r}")
-        if int(cluster_size) < 2 or int(root_size) < 1 or int(max_levels) < 1 or int(max_clusters) < 1:
-            raise ConfigError(f"raptor: need cluster_size >= 2, root_size >= 1, max_levels >= 1, max_clusters >= 1; "
-                              f"got {cluster_size}, {root_size}, {max_levels}, {max_clusters}")
-        if not 0.0 <= float(decay) <= 1.0:
-            raise ConfigError(f"raptor: decay must lie in [0, 1] (0 = summaries ignored), got {decay}")
         super().__init__(ctx, clustering=clustering, cluster_size=int(cluster_size), max_cluster_size=max_cluster_size,
                          max_clusters=int(max_clusters), reduce_dim=int(reduce_dim), root_size=int(root_size),
                          max_levels=int(max_levels), decay=float(decay), depth=depth,

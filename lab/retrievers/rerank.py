@@ -200,9 +200,9 @@ class RerankRetriever(BaseRetriever):
         """Strategy, top_n, alpha, the first stage's describe() and the reranker's identity."""
         out = {"strategy": self.name, "top_n": self.top_n, "reranker": self.kind, "cache_scores": self.cache_scores,
                "alpha": self.alpha if self._scorer is not None else self.alpha_param,
-               "first_stage": self.first.describe() if hasattr(self.first, "describe") else {"strategy": self.first_stage}}
+               "first_stage": self.first.describe()}
         out["reranker_model"] = self._scorer.describe() if self._scorer is not None else {"model": self.model_name}
-        if self._scorer is not None and hasattr(self._scorer, "hits"):
+        if self._scorer is not None:
             out["score_cache"] = {"hits": self._scorer.hits, "misses": self._scorer.misses}
         return out
 

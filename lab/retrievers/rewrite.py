@@ -41,6 +41,7 @@ from typing import Sequence
 
 from lab.data.types import Corpus, Queries, Run
 from lab.core.errors import ConfigError
+from lab.models.llm import LLMSpec
 from lab.retrievers.llmutil import llm_describe, llm_for
 from lab.retrievers.base import BaseRetriever, Context, build, llm_usage, register
 from lab.retrievers.params import COUNT, at_least
@@ -217,7 +218,7 @@ class RewriteRetriever(BaseRetriever):
     name = "rewrite"
     default_max_tokens = 64
 
-    def __init__(self, ctx: Context | None = None, *, llm=None, base: str = "hybrid", base_params: dict | None = None,
+    def __init__(self, ctx: Context | None = None, *, llm: LLMSpec = None, base: str = "hybrid", base_params: dict | None = None,
                  depth: int = 100, rrf_k: int = 60, max_tokens: int | None = None, temperature: float = 0.0,
                  template: tuple[str, str], **params):
         if base in ("multi_query", "step_back", "hyde"):
@@ -315,7 +316,7 @@ class RewriteRetriever(BaseRetriever):
     def describe(self) -> dict:
         out = {"strategy": self.name, "prompt_version": self.prompt_version, **llm_describe(self.llm),
                **self.gen, "depth": self.depth, "rrf_k": self.rrf_k, "latency": LATENCY_NOTE,
-               "base": self.base.describe() if hasattr(self.base, "describe") else {"strategy": self.base_name},
+               "base": self.base.describe(),
                "diagnostics": self.diagnostics()}
         if self.prompt_version.startswith("custom-"):
             out["prompt"] = self.template

@@ -77,7 +77,7 @@ def export_annotation(dataset, out_csv: str | Path, strategies: Sequence[str] = 
     for name in dict.fromkeys(strategies):
         r = build(name, {}, ctx)
         r.index(units.corpus)
-        runs[name] = r.search_batch(queries, depth) if hasattr(r, "search_batch") else r.search(queries, depth)
+        runs[name] = r.search_batch(queries, depth)
     pool = pool_runs(runs, depth)
     rows = []
     for q in queries:

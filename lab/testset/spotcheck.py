@@ -31,7 +31,7 @@ from pathlib import Path
 
 from lab.core.errors import ConfigError, DataError
 
-from lab.metrics.stats import questions_needed, wilson_interval  # noqa: F401  wilson_interval re-exported
+from lab.metrics.stats import CI_RESAMPLES, questions_needed, wilson_interval  # noqa: F401  wilson_interval re-exported
 
 REVIEW_COLUMNS = ("qid", "unit_id", "passage", "evidence", "question", "answer", "verdict", "fixed_question", "grade",
                   "note")
@@ -118,7 +118,7 @@ def read_review(path: str | Path, known: dict[str, dict[str, int]]) -> list[dict
 
 
 def ci_halfwidth(set_dir: str | Path, strategy: str = "bm25", metric: str = "recall@10", split: str = "test",
-                 seed: int = 0, n_resamples: int = 1000, cache_dir: str | Path = ".cache",
+                 seed: int = 0, n_resamples: int = CI_RESAMPLES, cache_dir: str | Path = ".cache",
                  progress: bool = False, target_half_width: float = TARGET_HALF_WIDTH) -> dict:
     """The CI of ``metric`` that a real ``strategy`` run gives on the set (see module docstring), its half-width,
     the half-width projected to 2,000 questions and the questions needed for ``target_half_width``."""

@@ -16,6 +16,7 @@ import re
 import tempfile
 from pathlib import Path
 
+from lab.metrics.stats import CI_RESAMPLES
 from lab.tracking.store import (
     PER_QUERY_ARTIFACT,
     RESULT_ARTIFACT,
@@ -30,7 +31,7 @@ from lab.tracking.store import (
 )
 
 
-def result_metrics(result, ci: bool = True, seed: int = 0, n_resamples: int = 1000) -> dict[str, float]:
+def result_metrics(result, ci: bool = True, seed: int = 0, n_resamples: int = CI_RESAMPLES) -> dict[str, float]:
     """Flat metrics of a Result, names unmapped: means, ``_ci_low``/``_ci_high`` (percentile bootstrap over
     queries, seeded), latency figures, index/search seconds, n_queries, n_excluded."""
     out = {str(k): float(v) for k, v in result.evaluation.means.items()}
@@ -99,7 +100,7 @@ def write_result_files(result, folder: Path, seed: int = 0) -> list[Path]:
 
 
 def log_result(result, run_id: str | None = None, experiment: str | None = None, root: str | Path = "mlruns",
-               ci: bool = True, seed: int = 0, n_resamples: int = 1000, run_name: str | None = None) -> str:
+               ci: bool = True, seed: int = 0, n_resamples: int = CI_RESAMPLES, run_name: str | None = None) -> str:
     """Log a :class:`lab.experiment.run.Result` into MLflow and return the run id.
 
     run_id given: log into that run (a sweep's child run) and leave its status alone. run_id None: create a run

@@ -4,7 +4,7 @@ What it does, in order (each step is a call into the package, nothing is recompu
 1. :func:`lab.workbench.sweep.run_sweep` on ``params/strategy_comparison.yaml``: one execution of
    notebooks/03_strategy_comparison.ipynb and one MLflow run per strategy. Finished configs are skipped, so a
    second ``make demo`` only prints (resume by config hash).
-2. :func:`lab.analysis.compare.leaderboard` of the sweep's runs (finished now or earlier): nDCG@10 with 95% CIs and a
+2. :func:`lab.analysis.compare.experiment_leaderboard` of the sweep's runs (finished now or earlier): nDCG@10 with 95% CIs and a
    paired test of each strategy against the best (p adjusted for the comparisons: Holm), printed as a table.
 3. Charts in ``results/demo/``: ``leaderboard.png`` (bars with CI error bars, strategies significantly below the
    best hatched) and ``quality_vs_latency.png`` (Pareto front marked), plus ``leaderboard.csv``.
@@ -25,7 +25,7 @@ class DemoResult:
     """What :func:`run_demo` produced: the sweep report, the leaderboard of its runs and the files written."""
 
     report: object  # lab.workbench.sweep.SweepReport
-    leaderboard: object  # pandas DataFrame (lab.analysis.compare.leaderboard columns)
+    leaderboard: object  # pandas DataFrame (lab.analysis.compare.experiment_leaderboard columns)
     files: dict[str, Path] = field(default_factory=dict)
     ui_command: str = ""
 
@@ -36,7 +36,7 @@ class DemoResult:
 
 
 def sweep_leaderboard(report, metric: str = "ndcg@10", root="mlruns", seed: int = 0, correction: str | None = None):
-    """:func:`lab.analysis.compare.leaderboard` of this sweep's runs (finished now or skipped as finished earlier).
+    """:func:`lab.analysis.compare.experiment_leaderboard` of this sweep's runs (finished now or skipped as finished earlier).
 
     The paired tests are those of lab.analysis.compare against the best of these runs, and the correction for
     multiple comparisons counts exactly the rows shown (lab.analysis.leaderboard). When the experiment's best run
@@ -48,14 +48,14 @@ def sweep_leaderboard(report, metric: str = "ndcg@10", root="mlruns", seed: int 
 
     import pandas as pd
 
-    from lab.analysis.compare import CompareWarning, experiment_runs, leaderboard
+    from lab.analysis.compare import CompareWarning, experiment_leaderboard, experiment_runs
     from lab.analysis.leaderboard import correction_note
     from lab.tracking.store import client, mlflow_metric_name
 
     keep = {o.run_id for o in report.outcomes if o.status in ("FINISHED", "SKIPPED") and o.run_id}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CompareWarning)  # kept in df.attrs and printed with the table
-        df = leaderboard(report.experiment, metric=metric, root=root, seed=seed, run_ids=keep, correction=correction)
+        df = experiment_leaderboard(report.experiment, metric=metric, root=root, seed=seed, run_ids=keep, correction=correction)
     if df.empty:
         return df
     cl = client(root)

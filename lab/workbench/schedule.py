@@ -45,6 +45,7 @@ import pandas as pd
 from lab.core.errors import ConfigError
 from lab.analysis.trends import (RECORD_ARTIFACT, TAG_SCHEDULE, TAG_SCHEDULED, TAG_SEQUENCE, read_record,  # noqa: F401
                         schedule_history, scheduled_parents)
+from lab.metrics.stats import N_RESAMPLES
 
 TAG_PREVIOUS = "raglab.schedule.previous"
 TAG_REGRESSION = "raglab.schedule.regression"
@@ -198,7 +199,7 @@ def _result(run_id: str, cl, root):
 
 def compare_records(previous: dict, current: dict, metrics: Sequence[str] = ("ndcg@10",), max_drop: float = 0.02,
                     relative: bool = False, significant_only: bool = False, alpha: float = 0.05,
-                    n_resamples: int = 10000, seed: int = 0, root="mlruns", cl=None) -> ScheduleComparison:
+                    n_resamples: int = N_RESAMPLES, seed: int = 0, root="mlruns", cl=None) -> ScheduleComparison:
     """Compare two scheduled sweeps (their ``schedule.json`` records) config by config (module docstring, step 3)."""
     from lab.analysis.gate import GateRow, GateWarning, allowed_drop, run_gate
     from lab.tracking.store import client
@@ -310,7 +311,7 @@ def comparison_samples(comp: ScheduleComparison):
 def run_scheduled(spec_path: str | Path, schedule: str | None = None, metrics: Sequence[str] | None = None,
                   max_drop: float = 0.02, relative: bool = False, significant_only: bool = False, alpha: float = 0.05,
                   report_dir: str | Path | None = None, root: str | Path = "mlruns", publish: dict | None = None,
-                  echo=print, n_resamples: int = 10000, seed: int = 0, **sweep_kwargs) -> ScheduledOutcome:
+                  echo=print, n_resamples: int = N_RESAMPLES, seed: int = 0, **sweep_kwargs) -> ScheduledOutcome:
     """One scheduled sweep (see the module docstring). ``sweep_kwargs`` go to :func:`lab.workbench.sweep.run_sweep` (jobs,
     executor, output_dir, progress, rerun_on_code_change, ...)."""
     from lab.workbench.config import load_spec

@@ -614,7 +614,7 @@ def _log_summary(report: SweepReport, metric: str, root, echo) -> None:
     import tempfile
     import warnings
 
-    from lab.analysis.compare import CompareWarning, leaderboard, plot_leaderboard
+    from lab.analysis.compare import CompareWarning, experiment_leaderboard, plot_leaderboard
     from lab.analysis.plots import quality_vs_latency
     from lab.analysis.report import build_report, runs_from_mlflow
     from lab.tracking.store import client
@@ -627,7 +627,7 @@ def _log_summary(report: SweepReport, metric: str, root, echo) -> None:
         with tempfile.TemporaryDirectory(prefix="lab-sweep-summary-") as tmp, warnings.catch_warnings():
             warnings.simplefilter("ignore", CompareWarning)
             out = Path(tmp)
-            df = leaderboard(report.experiment, metric=metric, root=root, run_ids=run_ids)
+            df = experiment_leaderboard(report.experiment, metric=metric, root=root, run_ids=run_ids)
             if df.empty:
                 return
             title = f"{report.name}: {metric}"

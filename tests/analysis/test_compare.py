@@ -8,7 +8,7 @@ import pytest
 
 from conftest import blank_store
 
-from lab.analysis.compare import CompareWarning, format_leaderboard, leaderboard, plot_leaderboard
+from lab.analysis.compare import CompareWarning, experiment_leaderboard, format_leaderboard, plot_leaderboard
 from lab.tracking.store import client, get_or_create_experiment
 from lab.tracking.results import log_result
 
@@ -46,7 +46,7 @@ def test_leaderboard_rows_sorted_with_cis_and_paired_tests(logged):
     from lab.metrics import paired_test
 
     root, results, ids = logged["root"], logged["results"], logged["ids"]
-    df = leaderboard("cmp", root=root, n_resamples=2000)
+    df = experiment_leaderboard("cmp", root=root, n_resamples=2000)
     assert len(df) == 3 and set(df["run_id"]) == set(ids.values())  # the parent run is not listed
     assert list(df["ndcg@10"]) == sorted(df["ndcg@10"], reverse=True)
     by_id = df.set_index("run_id")
@@ -80,9 +80,9 @@ def test_leaderboard_rows_sorted_with_cis_and_paired_tests(logged):
     # labels name what differs between the runs
     assert "k=1" in by_id.loc[ids["k1hit"], "label"] and "params.k1=1.5" in by_id.loc[ids["k1"], "label"]
 
-    only = leaderboard("cmp", root=root, parent_run_id=logged["parent"], n_resamples=200)
+    only = experiment_leaderboard("cmp", root=root, parent_run_id=logged["parent"], n_resamples=200)
     assert list(only["run_id"]) == [ids["k1hit"]]
-    two = leaderboard("cmp", root=root, run_ids=[ids["default"], ids["k1hit"]], n_resamples=200)
+    two = experiment_leaderboard("cmp", root=root, run_ids=[ids["default"], ids["k1hit"]], n_resamples=200)
     assert set(two["run_id"]) == {ids["default"], ids["k1hit"]} and two.loc[0, "diff"] == 0
     assert two.attrs["correction"] == "none" and two.loc[1, "p_adjusted"] == two.loc[1, "p_value"]  # one comparison
 
@@ -95,7 +95,7 @@ def test_warnings_for_other_metrics_version_and_other_queries(logged, tmp_path):
     other = log_result(logged["results"]["k1"], experiment="cmp2", root=root, n_resamples=50)
     cl.set_tag(other, "metrics_version", "0")
     with pytest.warns(CompareWarning) as caught:
-        df = leaderboard("cmp2", root=root, n_resamples=200)
+        df = experiment_leaderboard("cmp2", root=root, n_resamples=200)
     text = " ".join(str(w.message) for w in caught)
     assert "metrics_version" in text and "other queries" in text
     row = df.set_index("run_id").loc[rid]
@@ -109,7 +109,7 @@ def test_plot_and_cli(logged, tmp_path, capsys):
     root = logged["root"]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        df = leaderboard("cmp", root=root, n_resamples=200)
+        df = experiment_leaderboard("cmp", root=root, n_resamples=200)
     png = plot_leaderboard(df, tmp_path / "lb.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
 

@@ -81,7 +81,7 @@ def test_plots_table_keeps_its_numbers(results):
     from lab.analysis import plots
 
     old = json.loads(GOLDEN.read_text())["plots"]
-    t = plots.leaderboard_table(results, "ndcg@10", ["recall@10"], seed=3, n_resamples=3000)
+    t = plots.results_leaderboard(results, "ndcg@10", ["recall@10"], seed=3, n_resamples=3000)
     assert list(t["label"]) == old["label"]
     for c in ("ndcg@10", "ndcg@10_ci_low", "ndcg@10_ci_high", "recall@10", "recall@10_ci_low", "diff", "diff_ci_low",
               "diff_ci_high", "p_value"):
@@ -93,12 +93,12 @@ def test_plots_table_keeps_its_numbers(results):
 
 
 def test_report_table_keeps_its_numbers(results):
-    from lab.analysis.report import leaderboard_table
+    from lab.analysis.report import report_leaderboard
 
     golden = json.loads(GOLDEN.read_text())
     old = golden["report"]
     notes: list[str] = []
-    b = leaderboard_table(golden_runs(results), ["ndcg@10", "recall@10"], reference=1, n_resamples=3000, seed=3,
+    b = report_leaderboard(golden_runs(results), ["ndcg@10", "recall@10"], reference=1, n_resamples=3000, seed=3,
                           notes=notes)
     assert list(b["label"]) == old["label"]
     for c, values in old.items():
@@ -271,14 +271,14 @@ def lab(*argv) -> tuple[int, str, str]:
 
 def test_compare_report_and_plots_share_columns_and_numbers(results, store):
     from lab.analysis import plots
-    from lab.analysis.compare import leaderboard as compare_board
-    from lab.analysis.report import leaderboard_table, pick_reference, runs_from_mlflow
+    from lab.analysis.compare import experiment_leaderboard as compare_board
+    from lab.analysis.report import pick_reference, report_leaderboard, runs_from_mlflow
 
     four = {k: results[k] for k in ("a", "b", "c", "d")}
     cmp = compare_board("board", root=store["root"], n_resamples=1000, seed=2)
-    plot = plots.leaderboard_table(four, "ndcg@10", seed=2, n_resamples=1000)
+    plot = plots.results_leaderboard(four, "ndcg@10", seed=2, n_resamples=1000)
     runs = runs_from_mlflow("board", store["root"], "ndcg@10")
-    rep = leaderboard_table(runs, ["ndcg@10"], pick_reference(runs, "ndcg@10"), n_resamples=1000, seed=2)
+    rep = report_leaderboard(runs, ["ndcg@10"], pick_reference(runs, "ndcg@10"), n_resamples=1000, seed=2)
     for df in (cmp, plot, rep):
         assert set(CORE) <= set(df.columns), sorted(set(CORE) - set(df.columns))
         assert df.attrs["correction_note"] == "p adjusted: Holm over 3 comparisons"
@@ -348,7 +348,7 @@ def test_demo_sweep_leaderboard_tests_the_sweeps_runs(store):
     from types import SimpleNamespace
 
     from lab.analysis.compare import CompareWarning
-    from lab.analysis.compare import leaderboard as compare_board
+    from lab.analysis.compare import experiment_leaderboard as compare_board
     from lab.workbench.demo import sweep_leaderboard
 
     ids = store["ids"]

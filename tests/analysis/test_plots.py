@@ -185,11 +185,11 @@ def test_results_table_means_and_cis():
         plots.results_table({"good": good}, ["map@10"])
 
 
-def test_leaderboard_table_orders_and_tests_against_the_best():
+def test_results_leaderboard_orders_and_tests_against_the_best():
     best = _result("best", _rank(1))
     close = _result("close", lambda i, q: _rank(2 if i == 0 else 1)(i, q))  # one query slightly worse
     bad = _result("bad", lambda i, q: _rank(1 if i % 3 == 0 else None)(i, q))
-    t = plots.leaderboard_table({"bad": bad, "close": close, "best": best}, "ndcg@10", ["recall@10"], seed=0)
+    t = plots.results_leaderboard({"bad": bad, "close": close, "best": best}, "ndcg@10", ["recall@10"], seed=0)
     assert list(t["label"]) == ["best", "close", "bad"]
     assert t.loc[0, "diff"] == 0.0 and not t.loc[0, "significant"]
     assert t.loc[1, "diff"] == pytest.approx(close.evaluation.means["ndcg@10"] - 1.0)

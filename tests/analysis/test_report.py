@@ -221,7 +221,7 @@ def test_cli_report_from_files_and_errors(made, tmp_path):
 
 
 def test_report_from_mlflow_is_logged_as_artifact(made, tmp_path, pytestconfig):
-    from lab.analysis.compare import leaderboard
+    from lab.analysis.compare import experiment_leaderboard
     from lab.experiment.run import run_experiment
     from lab.retrievers.base import Context
     from lab.tracking.store import client
@@ -241,4 +241,4 @@ def test_report_from_mlflow_is_logged_as_artifact(made, tmp_path, pytestconfig):
     assert run.info.status == "FINISHED" and run.data.tags["lab.role"] == "report"
     assert set(run.data.tags["report.runs"].split(",")) == set(ids)
     assert [a.path for a in cl.list_artifacts(res.report_run_id)] == ["report.html"]
-    assert len(leaderboard("rep", root=root)) == 2  # the report run is not a leaderboard row
+    assert len(experiment_leaderboard("rep", root=root)) == 2  # the report run is not a leaderboard row

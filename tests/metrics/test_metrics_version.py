@@ -11,8 +11,8 @@ from conftest import blank_store
 import lab
 from lab.analysis.compare import (
     CompareWarning,
+    experiment_leaderboard,
     format_leaderboard,
-    leaderboard,
     metrics_version_warning,
 )
 from lab.tracking.store import RESULT_ARTIFACT, artifact_file, client
@@ -57,7 +57,7 @@ def test_compare_flags_other_and_missing_versions(store, capsys):
     ids = [log_result(r, experiment="mixed", root=root, n_resamples=50) for r in res.values()]
     with warnings.catch_warnings():
         warnings.simplefilter("error", CompareWarning)  # one version everywhere: no warning
-        pass_through = leaderboard("mixed", root=root, n_resamples=100)
+        pass_through = experiment_leaderboard("mixed", root=root, n_resamples=100)
     assert pass_through.attrs["metrics_version_warning"] is None
     assert "metrics v" not in format_leaderboard(pass_through)
 
@@ -65,7 +65,7 @@ def test_compare_flags_other_and_missing_versions(store, capsys):
     cl.set_tag(ids[1], "metrics_version", "0")  # logged under an older convention
     cl.delete_tag(ids[2], "metrics_version")  # logged by a tool that records none
     with pytest.warns(CompareWarning, match="different metrics_version"):
-        df = leaderboard("mixed", root=root, n_resamples=100)
+        df = experiment_leaderboard("mixed", root=root, n_resamples=100)
     note = df.attrs["metrics_version_warning"]
     assert "0: 1 run" in note and "1 of 3 runs carry no metrics_version" in note
     text = format_leaderboard(df)
