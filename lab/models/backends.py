@@ -45,7 +45,7 @@ from lab.core.errors import ConfigError
 #: Backends a sentence-transformers embedder can run on.
 BACKENDS = ("torch", "onnx", "onnx-int8", "openvino")
 #: The backend used when none is given: the fastest whose SciFact nDCG@10 is within 0.005 of torch's
-#: (benchmarks/encode_speed.py; figures in the README, "Encoding backends"). openvino at the CPU's default
+#: (benchmarks/encode_speed.py; figures in docs/results.md, "Encoding backends"). openvino at the CPU's default
 #: precision (bf16 here) encoded the SciFact corpus at 2.76x torch's passages/s on 2 cores with nDCG@10 +0.0010;
 #: at f32 it was 0.7-1.1x torch, so the speed is bf16's. onnx-int8 also met the quality rule, but dynamic
 #: quantisation scales activations per batch, so a text's vector depends on the texts batched with it ("a query

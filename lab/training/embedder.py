@@ -1,6 +1,6 @@
 """Fine-tune a bi-encoder (any sentence-transformers model) on (query, relevant passage) pairs.
 
-Recipe (``lab train-embedder``; measured on SciFact in the README, "domain adaptation": MiniLM 0.645 -> 0.684
+Recipe (``lab train-embedder``; measured on SciFact in docs/results.md, "domain adaptation": MiniLM 0.645 -> 0.684
 nDCG@10 with BM25 hard negatives; the loss is Henderson et al. 2017's multiple negatives ranking loss)
 - Pairs: one per (training query, relevant document) of a split's qrels (grade >= ``threshold``), or of a
   generated test set (questions an LLM wrote for chunks: doc2query / GPL style; see ``lab testset generate``).

@@ -198,7 +198,7 @@ def test_other_backends_close_to_torch(cache_dir, torch_emb, backend, max_abs, m
 
 @pytest.mark.slow
 def test_int8_vectors_depend_on_the_batch_fp32_do_not(cache_dir, onnx_emb):
-    """Why onnx-int8 is not the default: dynamic quantisation scales activations per batch (README)."""
+    """Why onnx-int8 is not the default: dynamic quantisation scales activations per batch (docs/results.md)."""
     int8 = load_embedder("minilm", cache_dir=cache_dir, progress=False, backend="onnx-int8")
     alone = int8.encode_passages([TEXTS[0]])[0]
     batched = int8.encode_passages(TEXTS)[0]
