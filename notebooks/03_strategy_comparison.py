@@ -86,6 +86,19 @@ display(board[["label", metric, f"{metric}_ci_low", f"{metric}_ci_high", "diff",
                *cost, "n_queries"]])
 
 # %% [markdown]
+# ## How far to trust it
+#
+# Where the labels came from (people, a model that wrote the questions, a judge and its card), the smallest
+# difference in the metric these queries can detect (power 0.8, alpha 0.05), the queries needed to separate the top
+# two, judged@10, and warnings in plain sentences (lab.analysis.trust; `lab compare` prints the same lines).
+
+# %%
+from lab.analysis.trust import results_trust, trust_lines
+
+trust = results_trust(results, metric, seed=seed)
+print("\n".join(trust_lines(trust, metric)))
+
+# %% [markdown]
 # ## Plots
 
 # %%
