@@ -99,6 +99,17 @@ trust = results_trust(results, metric, seed=seed)
 print("\n".join(trust_lines(trust, metric)))
 
 # %% [markdown]
+# Where the strategies differ without any label: rank-biased overlap (p = 0.9, Webber et al. 2010; 1 = the same
+# ranking, the top ranks weigh most) and top-10 Jaccard per pair, mean over the queries (lab.metrics.overlap).
+# Two strategies that retrieve nearly the same lists cannot differ much whatever the labels say.
+
+# %%
+from lab.metrics.overlap import overlap_table
+
+if len(results) > 1:
+    display(overlap_table({name: r.run for name, r in results.items()}))
+
+# %% [markdown]
 # ## Plots
 
 # %%

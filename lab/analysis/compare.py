@@ -249,6 +249,25 @@ def runs_trust(cl, runs, scores, df: pd.DataFrame, parent_run_id: str | None = N
                        labels_note=note)
 
 
+def runs_overlap(df: pd.DataFrame, root="mlruns", p: float | None = None, k: int | None = None) -> pd.DataFrame:
+    """Rank-biased overlap and top-k Jaccard between each pair of the leaderboard's runs (lab.metrics.overlap;
+    rankings read from each run's run.trec), named by their leaderboard labels; needs no labels. Pairs with the
+    most different rankings first."""
+    import tempfile
+
+    from lab.data.trec import read_trec_run
+    from lab.metrics.overlap import JACCARD_K, P, overlap_table
+    from lab.tracking.store import RUN_ARTIFACT, artifact_file, client
+
+    cl = client(root)
+    runs = {}
+    for label, rid in zip(df["label"].astype(str), df["run_id"]):
+        with tempfile.TemporaryDirectory(prefix="lab-overlap-") as tmp:
+            runs[f"{label} ({rid[:8]})" if label in runs else label] = read_trec_run(
+                artifact_file(rid, RUN_ARTIFACT, tmp, root, cl))
+    return overlap_table(runs, P if p is None else p, JACCARD_K if k is None else k)
+
+
 def judged_metric(metric: str) -> str:
     """The judged@k shown beside ``metric``: k = its cut-off, 10 for a metric without one."""
     _, sep, k = metric.partition("@")

@@ -95,7 +95,8 @@ def _scheduled(args, common) -> int:
 def cmd_compare(args) -> int:
     import warnings
 
-    from lab.analysis.compare import CompareWarning, format_leaderboard, latest_experiment, leaderboard, plot_leaderboard
+    from lab.analysis.compare import (CompareWarning, format_leaderboard, latest_experiment, leaderboard,
+                                      plot_leaderboard, runs_overlap)
     from lab.core.errors import ConfigError
 
     metrics = split_names(args.metric) or ["ndcg@10"]
@@ -121,8 +122,9 @@ def cmd_compare(args) -> int:
 
         keys = ("experiment", "metric", "alpha", "best_run_id", "correction", "n_comparisons", "correction_note",
                 "warnings")
+        extra = {"overlap": to_records(runs_overlap(df, args.tracking_root))} if args.overlap and len(df) > 1 else {}
         print(json.dumps({**{k: df.attrs.get(k) for k in keys}, "trust": df.attrs.get("trust"),
-                          "rows": to_records(df)}, indent=2))
+                          "rows": to_records(df), **extra}, indent=2))
     else:
         from lab.analysis.trust import trust_lines
 
@@ -130,6 +132,12 @@ def cmd_compare(args) -> int:
         if df.attrs.get("trust"):
             print("\n".join(trust_lines(df.attrs["trust"], metrics[0])))
         print(format_leaderboard(df))
+        if args.overlap and len(df) > 1:
+            from lab.metrics.overlap import P
+
+            print(f"\nhow the rankings differ, without labels: rank-biased overlap (p = {P}) and top-10 Jaccard "
+                  "per pair of runs, mean over the queries both answered (most different first)")
+            print(runs_overlap(df, args.tracking_root).to_string(index=False, float_format="{:.3f}".format))
     if args.png and not df.empty:
         print(f"chart written to {plot_leaderboard(df, args.png)}", file=info)
     if args.csv:
@@ -270,6 +278,9 @@ def add_parsers(sub) -> None:
                    help="print JSON: the leaderboard (rows with p_value, p_adjusted, wins/ties/losses; the correction; "
                    "warnings), or with --previous the comparison")
     add_correction_option(c)
+    c.add_argument("--overlap", action="store_true",
+                   help="also rank-biased overlap (p = 0.9) and top-10 Jaccard between each pair of runs' rankings: "
+                        "where strategies differ, without labels (JSON key overlap)")
     c.add_argument("--png", metavar="FILE", help="write a bar chart with CI error bars")
     c.add_argument("--csv", metavar="FILE", help="write the table as CSV")
     add_tracking_root(c)

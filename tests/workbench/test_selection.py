@@ -129,3 +129,22 @@ def test_halving_selects_on_dev_and_logs_the_held_out_check(tmp_path, monkeypatc
     assert json.loads(cl.get_run(out["parent_run_id"]).data.tags[TAG_SELECTION])["winner_run"] == out["winner_run_id"]
     child = cl.get_run(out["winner_run_id"])
     assert child.data.metrics["ndcg_at_10"] == pytest.approx(sel["dev_score"])
+
+
+def test_compare_overlap_reads_the_runs_rankings(swept, capsys):
+    from lab.metrics.overlap import overlap_table
+    from lab.data.trec import read_trec_run
+    from lab.tracking.store import RUN_ARTIFACT
+
+    root = swept["root"]
+    assert main(["compare", "--experiment", "held", "--tracking-root", str(root), "--json", "--overlap"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    (pair,) = doc["overlap"]
+    cl = client(root)
+    runs = {}
+    for row, tmp in zip(doc["rows"], ("a", "b")):
+        runs[row["label"]] = read_trec_run(artifact_file(row["run_id"], RUN_ARTIFACT, swept["base"] / tmp, root, cl))
+    want = overlap_table(runs).iloc[0]
+    assert pair["rbo"] == pytest.approx(want.rbo) and 0 < pair["rbo"] < 1 and pair["n_queries"] == 40
+    assert main(["compare", "--experiment", "held", "--tracking-root", str(root), "--overlap"]) == 0
+    assert "rank-biased overlap (p = 0.9) and top-10 Jaccard" in capsys.readouterr().out
