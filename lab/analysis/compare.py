@@ -251,17 +251,19 @@ def runs_trust(cl, runs, scores, df: pd.DataFrame, parent_run_id: str | None = N
 
 def runs_overlap(df: pd.DataFrame, root="mlruns", p: float | None = None, k: int | None = None) -> pd.DataFrame:
     """Rank-biased overlap and top-k Jaccard between each pair of the leaderboard's runs (lab.metrics.overlap;
-    rankings read from each run's run.trec), named by their leaderboard labels; needs no labels. Pairs with the
-    most different rankings first."""
+    rankings read from each run's run.trec), named by their short labels (lab.analysis.labels); needs no relevance
+    labels. Pairs with the most different rankings first."""
     import tempfile
 
     from lab.data.trec import read_trec_run
     from lab.metrics.overlap import JACCARD_K, P, overlap_table
     from lab.tracking.store import RUN_ARTIFACT, artifact_file, client
 
+    from lab.analysis.labels import short_labels
+
     cl = client(root)
     runs = {}
-    for label, rid in zip(df["label"].astype(str), df["run_id"]):
+    for label, rid in zip(short_labels(list(df["label"].astype(str))), df["run_id"]):
         with tempfile.TemporaryDirectory(prefix="lab-overlap-") as tmp:
             runs[f"{label} ({rid[:8]})" if label in runs else label] = read_trec_run(
                 artifact_file(rid, RUN_ARTIFACT, tmp, root, cl))

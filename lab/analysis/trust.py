@@ -27,13 +27,18 @@ Keys of the trust object
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from lab.data.labels import MIN_KAPPA, LabelProvenance
-from lab.metrics.stats import POWER_METHOD, bootstrap_ci, min_detectable_diff, queries_to_detect
+from lab.metrics.stats import (
+    POWER_METHOD,
+    bootstrap_ci,
+    min_detectable_diff,
+    queries_to_detect,
+)
 
 #: judged@10 below this on judged labels is warned about: most of the top 10 was never judged.
 MIN_JUDGED = 0.5
@@ -50,9 +55,11 @@ def combine_labels(provenances: Sequence[LabelProvenance | None]) -> tuple[dict,
     distinct = list(dict.fromkeys(known))
     if len(distinct) == 1:
         return distinct[0].short(), []
+
     def join(field):
         vals = sorted({str(getattr(p, field)) for p in distinct if getattr(p, field)})
         return "; ".join(vals) or None
+
     sources = sorted({p.source for p in distinct})
     labels = {"source": "mixed", "generator": join("generator"), "judge": join("judge"),
               "judge_check": join("judge_check")}
@@ -119,7 +126,7 @@ def selection_record(metric: str, winner_run: str, dev_values: pd.Series, holdou
         dev_ci = (float(ci.ci_low), float(ci.ci_high))
     hci = bootstrap_ci(held, n_resamples=n_resamples, seed=seed).iloc[0]
     dev_score, hold_score = float(dev.mean()), float(held.mean())
-    return {"metric": metric, "dev_queries": int(len(dev)), "holdout_queries": int(len(held)),
+    return {"metric": metric, "dev_queries": len(dev), "holdout_queries": len(held),
             "winner_run": winner_run, "dev_score": dev_score, "dev_ci": [float(dev_ci[0]), float(dev_ci[1])],
             "holdout_score": hold_score, "holdout_ci": [float(hci.ci_low), float(hci.ci_high)],
             "optimism": dev_score - hold_score, "fraction": float(fraction), "seed": int(seed)}

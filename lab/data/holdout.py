@@ -12,8 +12,8 @@ Conventions
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 #: Largest holdout fraction accepted (exclusive): at least a tenth of the queries choose the winner.
 MAX_FRACTION = 0.9
@@ -33,7 +33,7 @@ class HoldoutSplit:
 
 def is_held_out(query_id: str, fraction: float, seed: int = 0) -> bool:
     """True when ``query_id`` is a held-out query of the split (fraction, seed); see the module docstring."""
-    digest = hashlib.sha256(f"{int(seed)}:{query_id}".encode("utf-8")).digest()
+    digest = hashlib.sha256(f"{int(seed)}:{query_id}".encode()).digest()
     return int.from_bytes(digest[:8], "big") / 2.0 ** 64 < float(fraction)
 
 

@@ -29,9 +29,9 @@ No field holds a machine path.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Mapping
 
 #: Label sources, as the leaderboards name them.
 SOURCES = ("human", "generated", "judged", "mixed")

@@ -18,8 +18,8 @@ Conventions
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from itertools import combinations
-from typing import Mapping, Sequence
 
 import pandas as pd
 

@@ -18,7 +18,12 @@ from __future__ import annotations
 import json
 
 from lab.core.errors import ConfigError
-from lab.tracking.results import HOLDOUT_ARTIFACT, TAG_HOLDOUT, TAG_HOLDOUT_SEED, TAG_SELECTION
+from lab.tracking.results import (
+    HOLDOUT_ARTIFACT,
+    TAG_HOLDOUT,
+    TAG_HOLDOUT_SEED,
+    TAG_SELECTION,
+)
 
 SELECTION_ARTIFACT = "selection.json"
 
@@ -97,7 +102,7 @@ def record_selection(cl, parent_run_id: str, experiment: str, run_ids: list[str]
 
     from lab.analysis.compare import CompareWarning, leaderboard
     from lab.analysis.trust import selection_record
-    from lab.tracking.store import artifact_file, load_per_query, log_metrics
+    from lab.tracking.store import artifact_file, load_per_query
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CompareWarning)

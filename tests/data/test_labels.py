@@ -3,12 +3,15 @@ written here the way lab.testset writes them (provenance.json, the qrels provena
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
-import pytest
-
-from lab.data.labels import MIN_KAPPA, LabelProvenance, from_tags, label_provenance, sidecar_path
+from lab.data.labels import (
+    MIN_KAPPA,
+    LabelProvenance,
+    from_tags,
+    label_provenance,
+    sidecar_path,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from conftest import blank_store
 
 from lab.cli.main import main
@@ -132,8 +131,8 @@ def test_halving_selects_on_dev_and_logs_the_held_out_check(tmp_path, monkeypatc
 
 
 def test_compare_overlap_reads_the_runs_rankings(swept, capsys):
-    from lab.metrics.overlap import overlap_table
     from lab.data.trec import read_trec_run
+    from lab.metrics.overlap import overlap_table
     from lab.tracking.store import RUN_ARTIFACT
 
     root = swept["root"]
