@@ -14,7 +14,7 @@ Keys of the trust object
   against the best; None with fewer than two comparable runs.
 - ``queries_needed``: queries a paired test needs to detect the observed gap between the top two
   (lab.metrics.stats.queries_to_detect, same spread); None when the two already differ significantly, when
-  their means are equal, or when there is no second run.
+  their means are equal, or when there is no second run (``queries_needed_note`` says which).
 - ``judged_at_10``: mean judged@10 over the ranked runs (None when none logged it).
 - ``warnings``: plain sentences (:func:`trust_warnings`): labels written or judged by a model whose card is missing
   or below the floor (lab.data.labels.MIN_KAPPA); fewer queries than the top gap needs; judged@10 under
@@ -174,10 +174,14 @@ def trust_block(df: pd.DataFrame, scores: Mapping[str, pd.Series | None], proven
     n = len(qids) + (int(selection["holdout_queries"]) if selection else 0)
     mdd, needed = power_figures(df, scores, df.attrs.get("metric") or df.columns[1], alpha, power)
     j = [float(v) for v in judged_at_10 if v is not None and not math.isnan(float(v))]
+    why = None
+    if needed is None and mdd is not None:
+        why = ("the top two already differ significantly" if bool(df["significant"].iloc[1])
+               else "the top two cannot be separated (the same mean, or scored on other queries)")
     trust = {"n_queries": n, "labels": labels, "min_detectable_diff": mdd,
              "method": f"{POWER_METHOD}; alpha {alpha:g}, power {power:g}, sd(d) the median over runs of the "
                        "per-query differences against the best",
-             "queries_needed": needed, "judged_at_10": float(np.mean(j)) if j else None,
+             "queries_needed": needed, "queries_needed_note": why, "judged_at_10": float(np.mean(j)) if j else None,
              "selection": dict(selection) if selection else None}
     if labels_note:
         trust["labels_note"] = labels_note
@@ -201,7 +205,7 @@ def trust_lines(trust: Mapping, metric: str = "") -> list[str]:
         need = trust.get("queries_needed")
         lines.append(f"smallest detectable difference{' in ' + metric if metric else ''}: {mdd:.4f} (power 0.8, "
                      f"alpha 0.05); queries to separate the top two: "
-                     + (f"about {need}" if need else "- (they already differ significantly, or tie)"))
+                     + (f"about {need}" if need else f"none ({trust.get('queries_needed_note') or 'not computed'})"))
     if trust.get("judged_at_10") is not None:
         lines.append(f"judged@10, mean over the runs: {trust['judged_at_10']:.3f}")
     sel = trust.get("selection")
