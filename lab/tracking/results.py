@@ -20,15 +20,6 @@ import tempfile
 from pathlib import Path
 
 from lab.data.labels import TAG_FIELDS
-
-#: Tags of a run whose queries are split into dev and held-out ones (set by lab.workbench.sweep on its children).
-TAG_HOLDOUT = "holdout.fraction"
-TAG_HOLDOUT_SEED = "holdout.seed"
-#: Tag of a sweep's (or halving's) parent run: its winner's held-out check as JSON (lab.analysis.trust.selection_record).
-TAG_SELECTION = "holdout.selection"
-#: The held-out queries' per-query table (parquet, indexed by query_id), logged beside per_query.parquet.
-HOLDOUT_ARTIFACT = "holdout_per_query.parquet"
-
 from lab.tracking.store import (
     PER_QUERY_ARTIFACT,
     RESULT_ARTIFACT,
@@ -41,6 +32,14 @@ from lab.tracking.store import (
     model_identities,
     set_tags,
 )
+
+#: Tags of a run whose queries are split into dev and held-out ones (set by lab.workbench.sweep on its children).
+TAG_HOLDOUT = "holdout.fraction"
+TAG_HOLDOUT_SEED = "holdout.seed"
+#: Tag of a sweep's (or halving's) parent run: its winner's held-out check as JSON (lab.analysis.trust.selection_record).
+TAG_SELECTION = "holdout.selection"
+#: The held-out queries' per-query table (parquet, indexed by query_id), logged beside per_query.parquet.
+HOLDOUT_ARTIFACT = "holdout_per_query.parquet"
 
 
 def result_metrics(result, ci: bool = True, seed: int = 0, n_resamples: int = 1000) -> dict[str, float]:
