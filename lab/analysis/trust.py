@@ -18,7 +18,8 @@ Keys of the trust object
 - ``judged_at_10``: mean judged@10 over the ranked runs (None when none logged it).
 - ``warnings``: plain sentences (:func:`trust_warnings`): labels written or judged by a model whose card is missing
   or below the floor (lab.data.labels.MIN_KAPPA); fewer queries than the top gap needs; judged@10 under
-  :data:`MIN_JUDGED` on judged labels; a winner whose held-out score fell outside its dev CI; runs on labels of
+  :data:`MIN_JUDGED` on judged labels; a winner whose held-out score fell outside its dev CI (below: its lead was
+  partly chosen by the dev queries; above: the two query sets differ); runs on labels of
   different provenance.
 - ``selection``: None, or the held-out confirmation of a sweep's winner (:func:`selection_record`): ``{metric,
   dev_queries, holdout_queries, winner_run, dev_score, dev_ci, holdout_score, holdout_ci, optimism, fraction,
@@ -154,9 +155,11 @@ def trust_warnings(trust: Mapping, df: pd.DataFrame, provs: Sequence[LabelProven
         lo, hi = sel["dev_ci"]
         h = sel["holdout_score"]
         if not lo <= h <= hi:
+            why = ("its lead was partly chosen by the dev queries" if h < lo else
+                   "the held-out queries are easier for it than the dev ones, so the dev ranking may not carry over")
             out.append(f"the winner (run {str(sel['winner_run'])[:8]}) scored {h:.4f} on {sel['holdout_queries']} "
-                       f"held-out queries, outside its dev CI [{lo:.4f}, {hi:.4f}] (dev {sel['dev_score']:.4f}): "
-                       "its lead was partly chosen by the dev queries")
+                       f"held-out queries, {'below' if h < lo else 'above'} its dev CI [{lo:.4f}, {hi:.4f}] "
+                       f"(dev {sel['dev_score']:.4f}): {why}")
     return out
 
 
