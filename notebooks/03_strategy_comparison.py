@@ -85,6 +85,30 @@ display(board[["label", metric, f"{metric}_ci_low", f"{metric}_ci_high", "diff",
                *cost, "n_queries"]])
 
 # %% [markdown]
+# ## How far to trust it
+#
+# Where the labels came from (people, a model that wrote the questions, a judge and its card), the smallest
+# difference in the metric these queries can detect (power 0.8, alpha 0.05), the queries needed to separate the top
+# two, judged@10, and warnings in plain sentences (lab.analysis.trust; `lab compare` prints the same lines).
+
+# %%
+from lab.analysis.trust import results_trust, trust_lines
+
+trust = results_trust(results, metric, seed=seed)
+print("\n".join(trust_lines(trust, metric)))
+
+# %% [markdown]
+# Where the strategies differ without any label: rank-biased overlap (p = 0.9, Webber et al. 2010; 1 = the same
+# ranking, the top ranks weigh most) and top-10 Jaccard per pair, mean over the queries (lab.metrics.overlap).
+# Two strategies that retrieve nearly the same lists cannot differ much whatever the labels say.
+
+# %%
+from lab.metrics.overlap import overlap_table
+
+if len(results) > 1:
+    display(overlap_table({name: r.run for name, r in results.items()}))
+
+# %% [markdown]
 # ## Plots
 
 # %%

@@ -127,7 +127,7 @@ def experiment_leaderboard(experiment: str, metric: str = "ndcg@10", root="mlrun
     (:data:`EXTRA_COLUMNS`), diff, diff_ci_low, diff_ci_high, p_value, p_adjusted, significant, wins, ties,
     losses, correction, strategy, dataset, metrics_version, config_hash, run_id, run_name, judged, condensed.
     ``df.attrs``: metric, experiment, best_run_id, warnings, alpha, metrics_version_warning, correction,
-    n_comparisons, correction_note.
+    n_comparisons, correction_note, trust (lab.analysis.trust: label provenance, power, held-out check).
     """
     from lab.tracking.store import client, load_per_query, mlflow_metric_name
 
@@ -148,7 +148,7 @@ def experiment_leaderboard(experiment: str, metric: str = "ndcg@10", root="mlrun
         df = pd.DataFrame(columns=cols)
         df.attrs.update(metric=metric, experiment=experiment, best_run_id=None, warnings=[], alpha=alpha,
                         metrics_version_warning=None, correction="none", n_comparisons=0,
-                        correction_note="p not adjusted for multiple comparisons (0 comparisons)")
+                        correction_note="p not adjusted for multiple comparisons (0 comparisons)", trust=None)
         return df
 
     rows, scores = [], []
@@ -170,6 +170,7 @@ def experiment_leaderboard(experiment: str, metric: str = "ndcg@10", root="mlrun
     df = leaderboard(scores, metric, labels=run_labels(runs), extra=rows, alpha=alpha,
                                correction=correction, n_resamples=n_resamples, seed=seed,
                                names=[f"run {r.info.run_id[:8]}" for r in runs])
+    trust = runs_trust(cl, runs, scores, df, parent_run_id, alpha)
     notes = []
     version_note = metrics_version_warning(df["metrics_version"])
     if version_note:
@@ -180,8 +181,93 @@ def experiment_leaderboard(experiment: str, metric: str = "ndcg@10", root="mlrun
     attrs = dict(df.attrs)
     df = df[cols]
     df.attrs.update(attrs, experiment=experiment, best_run_id=df.loc[0, "run_id"], warnings=notes,
-                    metrics_version_warning=version_note)
+                    metrics_version_warning=version_note, trust=trust)
     return df
+
+
+def runs_provenance(runs) -> tuple[list, str | None]:
+    """The label provenance of each run (lab.data.labels) as it logged it; for a run logged before labels were
+    recorded, read from its dataset folder now (when that folder is still there; else None), with a note saying
+    so."""
+    from lab.core.paths import resolve_repo_path
+    from lab.data.labels import from_tags, label_provenance
+
+    out, read_now = [], 0
+    for r in runs:
+        prov = from_tags(r.data.tags)
+        if prov is None:
+            path = r.data.params.get("dataset", "")
+            try:
+                folder = resolve_repo_path(path) if path else None
+            except Exception:  # noqa: BLE001 - no folder to read: provenance unknown
+                folder = None
+            if folder is not None and Path(folder).is_dir():
+                prov = label_provenance(folder, r.data.params.get("split", "test"))
+                read_now += 1
+        out.append(prov)
+    note = (f"{read_now} of {len(runs)} runs predate label provenance: read from their dataset folder now"
+            if read_now else None)
+    return out, note
+
+
+def run_selection(cl, runs, parent_run_id: str | None = None) -> dict | None:
+    """The held-out check (lab.analysis.trust.selection_record) recorded on ``parent_run_id``, else on the latest
+    parent of the listed runs whose winner is among them; None when there is none."""
+    import json
+
+    from lab.tracking.results import TAG_SELECTION
+    from lab.tracking.store import TAG_PARENT
+
+    ids = {r.info.run_id for r in runs}
+    parents = [parent_run_id] if parent_run_id else list(dict.fromkeys(
+        r.data.tags.get(TAG_PARENT) for r in sorted(runs, key=lambda r: -r.info.start_time)
+        if r.data.tags.get(TAG_PARENT)))
+    for pid in parents:
+        try:
+            raw = cl.get_run(pid).data.tags.get(TAG_SELECTION)
+        except Exception:  # noqa: BLE001 - a parent deleted since: no selection from it
+            continue
+        if raw:
+            sel = json.loads(raw)
+            if parent_run_id or sel.get("winner_run") in ids:
+                return sel
+    return None
+
+
+def runs_trust(cl, runs, scores, df: pd.DataFrame, parent_run_id: str | None = None, alpha: float = 0.05) -> dict:
+    """The trust object (lab.analysis.trust.trust_block) of a leaderboard of MLflow runs: provenance from their
+    tags, judged@10 from their metrics, the selection from their sweep parent."""
+    from lab.analysis.trust import trust_block
+    from lab.tracking.store import mlflow_metric_name
+
+    by_id = {r.info.run_id: (r, s) for r, s in zip(runs, scores)}
+    ranked = [by_id[rid][0] for rid in df["run_id"]]
+    provs, note = runs_provenance(ranked)
+    judged = [r.data.metrics.get(mlflow_metric_name("judged@10"), math.nan) for r in ranked]
+    per_query = {rid: (None if s is None else s.dropna().rename(index=str)) for rid, (_, s) in by_id.items()}
+    return trust_block(df, per_query, provs, judged, run_selection(cl, runs, parent_run_id), alpha=alpha,
+                       labels_note=note)
+
+
+def runs_overlap(df: pd.DataFrame, root="mlruns", p: float | None = None, k: int | None = None) -> pd.DataFrame:
+    """Rank-biased overlap and top-k Jaccard between each pair of the leaderboard's runs (lab.metrics.overlap;
+    rankings read from each run's run.trec), named by their short labels (lab.analysis.labels); needs no relevance
+    labels. Pairs with the most different rankings first."""
+    import tempfile
+
+    from lab.data.trec import read_trec_run
+    from lab.metrics.overlap import JACCARD_K, P, overlap_table
+    from lab.tracking.store import RUN_ARTIFACT, artifact_file, client
+
+    from lab.analysis.labels import short_labels
+
+    cl = client(root)
+    runs = {}
+    for label, rid in zip(short_labels(list(df["label"].astype(str))), df["run_id"]):
+        with tempfile.TemporaryDirectory(prefix="lab-overlap-") as tmp:
+            runs[f"{label} ({rid[:8]})" if label in runs else label] = read_trec_run(
+                artifact_file(rid, RUN_ARTIFACT, tmp, root, cl))
+    return overlap_table(runs, P if p is None else p, JACCARD_K if k is None else k)
 
 
 def judged_metric(metric: str) -> str:

@@ -17,6 +17,9 @@ Conventions
   with its text, the relevant documents (grade, text, the rank the run gave them) and the top ``depth`` hits
   (rank, score, grade, text). Needs the dataset (``dataset`` param of the run or ``--dataset``) and the TREC run.
   Chunk ids ``doc@start-end`` are shown as that span of the document, graded by their document.
+- Trust (:func:`render_trust`, first in the overview): the trust object of lab.analysis.trust (label provenance,
+  smallest detectable difference, queries needed, judged@10, the held-out check, warnings), as ``lab compare``
+  computes it for MLflow runs, or from the runs' per-query tables and dataset folders for result files.
 - HTML: one file, inline CSS, images as base64 PNG data URIs, no script, no external URL; every piece of text
   from data (queries, documents, labels, params) is escaped with :func:`html.escape`. Sections carry the ids in
   :data:`SECTION_IDS`.
@@ -123,9 +126,10 @@ def _logged_dataset_path(run_id: str, root, cl) -> str | None:
 
 
 def runs_from_mlflow(experiment: str, root="mlruns", metric: str = "ndcg@10", parent_run_id: str | None = None,
-                     notes: list[str] | None = None, run_ids: Sequence[str] | None = None) -> list[RunData]:
+                     notes: list[str] | None = None, run_ids: Sequence[str] | None = None,
+                     trust: list | None = None) -> list[RunData]:
     """The finished runs of ``experiment`` that logged ``metric`` (labels as lab.analysis.compare names them); only
-    ``run_ids`` when given."""
+    ``run_ids`` when given. ``trust``: a list the leaderboard's trust object (lab.analysis.trust) is appended to."""
     from lab.analysis.compare import CompareWarning, experiment_leaderboard
     from lab.tracking.store import (
         RUN_ARTIFACT,
@@ -141,6 +145,8 @@ def runs_from_mlflow(experiment: str, root="mlruns", metric: str = "ndcg@10", pa
                             run_ids=run_ids)
     if notes is not None:
         notes.extend(board.attrs.get("warnings", []))
+    if trust is not None and board.attrs.get("trust"):
+        trust.append(board.attrs["trust"])
     cl = client(root)
     out = []
     for row in board.to_dict("records"):
@@ -531,7 +537,8 @@ def render_diagnosis(table: pd.DataFrame, names: Mapping[str, str] | None = None
 @dataclass
 class ReportResult:
     """What :func:`build_report` wrote: path, size in bytes, seconds, the leaderboard, the diagnosis table,
-    notes, and the MLflow run id of the logged report (None when not logged)."""
+    notes, the MLflow run id of the logged report (None when not logged) and the trust object shown above the
+    leaderboard (lab.analysis.trust; None when no run had a per-query table)."""
 
     path: Path
     size: int
@@ -540,6 +547,7 @@ class ReportResult:
     diagnosis: pd.DataFrame
     notes: list[str] = field(default_factory=list)
     report_run_id: str | None = None
+    trust: dict | None = None
 
 
 def _load_dataset(run: RunData, override: str | None, notes: list[str]):
@@ -558,8 +566,11 @@ def build_report(runs: Sequence[RunData], out: str | Path = "report.html", metri
                  title: str = "Retrieval report", reference: str | None = None, dataset: str | None = None,
                  n_worst: int = 10, depth: int = 10, alpha: float = 0.05, n_resamples: int = N_RESAMPLES,
                  seed: int = 0, notes: list[str] | None = None, subtitle: str = "",
-                 extra_sections: Sequence[tuple[str, str, str]] = (), correction: str | None = None) -> ReportResult:
+                 extra_sections: Sequence[tuple[str, str, str]] = (), correction: str | None = None,
+                 trust: Mapping | None = None) -> ReportResult:
     """Write the HTML report of ``runs`` to ``out`` (see the module docstring) and return a ReportResult.
+    ``trust``: the trust object shown above the leaderboard (lab.analysis.trust; what ``lab compare`` computed for
+    MLflow runs), None to compute it here from the runs' per-query tables and dataset folders.
     ``extra_sections``: (id, title, HTML body) appended after the standard sections (bodies already escaped).
     ``correction``: none|holm|bh for the p-values of the leaderboard, None for Holm when more than one run is
     tested against the reference (lab.analysis.leaderboard)."""
@@ -588,6 +599,7 @@ def build_report(runs: Sequence[RunData], out: str | Path = "report.html", metri
         notes.append(f"runs carry different metrics versions ({', '.join(versions)}): not comparable")
     primary = metrics[0]
     ref = runs[ref_i]
+    trust = trust if trust is not None else runs_trust(runs, primary, alpha, seed)
 
     # charts
     charts = []
@@ -684,7 +696,7 @@ def build_report(runs: Sequence[RunData], out: str | Path = "report.html", metri
 
     # assemble
     sources = sorted({r.source for r in runs})
-    overview = (f"<p>{len(runs)} run(s); metrics {', '.join(esc(m) for m in metrics)}; reference "
+    overview = (render_trust(trust, primary) + f"<p>{len(runs)} run(s); metrics {', '.join(esc(m) for m in metrics)}; reference "
                 f"<b>{esc(ref.label)}</b> ({'chosen' if reference else 'best on ' + esc(primary)}); alpha {alpha:g}; "
                 f"seed {seed}; {esc(board.attrs['correction_note'])} ({esc(primary)}).</p>"
                 + (f"<p>{esc(subtitle)}</p>" if subtitle else "")
@@ -720,7 +732,44 @@ def build_report(runs: Sequence[RunData], out: str | Path = "report.html", metri
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page, encoding="utf-8")
-    return ReportResult(out, out.stat().st_size, time.perf_counter() - t0, board, diag, list(dict.fromkeys(notes)))
+    return ReportResult(out, out.stat().st_size, time.perf_counter() - t0, board, diag, list(dict.fromkeys(notes)),
+                        trust=trust)
+
+
+def runs_trust(runs: Sequence[RunData], metric: str, alpha: float = 0.05, seed: int = 0) -> dict | None:
+    """The trust object (lab.analysis.trust) of runs read from files: the leaderboard of their per-query ``metric``,
+    label provenance from each run's dataset folder (None: unknown); None when no run has a per-query table."""
+    from lab.analysis.leaderboard import leaderboard
+    from lab.analysis.trust import trust_block
+    from lab.data.labels import label_provenance
+
+    keep = [r for r in runs if r.per_query is not None and metric in r.per_query]
+    if not keep:
+        return None
+    keys = [r.run_id or f"{i}:{r.label}" for i, r in enumerate(keep)]
+    scores = {k: r.per_query[metric].dropna().rename(index=str) for k, r in zip(keys, keep)}
+    df = leaderboard(list(scores.values()), metric, labels=[r.label for r in keep],
+                     extra=[{"run_id": k} for k in keys], alpha=alpha, n_resamples=2000, seed=seed)
+    by_key = dict(zip(keys, keep))
+    ranked = [by_key[k] for k in df["run_id"]]
+    provs = [label_provenance(r.dataset_path, r.split) if r.dataset_path else None for r in ranked]
+    judged = [r.figures.get("judged@10", math.nan) for r in ranked]
+    return trust_block(df, scores, provs, judged, alpha=alpha)
+
+
+def render_trust(trust: Mapping | None, metric: str) -> str:
+    """The trust object as HTML above the leaderboard: its lines, warnings in the notes' colour."""
+    if not trust:
+        return ""
+    from lab.analysis.trust import trust_lines
+
+    lines = trust_lines(trust, metric)
+    facts = [l for l in lines if not l.startswith("warning: ")]
+    warns = [l.removeprefix("warning: ") for l in lines if l.startswith("warning: ")]
+    return ('<div class="trust"><h3>How far to trust this leaderboard</h3><ul>'
+            + "".join(f"<li>{esc(l)}</li>" for l in facts) + "</ul>"
+            + ('<ul class="notes">' + "".join(f"<li>warning: {esc(w)}</li>" for w in warns) + "</ul>" if warns else "")
+            + "</div>")
 
 
 def log_report(path: str | Path, experiment: str, root="mlruns", run_ids: Sequence[str] = (),
@@ -754,12 +803,13 @@ def report_experiment(experiment: str, root="mlruns", out: str | Path = "report.
         run_ids, seq = latest_scheduled_run_ids(history)
         notes.append(f"the experiment has scheduled sweeps: the leaderboard shows the runs of the latest (#{seq}); "
                      "the trends section shows them all")
-    runs = runs_from_mlflow(experiment, root, metrics[0], parent_run_id, notes, run_ids=run_ids)
+    trust: list = []
+    runs = runs_from_mlflow(experiment, root, metrics[0], parent_run_id, notes, run_ids=run_ids, trust=trust)
     if not runs:
         raise ConfigError(f"experiment {experiment!r} has no finished run with {metrics[0]}")
     extra = [("trends", "Trends over the scheduled sweeps", trends_html(history, metrics[0]))] if len(history) else []
     res = build_report(runs, out, metrics, title=kwargs.pop("title", None) or f"Retrieval report: {experiment}",
-                       notes=notes, extra_sections=extra, **kwargs)
+                       notes=notes, extra_sections=extra, trust=trust[0] if trust else None, **kwargs)
     res.seconds = time.perf_counter() - t0
     if log:
         res.report_run_id = log_report(res.path, experiment, root, [r.run_id for r in runs if r.run_id], metrics)

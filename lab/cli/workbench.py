@@ -32,9 +32,11 @@ def cmd_sweep(args) -> int:
                   publish=_publish_args(args), rerun_on_code_change=args.rerun_on_code_change)
     if args.scheduled and not args.dry_run:
         return _scheduled(args, common)
-    rep = run_sweep(args.spec, dry_run=args.dry_run, **common)
+    rep = run_sweep(args.spec, dry_run=args.dry_run, holdout=args.holdout, **common)
     if not args.dry_run:
         print(rep.summary())
+        if rep.selection_error:
+            print(f"error: the held-out check of the winner failed: {rep.selection_error}", file=sys.stderr)
         for o in rep.outcomes:
             if o.status not in ("FINISHED", "SKIPPED"):
                 print(f"  [{o.index}] {o.label}: {o.status} {o.error} (run {o.run_id}, notebook {o.notebook})")
@@ -64,7 +66,7 @@ def _halving(args) -> int:
     except ValueError as e:
         raise ConfigError(f"--metric {metric!r}: {e}") from None
     out = run_halving_sweep(args.spec, metric=metric, eta=args.eta, min_queries=args.min_queries,
-                            compare_full=args.compare_full, tracking_root=args.tracking_root)
+                            compare_full=args.compare_full, tracking_root=args.tracking_root, holdout=args.holdout)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(out, indent=1))
@@ -93,7 +95,8 @@ def _scheduled(args, common) -> int:
 def cmd_compare(args) -> int:
     import warnings
 
-    from lab.analysis.compare import CompareWarning, experiment_leaderboard, format_leaderboard, latest_experiment, plot_leaderboard
+    from lab.analysis.compare import (CompareWarning, format_leaderboard, latest_experiment, experiment_leaderboard,
+                                      plot_leaderboard, runs_overlap)
     from lab.core.errors import ConfigError
 
     metrics = split_names(args.metric) or ["ndcg@10"]
@@ -119,10 +122,22 @@ def cmd_compare(args) -> int:
 
         keys = ("experiment", "metric", "alpha", "best_run_id", "correction", "n_comparisons", "correction_note",
                 "warnings")
-        print(json.dumps({**{k: df.attrs.get(k) for k in keys}, "rows": to_records(df)}, indent=2))
+        extra = {"overlap": to_records(runs_overlap(df, args.tracking_root))} if args.overlap and len(df) > 1 else {}
+        print(json.dumps({**{k: df.attrs.get(k) for k in keys}, "trust": df.attrs.get("trust"),
+                          "rows": to_records(df), **extra}, indent=2))
     else:
+        from lab.analysis.trust import trust_lines
+
         print(f"experiment {experiment!r}, {len(df)} finished runs, by {metrics[0]}")
+        if df.attrs.get("trust"):
+            print("\n".join(trust_lines(df.attrs["trust"], metrics[0])))
         print(format_leaderboard(df))
+        if args.overlap and len(df) > 1:
+            from lab.metrics.overlap import P
+
+            print(f"\nhow the rankings differ, without labels: rank-biased overlap (p = {P}) and top-10 Jaccard "
+                  "per pair of runs, mean over the queries both answered (most different first)")
+            print(runs_overlap(df, args.tracking_root).to_string(index=False, float_format="{:.3f}".format))
     if args.png and not df.empty:
         print(f"chart written to {plot_leaderboard(df, args.png)}", file=info)
     if args.csv:
@@ -234,6 +249,9 @@ def add_parsers(sub) -> None:
     s.add_argument("--min-queries", type=positive_int, default=20, help="halving: queries of the first slice")
     s.add_argument("--compare-full", action="store_true", help="halving: also run the full grid and compare winners")
     s.add_argument("--json", metavar="FILE", help="halving: write the report (rungs, scores, saved) as JSON")
+    s.add_argument("--holdout", type=float, metavar="FRACTION",
+                   help="hold out this share of the queries (0 < FRACTION < 0.9, seeded by the spec's seed; overrides "
+                        "the spec's holdout key): rank on the dev queries, then score the winner on the held-out ones")
     _add_publish_options(s, "the sweep's headline metrics (overrides the spec's publish key)",
                          "the spec's, else ndcg@10 recall@10 recall@100 mrr@10")
     g = s.add_argument_group("scheduled sweeps (cron, CI schedule)")
@@ -260,6 +278,9 @@ def add_parsers(sub) -> None:
                    help="print JSON: the leaderboard (rows with p_value, p_adjusted, wins/ties/losses; the correction; "
                    "warnings), or with --previous the comparison")
     add_correction_option(c)
+    c.add_argument("--overlap", action="store_true",
+                   help="also rank-biased overlap (p = 0.9) and top-10 Jaccard between each pair of runs' rankings: "
+                        "where strategies differ, without labels (JSON key overlap)")
     c.add_argument("--png", metavar="FILE", help="write a bar chart with CI error bars")
     c.add_argument("--csv", metavar="FILE", help="write the table as CSV")
     add_tracking_root(c)

@@ -298,6 +298,7 @@ class IndexedExperiment:
     def result(self, query_ids=None) -> Result:
         """Search (see :meth:`search`) and evaluate ``query_ids`` (default: all the split's queries)."""
         from lab.data.fingerprint import fingerprint
+        from lab.data.labels import label_provenance
         from lab.metrics import DEFAULT_METRICS, evaluate, latency_summary
 
         wanted = None if query_ids is None else set(query_ids)
@@ -336,6 +337,7 @@ class IndexedExperiment:
             "dataset_path": str(ds.path),
             "dataset_fingerprint": fingerprint(ds.path),
             "split": self.split,
+            "labels": label_provenance(ds.path, self.split).as_dict(),  # where the labels came from (lab.data.labels)
             "n_queries": len(queries),
             "n_units": len(self.units),
             "relevance_mode": mode,

@@ -13,6 +13,12 @@ Conventions
 - Questions needed for a target half-width h (:func:`questions_needed`): for a 0/1 metric the n at which the
   Wilson interval of the observed rate is at most h on both sides; for other metrics the normal
   approximation n = (z * sd / h)^2 with the per-query standard deviation observed.
+- Power of a paired comparison (:func:`min_detectable_diff`, :func:`queries_to_detect`): the normal
+  approximation to a two-sided paired test on per-query differences d (:data:`POWER_METHOD`): with n queries
+  the smallest true mean difference detected with probability ``power`` at level ``alpha`` is
+  (z_{1-alpha/2} + z_{power}) * sd(d) / sqrt(n); the queries needed to detect a difference delta are
+  ceil(((z_{1-alpha/2} + z_{power}) * sd(d) / delta)^2). sd(d) is the sample standard deviation (ddof 1) of the
+  observed differences; the sign-flip test the leaderboards run has about the same power at these n.
 - p-values are two-sided and use the add-one rule p = (1 + #{|T*| >= |T|}) / (1 + B) (Phipson & Smyth 2010),
   so they are never 0 and are valid at every B. T* of the paired bootstrap is centred on the observed mean
   difference (the null distribution of a shift); T* of the randomisation test flips the sign of each
@@ -194,6 +200,50 @@ def questions_needed(values, half_width: float, confidence: float = 0.95, max_n:
 def _wilson_within(p: float, n: int, half_width: float, confidence: float) -> bool:
     lo, hi = wilson_interval(int(round(p * n)), n, confidence)
     return max(hi - lo, 0.0) / 2 <= half_width
+
+
+#: How :func:`min_detectable_diff` and :func:`queries_to_detect` compute (printed beside their figures).
+POWER_METHOD = "paired normal approximation: (z(1-alpha/2) + z(power)) * sd(d) / sqrt(n)"
+
+
+def _power_z(alpha: float, power: float) -> float:
+    from scipy.stats import norm
+
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha={alpha}: the significance level must lie strictly between 0 and 1, e.g. 0.05")
+    if not 0.0 < power < 1.0:
+        raise ValueError(f"power={power}: must lie strictly between 0 and 1, e.g. 0.8")
+    return float(norm.ppf(1.0 - alpha / 2.0) + norm.ppf(power))
+
+
+def _diff_sd(diffs) -> tuple[float, int]:
+    d = np.asarray(diffs, dtype=np.float64).ravel()
+    d = d[~np.isnan(d)]
+    if d.size < 2:
+        raise ValueError(f"power: {d.size} per-query difference(s); at least 2 are needed for a standard deviation")
+    return float(d.std(ddof=1)), int(d.size)
+
+
+def min_detectable_diff(diffs, alpha: float = 0.05, power: float = 0.8, n: int | None = None) -> float:
+    """The smallest true mean difference a paired test on ``n`` queries (default: as many as ``diffs``) detects
+    with probability ``power`` at two-sided level ``alpha``, given the observed per-query differences ``diffs``
+    (see the module conventions, :data:`POWER_METHOD`). 0 when every difference is the same."""
+    sd, size = _diff_sd(diffs)
+    n = size if n is None else int(n)
+    if n < 1:
+        raise ValueError(f"n={n}: the number of queries must be >= 1")
+    return _power_z(alpha, power) * sd / float(np.sqrt(n))
+
+
+def queries_to_detect(diffs, delta: float, alpha: float = 0.05, power: float = 0.8) -> int | None:
+    """Queries a paired test needs to detect a true mean difference ``delta`` with probability ``power`` at
+    two-sided level ``alpha``, the per-query differences having the spread of ``diffs`` (module conventions).
+    None when ``delta`` is 0 (no number of queries separates equal means)."""
+    sd, _ = _diff_sd(diffs)
+    delta = abs(float(delta))
+    if delta == 0.0:
+        return None
+    return max(2, int(np.ceil((_power_z(alpha, power) * sd / delta) ** 2)))
 
 
 def _p_value(null: np.ndarray, observed: float) -> float:

@@ -4,7 +4,10 @@
   FINISHED; with a ``run_id`` it only logs into that run and leaves its status to its owner (the sweep).
 - What is logged: params (the config, ``resolved.*``, ``retriever.*``), metrics (means, CI bounds, latency,
   index/search seconds), tags (dataset fingerprint, config hash, git commit, versions, model identities, metrics
-  version, seed) and the artifacts per_query.parquet, run.trec, result.json (:func:`write_result_files`).
+  version, seed, and where the labels came from: ``labels.source``, ``labels.generator``, ``labels.judge``,
+  ``labels.judge_check``, ``labels.judge_kappa`` from :mod:`lab.data.labels`) and the artifacts per_query.parquet,
+  run.trec, result.json (:func:`write_result_files`); with held-out queries, metrics of the dev queries and the
+  held-out per-query table beside them (:func:`log_result`).
 - A result whose logging fails is saved to ``results/unlogged/`` first (:func:`save_unlogged`), and the
   :class:`lab.core.errors.TrackingError` says where: a computed result is never lost.
 """
@@ -17,6 +20,7 @@ import tempfile
 from pathlib import Path
 
 from lab.metrics.stats import CI_RESAMPLES
+from lab.data.labels import TAG_FIELDS
 from lab.tracking.store import (
     PER_QUERY_ARTIFACT,
     RESULT_ARTIFACT,
@@ -29,6 +33,14 @@ from lab.tracking.store import (
     model_identities,
     set_tags,
 )
+
+#: Tags of a run whose queries are split into dev and held-out ones (set by lab.workbench.sweep on its children).
+TAG_HOLDOUT = "holdout.fraction"
+TAG_HOLDOUT_SEED = "holdout.seed"
+#: Tag of a sweep's (or halving's) parent run: its winner's held-out check as JSON (lab.analysis.trust.selection_record).
+TAG_SELECTION = "holdout.selection"
+#: The held-out queries' per-query table (parquet, indexed by query_id), logged beside per_query.parquet.
+HOLDOUT_ARTIFACT = "holdout_per_query.parquet"
 
 
 def result_metrics(result, ci: bool = True, seed: int = 0, n_resamples: int = CI_RESAMPLES) -> dict[str, float]:
@@ -64,6 +76,8 @@ def _result_tags(result, seed: int) -> dict[str, str]:
         **environment_tags(),
     }
     tags.update({f"model.{k}": v for k, v in model_identities(describe).items()})
+    labels = info.get("labels") or {}  # lab.data.labels: labels.source, labels.generator, labels.judge, ...
+    tags.update({tag: str(labels[f]) for tag, f in TAG_FIELDS.items() if labels.get(f) is not None})
     from lab.models.weights import default_memo, weights_record
 
     tags[TAG_MODELS] = json.dumps(weights_record(describe, default_memo()), sort_keys=True, separators=(",", ":"),
@@ -100,7 +114,8 @@ def write_result_files(result, folder: Path, seed: int = 0) -> list[Path]:
 
 
 def log_result(result, run_id: str | None = None, experiment: str | None = None, root: str | Path = "mlruns",
-               ci: bool = True, seed: int = 0, n_resamples: int = CI_RESAMPLES, run_name: str | None = None) -> str:
+               ci: bool = True, seed: int = 0, n_resamples: int = CI_RESAMPLES, run_name: str | None = None,
+               holdout: tuple[float, int] | None = None) -> str:
     """Log a :class:`lab.experiment.run.Result` into MLflow and return the run id.
 
     run_id given: log into that run (a sweep's child run) and leave its status alone. run_id None: create a run
@@ -108,23 +123,39 @@ def log_result(result, run_id: str | None = None, experiment: str | None = None,
     :func:`lab.tracking.lifecycle.tracked_run`).
     Logged: params (config, ``retriever.*`` description; see the module docstring for conflicts), metrics
     (means, CI bounds, latency, index/search seconds), tags (dataset_fingerprint, config_hash, git_commit,
-    versions, model identities, metrics_version, seed), artifacts per_query.parquet, run.trec, result.json.
+    versions, model identities, metrics_version, seed, labels.* from lab.data.labels), artifacts per_query.parquet,
+    run.trec, result.json.
+
+    Held-out queries: with ``holdout`` (fraction, seed), or when the run carries the tags :data:`TAG_HOLDOUT` and
+    :data:`TAG_HOLDOUT_SEED` (a sweep child of a spec with ``holdout``), the queries are split by
+    :func:`lab.data.holdout.holdout_split`: metrics, CIs and per_query.parquet are of the dev queries only (what the
+    leaderboard ranks on), and the held-out queries' per-query table is the artifact :data:`HOLDOUT_ARTIFACT`
+    (read once the winner is chosen); metrics ``n_dev_queries`` and ``n_holdout_queries`` count both sides.
     """
     from lab.tracking.lifecycle import tracked_run
     from lab.core.flat import config_hash, flatten
 
     def log_into(run_id: str) -> None:
+        run_tags = cl.get_run(run_id).data.tags
+        logged, held = split_for_holdout(result, holdout or _holdout_tags(run_tags))
         describe = (result.info or {}).get("retriever") or {}
         params = dict(flatten(result.config))
         params.update({f"retriever.{k}": v for k, v in flatten(describe).items()})
         log_params(run_id, params, cl=cl)
-        log_metrics(run_id, result_metrics(result, ci=ci, seed=seed, n_resamples=n_resamples), cl=cl)
+        metrics = result_metrics(logged, ci=ci, seed=seed, n_resamples=n_resamples)
+        if held is not None:
+            metrics.update(n_dev_queries=float(logged.evaluation.n_queries), n_holdout_queries=float(len(held)))
+        log_metrics(run_id, metrics, cl=cl)
         tags = _result_tags(result, seed)
-        if "config_hash" not in cl.get_run(run_id).data.tags:
+        if "config_hash" not in run_tags:
             tags["config_hash"] = config_hash(result.config)
         set_tags(run_id, tags, cl=cl)
         with tempfile.TemporaryDirectory(prefix="lab-result-") as tmp:
-            for path in write_result_files(result, Path(tmp), seed):
+            paths = write_result_files(logged, Path(tmp), seed)
+            if held is not None:
+                paths.append(Path(tmp) / HOLDOUT_ARTIFACT)
+                held.to_parquet(paths[-1])
+            for path in paths:
                 cl.log_artifact(run_id, str(path))
 
     cl = None
@@ -148,6 +179,43 @@ def log_result(result, run_id: str | None = None, experiment: str | None = None,
                             f"{str(exc).splitlines()[0] if str(exc) else ''}; the result was saved to {folder} "
                             f"({RESULT_ARTIFACT}, {PER_QUERY_ARTIFACT}, {RUN_ARTIFACT})") from exc
     return run_id
+
+
+def _holdout_tags(tags) -> tuple[float, int] | None:
+    """(fraction, seed) from a run's :data:`TAG_HOLDOUT` / :data:`TAG_HOLDOUT_SEED` tags, None without them."""
+    if not tags.get(TAG_HOLDOUT):
+        return None
+    return float(tags[TAG_HOLDOUT]), int(tags.get(TAG_HOLDOUT_SEED) or 0)
+
+
+def split_for_holdout(result, holdout: tuple[float, int] | None):
+    """(the result on its dev queries, the held-out queries' per-query table) for ``holdout`` = (fraction, seed);
+    (result, None) without a holdout. The dev result keeps the run and config; its evaluation holds the dev
+    queries only (means recomputed, ``excluded`` cut to the dev queries)."""
+    import copy
+
+    from lab.data.holdout import holdout_split, is_held_out
+
+    if holdout is None:
+        return result, None
+    ev = result.evaluation
+    pq = ev.per_query
+    split = holdout_split(pq.index.astype(str), *holdout)
+    dev_ev = copy.copy(ev)
+    dev_ev.per_query = pq.loc[list(split.dev)]
+    dev_ev.means = {k: float(dev_ev.per_query[k].mean()) for k in pq.columns}
+    dev_ev.n_queries = len(split.dev)
+    dev_ev.excluded = [q for q in ev.excluded if not is_held_out(str(q), *holdout)]
+    dev = copy.copy(result)
+    dev.evaluation = dev_ev
+    dev.info = {**(result.info or {}), "holdout": {"fraction": holdout[0], "seed": holdout[1],
+                                                   "dev_queries": len(split.dev),
+                                                   "holdout_queries": len(split.held_out)}}
+    held = pq.loc[list(split.held_out)].copy()
+    held.index = held.index.astype(str)
+    held.index.name = "query_id"
+    held.columns = [str(c) for c in held.columns]
+    return dev, held
 
 
 def save_unlogged(result, seed: int = 0, experiment: str = "raglab", folder: str | Path | None = None) -> Path:

@@ -7,6 +7,7 @@ Schema of a spec (top-level keys; anything else is an error naming the file and 
     experiment: chunk-size-grid                    # MLflow experiment name (default: the spec's file stem)
     name: chunk-size-grid                          # sweep name (default: the spec's file stem)
     seed: 0                                        # optional; injected as the notebook's `seed`
+    holdout: 0.3                                   # optional; share of queries held out to confirm the winner
     fixed: {strategy: bm25, k: 100}                # params shared by every config
     grid:                                          # cartesian product of the lists
       chunking.size: [128, 256, 512]
@@ -54,7 +55,7 @@ from lab.core.flat import (  # noqa: F401
 from lab.core.flat import plain_copy as _plain_copy
 
 #: Top-level keys a spec may hold.
-SPEC_KEYS = ("notebook", "dataset", "experiment", "name", "seed", "fixed", "grid", "zip", "publish")
+SPEC_KEYS = ("notebook", "dataset", "experiment", "name", "seed", "fixed", "grid", "zip", "publish", "holdout")
 #: Notebook parameters the sweep injects itself; a spec may not set them in fixed, grid or zip.
 RESERVED_PARAMS = ("mlflow_run_id", "tracking_root", "experiment")
 
@@ -74,6 +75,7 @@ class SweepSpec:
     zip: dict = field(default_factory=dict)
     repo_root: Path | None = None
     publish: dict = field(default_factory=dict)  # lab.workbench.monitoring.parse_publish of the spec's `publish` key
+    holdout: float | None = None  # share of the queries held out (lab.data.holdout; lab.workbench.selection)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -150,6 +152,13 @@ def parse_spec(raw: Any, path: str | Path = "<spec>", root: str | Path | None = 
     if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
         raise _fail(path, "seed", f"must be an integer, got {seed!r}")
 
+    holdout = raw.get("holdout")
+    if holdout is not None:
+        from lab.data.holdout import holdout_problem
+
+        problem = holdout_problem(holdout)
+        if problem:
+            raise _fail(path, "holdout", problem.split(": ", 1)[1])
     fixed = raw.get("fixed") or {}
     if not isinstance(fixed, Mapping):
         raise _fail(path, "fixed", f"must be a mapping of params, got {type(fixed).__name__}")
@@ -182,7 +191,8 @@ def parse_spec(raw: Any, path: str | Path = "<spec>", root: str | Path | None = 
     publish = _parse_publish(path, raw.get("publish"))
     spec = SweepSpec(path=path, name=name, notebook=notebook.resolve(), experiment=experiment, dataset=dataset,
                      seed=seed, fixed=_plain_copy(fixed), grid=_plain_copy(grid), zip=_plain_copy(zipped),
-                     repo_root=root.resolve(), publish=publish)
+                     repo_root=root.resolve(), publish=publish,
+                     holdout=float(holdout) if holdout is not None else None)
     if dataset is None and not any("dataset" in _top_keys(d) for d in (spec.fixed, spec.grid, spec.zip)):
         raise _fail(path, "dataset", "missing; set it at the top level or in fixed/grid/zip",
                     "e.g. dataset: data/scifact")

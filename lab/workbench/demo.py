@@ -5,7 +5,8 @@ What it does, in order (each step is a call into the package, nothing is recompu
    notebooks/03_strategy_comparison.ipynb and one MLflow run per strategy. Finished configs are skipped, so a
    second ``make demo`` only prints (resume by config hash).
 2. :func:`lab.analysis.compare.experiment_leaderboard` of the sweep's runs (finished now or earlier): nDCG@10 with 95% CIs and a
-   paired test of each strategy against the best (p adjusted for the comparisons: Holm), printed as a table.
+   paired test of each strategy against the best (p adjusted for the comparisons: Holm), printed as a table under
+   its trust lines (lab.analysis.trust: where the labels came from, what the query set can detect, warnings).
 3. Charts in ``results/demo/``: ``leaderboard.png`` (bars with CI error bars, strategies significantly below the
    best hatched) and ``quality_vs_latency.png`` (Pareto front marked), plus ``leaderboard.csv``.
 4. The command that opens the runs in the MLflow UI (sqlite store, 127.0.0.1, one worker).
@@ -109,6 +110,7 @@ def run_demo(spec: str | Path = DEFAULT_SPEC, root="mlruns", out_dir: str | Path
              metric: str = "ndcg@10", jobs: int = 1, progress: bool = True, echo=print) -> DemoResult:
     """Run the demo (see the module docstring). Relative ``spec`` and ``out_dir`` are relative to the repo root."""
     from lab.analysis.compare import format_leaderboard
+    from lab.analysis.trust import trust_lines
     from lab.core.paths import resolve_repo_path
     from lab.workbench.sweep import run_sweep
 
@@ -127,6 +129,8 @@ def run_demo(spec: str | Path = DEFAULT_SPEC, root="mlruns", out_dir: str | Path
         return result
     dataset = df["dataset"].iloc[0] if "dataset" in df else ""
     echo(f"\nLeaderboard: {report.experiment} on {dataset}, by {metric} (95% percentile-bootstrap CIs over queries)")
+    if df.attrs.get("trust"):  # label provenance, power, held-out check (lab.analysis.trust)
+        echo("\n".join(trust_lines(df.attrs["trust"], metric)))
     echo(format_leaderboard(df))
     out = resolve_repo_path(out_dir)
     result.files = write_charts(df, out, metric, title=f"{report.experiment} on {dataset}: {metric}")

@@ -173,11 +173,15 @@ def experiment_scorer(configs: list[dict], metric: str = "ndcg@10", progress: bo
 
 
 def run_halving_sweep(spec_path, metric: str = "ndcg@10", eta: int = 2, min_queries: int = 20,
-                      compare_full: bool = False, echo=print, tracking_root: str | None = None) -> dict:
+                      compare_full: bool = False, echo=print, tracking_root: str | None = None,
+                      holdout: float | None = None) -> dict:
     """Successive halving over the configs of a sweep spec (see the module docstring); with ``compare_full``,
     also the full grid (every config on every query) to say whether the winners match and what was saved.
     With ``tracking_root``, the outcome is logged to the spec's MLflow experiment (:func:`log_halving`); the run
-    ids are in the report (``parent_run_id``, ``winner_run_id``)."""
+    ids are in the report (``parent_run_id``, ``winner_run_id``). holdout (or the spec's ``holdout`` key): that
+    share of the queries is held out (lab.data.holdout, seeded by the spec's seed); halving selects on the dev
+    queries only, and the winner is then scored on the held-out ones: ``selection`` in the report
+    (lab.analysis.trust.selection_record), recorded on the halving run as lab.workbench.selection records it."""
     from lab.core.flat import varying_keys
     from lab.workbench.config import expand, label, load_spec
     from lab.workbench.sweep_check import validate_sweep
@@ -196,22 +200,45 @@ def run_halving_sweep(spec_path, metric: str = "ndcg@10", eta: int = 2, min_quer
     first = configs[0]
     if not first.get("strategy"):
         raise ConfigError(f"{spec_path}: halving needs a `strategy` in every config (fixed, grid or zip)")
+    fraction, seed = (spec.holdout if holdout is None else holdout), int(spec.seed or 0)
+    if fraction is not None:
+        from lab.workbench.selection import check_holdout
+
+        check_holdout(fraction, configs, seed, "--holdout" if holdout is not None else f"{spec_path}: holdout")
     ds = load(resolve_repo_path(first["dataset"]), progress=False)
     qids = list(ds.qrels[first.get("split", "test")].qrels)
+    dev_ids = qids
+    if fraction is not None:
+        from lab.data.holdout import holdout_split
+
+        dev_ids = list(holdout_split(qids, fraction, seed).dev)
     score = experiment_scorer(configs, metric)
     t0 = time.perf_counter()
-    rep = successive_halving(len(configs), score, qids, eta=eta, min_queries=min_queries,
-                             seed=int(spec.seed or 0), echo=echo)
+    rep = successive_halving(len(configs), score, dev_ids, eta=eta, min_queries=min_queries,
+                             seed=seed, echo=echo)
     out = {"spec": str(spec_path), "metric": metric, "labels": labels, **rep.to_dict(),
            "halving_seconds": time.perf_counter() - t0, "winner_label": labels[rep.winner],
            "indexes_built": score.indexed, "index_seconds": score.index_seconds}
     echo(f"halving winner: {labels[rep.winner]}  ({rep.evaluations} of {rep.full_grid_evaluations} query "
          f"evaluations, {rep.saved:.0%} saved, {out['halving_seconds']:.1f} s, of which indexing "
          f"{score.index_seconds:.1f} s for {score.indexed} indexes)")
+    winner = None
+    if fraction is not None:
+        from lab.analysis.trust import selection_record
+        from lab.tracking.results import split_for_holdout
+        from lab.workbench.selection import selection_line
+
+        winner = score.prepared[rep.winner].result(qids)  # searches the held-out queries now, once, for the winner
+        dev, held = split_for_holdout(winner, (fraction, seed))
+        out["selection"] = selection_record(metric, labels[rep.winner], dev.evaluation.per_query[metric],
+                                            held[metric], fraction, seed)
+        out["n_dev_queries"] = len(dev_ids)
+        echo(selection_line(out["selection"]))
     if tracking_root is not None:
-        winner = score.prepared[rep.winner].result(qids)  # the last rung searched every query: nothing searched again
+        if winner is None:  # the last rung searched every query: nothing searched again
+            winner = score.prepared[rep.winner].result(qids)
         out["parent_run_id"], out["winner_run_id"] = log_halving(out, winner, spec.experiment, tracking_root,
-                                                                 seed=int(spec.seed or 0))
+                                                                 seed=seed, holdout=fraction)
         echo(f"logged to MLflow experiment {spec.experiment!r}: halving run {out['parent_run_id']}, the winner's "
              f"full result as its child {out['winner_run_id']}")
     if compare_full:
@@ -227,11 +254,15 @@ def run_halving_sweep(spec_path, metric: str = "ndcg@10", eta: int = 2, min_quer
     return json.loads(json.dumps(out))
 
 
-def log_halving(report: dict, winner, experiment: str, root, seed: int = 0) -> tuple[str, str]:
+def log_halving(report: dict, winner, experiment: str, root, seed: int = 0,
+                holdout: float | None = None) -> tuple[str, str]:
     """Log a halving outcome: a run tagged ``sweep.role=halving`` (params eta, min_queries, metric, the spec;
     metrics evaluations, full_grid_evaluations, saved, halving_seconds, index_seconds; the report as
     ``halving.json``), and the winner's result on every query (a :class:`lab.experiment.run.Result`, logged as
-    ``lab run`` logs one) as its child, so ``lab compare`` ranks it beside other runs. Returns both run ids."""
+    ``lab run`` logs one) as its child, so ``lab compare`` ranks it beside other runs. Returns both run ids.
+    With ``holdout``: the child logs its dev queries' metrics and keeps the held-out table aside
+    (lab.tracking.results.log_result), and the report's ``selection`` is recorded on the halving run with the
+    child as ``winner_run`` (lab.workbench.selection.log_selection)."""
     from lab.tracking.lifecycle import tracked_run
     from lab.tracking.results import log_result
     from lab.tracking.store import TAG_ROLE, client, log_metrics, log_params
@@ -250,5 +281,12 @@ def log_halving(report: dict, winner, experiment: str, root, seed: int = 0) -> t
         with tracked_run(root=root, cl=cl, experiment_id=parent.experiment_id, parent_run_id=parent.run_id,
                          run_name=f"{report['winner_label']} (halving winner)",
                          tags={"halving.winner": "true"}) as child:
-            log_result(winner, run_id=child.run_id, root=root, seed=seed)
+            log_result(winner, run_id=child.run_id, root=root, seed=seed,
+                       holdout=(holdout, seed) if holdout is not None else None)
+        if report.get("selection"):
+            from lab.workbench.selection import log_selection
+
+            report["selection"]["winner_run"] = child.run_id
+            log_params(parent.run_id, {"holdout.fraction": holdout, "holdout.seed": seed}, cl=cl)
+            log_selection(cl, parent.run_id, report["selection"])
     return parent.run_id, child.run_id

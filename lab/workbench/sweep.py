@@ -93,6 +93,8 @@ class SweepReport:
     publish_error: str = ""
     summary_artifacts: list[str] = field(default_factory=list)  # artifact paths logged into the parent run
     summary_error: str = ""
+    selection: dict | None = None  # the winner's held-out check (lab.workbench.selection), with a holdout
+    selection_error: str = ""
 
     def count(self, status: str) -> int:
         return sum(o.status == status for o in self.outcomes)
@@ -454,7 +456,7 @@ def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry
               progress: bool = True, kernel_name: str | None = None, execution_timeout: int | None = None,
               echo=print, publish: dict | None = None, summary: bool = True, rerun_on_code_change: bool = False,
               parent_tags: dict | None = None, new_parent: bool = False, defer_publish: bool = False,
-              warm_kernels: bool = True) -> SweepReport:
+              warm_kernels: bool = True, holdout: float | None = None) -> SweepReport:
     """Run every config of the sweep spec at ``spec_path`` (see the module docstring); returns a SweepReport.
 
     jobs: configs run at once (processes; Ray tasks in flight). executor: "local" or "ray". dry_run: print the
@@ -468,7 +470,9 @@ def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry
     a new parent run, even when every config is reused. defer_publish: do not publish here (the caller publishes
     with :func:`publish_report` once it has checked the outcome). warm_kernels: with ``jobs=1`` and the local
     executor, start the next config's kernel (and its notebook's imports) while the current config runs
-    (:mod:`lab.workbench.kernels`); False: Papermill starts each kernel when its config begins.
+    (:mod:`lab.workbench.kernels`); False: Papermill starts each kernel when its config begins. holdout: share of
+    the queries held out to confirm the winner (overrides the spec's ``holdout``; :mod:`lab.workbench.selection`):
+    runs are ranked on the dev queries, the winner scored on the held-out ones (``SweepReport.selection``).
     """
     from lab.core.flat import config_hash, flatten, varying_keys
     from lab.workbench.config import expand, label, load_spec
@@ -495,6 +499,12 @@ def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry
         dup = next(h for h in hashes if hashes.count(h) > 1)
         raise ConfigError(f"{spec.path}: two configs are identical (hash {dup}); remove the repeated grid/zip value")
     _check_configs(spec, configs, labels)
+    fraction = spec.holdout if holdout is None else holdout
+    if fraction is not None:
+        from lab.workbench.selection import check_holdout
+
+        check_holdout(fraction, configs, int(spec.seed or 0),
+                      "--holdout" if holdout is not None else f"{spec.path}: holdout")
     memo: dict = {}
     identities = [run_identity(c, spec.repo_root, rerun_on_code_change, memo, where=f"{spec.path}, config {i} ({lab_})")
                   for i, (c, lab_) in enumerate(zip(configs, labels))]
@@ -511,7 +521,7 @@ def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry
     if dry_run:
         exp = cl.get_experiment_by_name(spec.experiment)
         report.experiment_id = exp.experiment_id if exp else None
-        decisions = decide(cl, report.experiment_id, identities)
+        decisions = _holdout_decisions(cl, decide(cl, report.experiment_id, identities), fraction, spec)
         for i, d in enumerate(decisions):
             report.outcomes.append(outcome(i, d, "SKIPPED" if d.run_id else "PENDING"))
         echo(f"sweep {spec.name!r}: notebook {spec.notebook}, experiment {spec.experiment!r}, store {uri}")
@@ -530,7 +540,7 @@ def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry
         shown = [k for k in keys if any(flatten(c).get(k) not in (None, "{}", "[]", "") for c in configs)]  # no "{}"
         set_runs_view(cl, exp_id, ["strategy", *shown], [*DEFAULT_METRICS, sweep_metric(configs)])
         report.stale_marked = mark_stale(cl, exp_id, spec.name)
-        decisions = decide(cl, exp_id, identities)
+        decisions = _holdout_decisions(cl, decide(cl, exp_id, identities), fraction, spec)
         todo = [i for i, d in enumerate(decisions) if d.run_id is None]
         outcomes: dict[int, ConfigOutcome] = {i: outcome(i, d, "SKIPPED") for i, d in enumerate(decisions)
                                               if d.run_id is not None}
@@ -549,7 +559,8 @@ def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry
                 publish_report(report, spec, publish, root, echo)
             return report
 
-        spec_hash = config_hash({"configs": sorted(hashes), "notebook": str(spec.notebook.name)})
+        spec_hash = config_hash({"configs": sorted(hashes), "notebook": str(spec.notebook.name),
+                                 **({"holdout": [fraction, int(spec.seed or 0)]} if fraction is not None else {})})
         reused = None if new_parent else _reusable_parent(cl, exp_id, spec.name, spec_hash)
         # a new parent run, or the reused one set RUNNING again; ended FINISHED when every config finished, else
         # FAILED; something raising in here ends it FAILED (KILLED on KeyboardInterrupt) with tag error, re-raised
@@ -562,11 +573,14 @@ def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry
                 cl.log_artifact(parent, str(spec.path), "spec")
                 log_params(parent, {"sweep.notebook": str(spec.notebook.name), "sweep.n_configs": len(configs),
                                     "sweep.varying": ",".join(keys), "sweep.executor": executor, "sweep.jobs": jobs,
-                                    "sweep.rerun_on_code_change": rerun_on_code_change}, cl=cl)
+                                    "sweep.rerun_on_code_change": rerun_on_code_change,
+                                    **({"holdout.fraction": fraction, "holdout.seed": int(spec.seed or 0)}
+                                       if fraction is not None else {})}, cl=cl)
             report.parent_run_id = parent
 
             tags = {i: {**identities[i].tags(), TAG_REASON: decisions[i].reason,
-                        "sweep.previous_run_id": decisions[i].previous_run_id} for i in todo}
+                        "sweep.previous_run_id": decisions[i].previous_run_id, **_holdout_tags(fraction, spec)}
+                    for i in todo}
             tasks = _tasks(spec, todo, configs, hashes, labels, out_dir, uri, exp_id, parent, root, kernel_name,
                            execution_timeout, {i: {k: v for k, v in t.items() if v} for i, t in tags.items()})
             stream = (_run_ray(tasks, jobs, ray_address) if executor == "ray" else _run_local(tasks, jobs, warm_kernels)) if tasks \
@@ -591,6 +605,8 @@ def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry
             log_metrics(parent, {"n_configs": len(configs), "n_finished": report.n_finished + report.n_skipped,
                                  "n_failed": report.n_failed, "n_run_now": len(tasks), "seconds": report.seconds}, cl=cl)
             set_tags(parent, {"sweep.ok": str(report.ok).lower()}, cl=cl)
+            if fraction is not None:
+                _select(report, cl, sweep_metric(configs), root, fraction, int(spec.seed or 0), echo)
             parent_run.status = "FINISHED" if report.ok else "FAILED"
         if summary:
             _log_summary(report, sweep_metric(configs), root, echo)
@@ -599,6 +615,36 @@ def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry
         return report
     finally:
         lock.release()
+
+
+def _holdout_decisions(cl, decisions, fraction, spec):
+    """Decisions with runs scored under another holdout not reused (lab.workbench.selection.holdout_decisions)."""
+    from lab.workbench.selection import holdout_decisions
+
+    return holdout_decisions(cl, decisions, fraction, int(spec.seed or 0))
+
+
+def _holdout_tags(fraction, spec) -> dict:
+    if fraction is None:
+        return {}
+    from lab.workbench.selection import holdout_tags
+
+    return holdout_tags(fraction, int(spec.seed or 0))
+
+
+def _select(report: SweepReport, cl, metric: str, root, fraction: float, seed: int, echo) -> None:
+    """The winner's held-out check recorded on the parent (lab.workbench.selection.record_selection); a failure
+    is reported in ``report.selection_error``, not raised (the runs are logged)."""
+    from lab.workbench.selection import record_selection, selection_line
+
+    run_ids = [o.run_id for o in report.outcomes if o.status in ("FINISHED", "SKIPPED") and o.run_id]
+    try:
+        report.selection = record_selection(cl, report.parent_run_id, report.experiment, run_ids, metric, root,
+                                            fraction, seed)
+        echo(selection_line(report.selection))
+    except Exception as exc:  # noqa: BLE001 - reported, the runs stay
+        report.selection_error = f"{type(exc).__name__}: {exc}"
+        echo(f"held-out check not recorded: {report.selection_error}")
 
 
 def sweep_metric(configs: list[dict], default: str = "ndcg@10") -> str:
@@ -640,7 +686,8 @@ def _log_summary(report: SweepReport, metric: str, root, echo) -> None:
             runs = [r for r in runs_from_mlflow(report.experiment, root, metric, None, notes) if r.run_id in run_ids]
             if runs:
                 files.append(build_report(runs, out / "report.html", [metric],
-                                          title=f"Retrieval report: sweep {report.name}", notes=notes).path)
+                                          title=f"Retrieval report: sweep {report.name}", notes=notes,
+                                          trust=df.attrs.get("trust")).path)
             for f in files:
                 cl.log_artifact(report.parent_run_id, str(f), "summary")
                 report.summary_artifacts.append(f"summary/{Path(f).name}")

@@ -242,3 +242,21 @@ def test_report_from_mlflow_is_logged_as_artifact(made, tmp_path, pytestconfig):
     assert set(run.data.tags["report.runs"].split(",")) == set(ids)
     assert [a.path for a in cl.list_artifacts(res.report_run_id)] == ["report.html"]
     assert len(experiment_leaderboard("rep", root=root)) == 2  # the report run is not a leaderboard row
+
+
+def test_trust_block_above_the_leaderboard(file_report):
+    res, text = file_report
+    assert res.trust["labels"] == {"source": "human", "generator": None, "judge": None, "judge_check": None}
+    assert res.trust["n_queries"] == 90 and res.trust["min_detectable_diff"] > 0
+    assert text.index("How far to trust this leaderboard") < text.index('id="leaderboard"')
+    assert "trust: 90 queries; labels human" in text
+
+
+def test_report_of_a_generated_set_names_the_generator_and_warns(made, tmp_path):
+    ds = tmp_path / "generated"
+    shutil.copytree(made["ds"], ds)
+    (ds / "provenance.json").write_text(json.dumps({"kind": "generated", "llm": {"identity": "gguf:tiny@1"}}))
+    res = report_files(made["files"], out=tmp_path / "gen.html", dataset=str(ds), n_resamples=500)
+    text = (tmp_path / "gen.html").read_text()
+    assert res.trust["labels"]["source"] == "generated" and res.trust["labels"]["generator"] == "gguf:tiny@1"
+    assert "warning: questions and labels were written by a model (gguf:tiny@1)" in text

@@ -305,3 +305,26 @@ def test_adjust_pvalues_refuses_bad_input():
         adjust_pvalues([0.1, 1.5], "holm")
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
         adjust_pvalues([-0.1], "bh")
+
+
+def test_min_detectable_diff_and_queries_to_detect_by_hand_and_by_simulation():
+    """(z(0.975) + z(0.8)) = 1.959964 + 0.841621 = 2.801585: with sd(d) = 1 and 100 queries the paired test
+    detects 0.2802; detecting 0.1 needs ceil(2.801585^2 / 0.01) = 785 queries. A simulated z-test at that n
+    rejects about 80 % of the time."""
+    import numpy as np
+
+    from lab.metrics.stats import min_detectable_diff, queries_to_detect
+
+    d = np.array([1.0, -1.0] * 50)  # sd (ddof 1) = sqrt(100 / 99)
+    sd = float(np.std(d, ddof=1))
+    assert min_detectable_diff(d) == pytest.approx(2.801585 * sd / 10, rel=1e-5)
+    assert min_detectable_diff(d, n=400) == pytest.approx(2.801585 * sd / 20, rel=1e-5)
+    assert queries_to_detect(d, 0.1) == int(np.ceil((2.801585 * sd / 0.1) ** 2))
+    assert queries_to_detect(d, 0.0) is None
+    with pytest.raises(ValueError, match="at least 2"):
+        min_detectable_diff([0.3])
+    rng = np.random.default_rng(0)
+    n = queries_to_detect(rng.normal(0, 0.3, 5000), 0.05)
+    draws = rng.normal(0.05, 0.3, size=(4000, n))
+    z = draws.mean(axis=1) / (draws.std(axis=1, ddof=1) / np.sqrt(n))
+    assert 0.77 < float(np.mean(np.abs(z) > 1.959964)) < 0.83

@@ -516,6 +516,10 @@ def test_03_strategy_comparison_interactive(tmp_path, kernel, store):
     assert any("MiniLM" in v for k, v in runs[1].data.tags.items() if k.startswith("model.")), runs[1].data.tags
     board = "\n".join(outputs(nb, "text/plain"))
     assert "significant" in board and "bm25" in board and "dense" in board
+    assert "jaccard@10" in board and "rbo" in board  # the overlap of the two rankings, without labels
+    printed = "".join(o.text for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "stream")
+    assert "trust: 5 queries; labels human" in printed  # the trust lines above the plots
+    assert all(r.data.tags["labels.source"] == "human" for r in runs)
     pngs = outputs(nb, "image/png")
     assert len(pngs) == 3
 
@@ -557,6 +561,8 @@ def test_demo_runs_the_smoke_sweep_and_resumes(tmp_path, store, kernel):
     png = (tmp_path / "demo" / "leaderboard.png").read_bytes()
     assert png.startswith(PNG_MAGIC)
     assert "ndcg@10" in text and "mlflow ui" in text and "--workers 1" in text and "127.0.0.1" in text
+    assert "trust: " in text and "labels human" in text  # the trust lines above the table
+    assert df.attrs["trust"]["labels"]["source"] == "human"
     # each sweep run was executed by notebook 03 in sweep mode: it logged into the run the sweep created
     for run_id in df["run_id"]:
         assert "figures/leaderboard.png" in artifacts(store, run_id, "figures")
