@@ -44,7 +44,7 @@ def cmd_generate(args) -> int:
     res = generate_testset(args.dataset, args.out, llm=args.llm, config=cfg, chunking=args.chunking,
                            llm_options={"concurrency": args.concurrency} if args.concurrency else None,
                            cache_dir=args.cache_dir, progress=_progress(args), tracking_root=_root(args),
-                           experiment=args.experiment)
+                           experiment=args.experiment, force=args.force, resume=args.resume)
     if args.json:
         print(json.dumps({"folder": str(res.folder), "run_id": res.run_id, "report": res.report.to_dict()}, indent=1))
     else:
@@ -141,7 +141,13 @@ def add_parsers(sub) -> None:
                                          "filter them -> BEIR set with evidence spans")
     g.add_argument("--dataset", required=True,
                    help="folder with corpus.jsonl (queries and qrels optional), e.g. one `lab ingest` wrote")
-    g.add_argument("--out", required=True, help="folder for the generated set")
+    g.add_argument("--out", required=True, help="folder for the generated set (refused when it holds one, unless "
+                                                "--force or --resume)")
+    again = g.add_mutually_exclusive_group()
+    again.add_argument("--force", action="store_true", help="replace the set --out holds")
+    again.add_argument("--resume", action="store_true",
+                       help="continue the set --out holds (same settings; answers already made come from the cache), "
+                            "e.g. after an interruption or with a larger --n")
     g.add_argument("--n", type=positive_int, default=100, help="questions wanted (default 100)")
     g.add_argument("--llm", default="local", help="LLM spec: local (packaged SmolLM2-135M), a .gguf path, openai:MODEL")
     g.add_argument("--concurrency", type=positive_int,

@@ -35,7 +35,22 @@ Conventions
   ``candidates.jsonl`` (every candidate, its passage span, raw text, gate results and measures),
   ``gate_report.json`` and ``provenance.json`` (source dataset fingerprint,
   units, passages, LLM identity and settings, prompt version and texts' sha256, gate model, params, seed, gate
-  report, source units, LLM usage, MLflow run id).
+  report, source units, LLM usage, MLflow run id). Every file is written atomically (temporary file, rename).
+- A folder that holds a set (any of :data:`SET_FILES`) is refused before any work (ConfigError) unless ``force``
+  (those files, and only those, are removed once the model is loaded) or ``resume``. ``generation.json``
+  (:data:`REQUEST_FILE`, written first) holds what defines the set: the source and units fingerprints, the LLM
+  identity, the prompt version and every param that can change which questions pass (all but ``n``,
+  ``max_attempts``, ``batch_size``, ``max_consecutive_failures``). ``resume`` continues only a set whose request
+  matches (else ConfigError naming the field): the walk starts again from the first candidate and every LLM answer
+  already made comes back from the cache, so an interrupted run, or one asked for more questions, ends with the
+  set an uninterrupted run would have written (its first questions unchanged).
+- Reproducible: the same source, seed, params, LLM and prompt give the same set. The walk, the seeds of every
+  call and the gates are deterministic, and every answer is cached under (LLM identity, prompt, generation
+  params). Without the cache (another ``cache_dir``) the answers are generated again, which repeats them only
+  where the backend is deterministic: a local GGUF at ``concurrency`` 1 (the default) is; ``concurrency`` > 1
+  decodes several slots in one llama.cpp batch, whose arithmetic depends on what else is in the batch, so a
+  greedy answer can change; an HTTP endpoint that ignores ``seed``, another llama.cpp build or another
+  ``topic_model`` (its cosines decide on_topic and not_duplicate) can change the set too.
 """
 from __future__ import annotations
 
@@ -43,6 +58,7 @@ import hashlib
 import json
 import random
 import re
+import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -53,6 +69,7 @@ import numpy as np
 from lab.data.types import Corpus, Document
 from lab.core.errors import ConfigError
 from lab.testset.gates import GATES, GateConfig, GateReport, check_text_gates, summarize
+from lab.testset.io import write_text_atomic
 from lab.testset.passages import Passage
 
 PROMPT_VERSION = "seed000-qa-v1"
@@ -72,6 +89,13 @@ PROMPTS = {
            "Passage:\n{passage}"),
 }
 JUDGE_VERSION = "judge-v1"
+#: What defines a generation, written first into its folder (see module conventions).
+REQUEST_FILE = "generation.json"
+#: What a generation writes into its folder; ``force`` removes these, and nothing else, before writing.
+SET_FILES = ("corpus.jsonl", "queries.jsonl", "qrels", "evidence.jsonl", "candidates.jsonl", "gate_report.json",
+             "provenance.json", REQUEST_FILE)
+#: Params that do not change which questions pass: a resumed run may change them.
+_NOT_DEFINING = ("n", "max_attempts", "batch_size", "max_consecutive_failures")
 JUDGE_PROMPTS = {
     "en": ("Passage:\n{passage}\n\nQuestion: {question}\n\nCan the question be answered using only the passage? "
            "Reply with one word: yes or no."),
@@ -471,17 +495,96 @@ def _check_batch(batch: list[Candidate], models: _Models, llm, cfg: GenerationCo
         c.measures["_vec"] = v  # popped by the caller before anything is written
 
 
+# ------------------------------------------------------------------------------------------------ output folder
+def held_files(folder: str | Path) -> list[str]:
+    """The names of :data:`SET_FILES` that ``folder`` holds (empty when it holds no set, or does not exist)."""
+    folder = Path(folder)
+    return [name for name in SET_FILES if (folder / name).exists()]
+
+
+def defining_params(cfg: GenerationConfig) -> dict:
+    """The params of ``cfg`` that can change which questions pass (see module conventions)."""
+    return {k: v for k, v in _plain(asdict(cfg)).items() if k not in _NOT_DEFINING}
+
+
+def read_request(folder: str | Path) -> dict:
+    """``generation.json`` of a set folder; ConfigError when there is none or it is not JSON."""
+    path = Path(folder) / REQUEST_FILE
+    if not path.is_file():
+        raise ConfigError(f"{folder}: holds {', '.join(held_files(folder))} but no {REQUEST_FILE}, so there is "
+                          "nothing to resume (made by an older lab, or not by lab testset generate); pass --force "
+                          "to replace it, or choose another --out")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{path}, line {e.lineno}: malformed JSON ({e.msg}); pass --force to start over") from None
+
+
+def _first_difference(path: Path, held: Mapping, asked: Mapping, prefix: str = "") -> None:
+    """ConfigError naming the first field where ``held`` (the folder's request) and ``asked`` differ."""
+    for key in sorted(set(held) | set(asked)):
+        a, b = held.get(key), asked.get(key)
+        if isinstance(a, Mapping) and isinstance(b, Mapping):
+            _first_difference(path, a, b, f"{prefix}{key}.")
+        elif a != b:
+            raise ConfigError(f"{path}, field '{prefix}{key}': the set was made with {a!r}, this run asks for "
+                              f"{b!r}; resume with the same settings, or pass --force to start over")
+
+
+def check_out_folder(out: str | Path, cfg: GenerationConfig, *, force: bool = False,
+                     resume: bool = False) -> dict | None:
+    """Before any work: refuse a folder that holds a set unless ``force`` or ``resume`` (ConfigError, one line);
+    with ``resume``, the folder's request (returned) must have the same defining params as ``cfg``. None when
+    there is nothing to resume."""
+    if force and resume:
+        raise ConfigError("--force and --resume: pass one (--force replaces the set, --resume continues it)")
+    held = held_files(out)
+    if not held or force:
+        return None
+    if not resume:
+        raise ConfigError(f"{out}: holds a test set ({', '.join(held)}); pass --resume to continue it, --force to "
+                          "replace it, or choose another --out")
+    request = read_request(out)
+    _first_difference(Path(out) / REQUEST_FILE, {"params": request.get("params", {})}, {"params": defining_params(cfg)})
+    return request
+
+
+def generation_request(units_described: Mapping, llm_identity: str, cfg: GenerationConfig) -> dict:
+    """What defines a generation (``generation.json``; see module conventions)."""
+    return {"source_dataset": units_described["source_dataset"],
+            "source_fingerprint": units_described["source_fingerprint"],
+            "units_fingerprint": units_described["units_fingerprint"], "chunking": units_described["chunking"],
+            "llm": llm_identity, "prompt_version": PROMPT_VERSION, "params": defining_params(cfg)}
+
+
+def start_folder(out: str | Path, request: dict, resumed: dict | None, force: bool) -> Path:
+    """Make ``out`` ready once the model is loaded: a resumed request must match ``request`` field by field;
+    ``force`` removes :data:`SET_FILES`; then ``generation.json`` is written."""
+    folder = Path(out)
+    if resumed is not None:
+        _first_difference(folder / REQUEST_FILE, resumed, request)
+    if force:
+        for name in held_files(folder):
+            target = folder / name
+            shutil.rmtree(target) if target.is_dir() else target.unlink()
+    folder.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(folder / REQUEST_FILE, json.dumps(request, indent=1, ensure_ascii=False) + "\n")
+    return folder
+
+
 def generate_testset(dataset, out: str | Path, *, llm=None, config: GenerationConfig | None = None,
                      chunking=None, cache_dir: str | Path = ".cache", progress: bool = True,
                      tracking_root: str | Path | None = "mlruns", experiment: str = "testset",
-                     embedder=None, llm_options: Mapping | None = None) -> GenerationResult:
+                     embedder=None, llm_options: Mapping | None = None, force: bool = False,
+                     resume: bool = False) -> GenerationResult:
     """Generate a test set from ``dataset`` (path or Dataset) into ``out``; see the module docstring.
 
     ``llm``: an LLM object or a spec for lab.models.llm.load_llm (None / "local": the packaged SmolLM2-135M).
     ``llm_options``: extra arguments for load_llm (e.g. ``{"concurrency": 4}``: llama.cpp then decodes four
     candidates in one batch, faster on a CPU; the cache key does not depend on it). ``tracking_root`` None:
-    nothing is logged to MLflow. Returns the folder, the gate report, the provenance
-    and the MLflow run id.
+    nothing is logged to MLflow. ``force`` / ``resume``: when ``out`` holds a set, replace it / continue it (see
+    module conventions; without either, ConfigError before any work). Returns the folder, the gate report, the
+    provenance and the MLflow run id.
     """
     from lab.models.breaker import EndpointDown, FailureBreaker
     from lab.models.llm import load_llm
@@ -489,10 +592,13 @@ def generate_testset(dataset, out: str | Path, *, llm=None, config: GenerationCo
     from lab.testset.io import load_units, now_utc, write_beir_set, write_jsonl, write_provenance
 
     cfg = config or GenerationConfig()
+    resumed = check_out_folder(out, cfg, force=force, resume=resume)
     t0 = time.perf_counter()
     units = load_units(dataset, chunking, progress=progress)
     model = load_llm(llm, cache_dir=cache_dir, progress=progress, seed=cfg.seed, **dict(llm_options or {})) if (
         llm is None or isinstance(llm, (str, Mapping))) else llm
+    units_described = units.describe()
+    start_folder(out, generation_request(units_described, model.identity, cfg), resumed, force)
     usage0 = model.usage()
     order, skipped, strata = sample_order(units.corpus, cfg.seed, cfg.stratify, cfg.min_passage_words,
                                           cfg.max_passage_chars)
@@ -592,7 +698,7 @@ def generate_testset(dataset, out: str | Path, *, llm=None, config: GenerationCo
         "similarity": round(c.measures["similarity"], 4), "prompt_version": PROMPT_VERSION}) for c in accepted}
     usage = {k: v - usage0.get(k, 0) for k, v in model.usage().items()}
     provenance = {
-        "kind": "generated", "created": now_utc(), "units": units.describe(),
+        "kind": "generated", "created": now_utc(), "units": units_described, "resumed": resumed is not None,
         "passages": {"eligible": len(order), "skipped_too_short": skipped, "max_chars": cfg.max_passage_chars,
                      "min_words": cfg.min_passage_words,
                      "documents_covered": len({c.unit_id for c in accepted}),
@@ -615,7 +721,7 @@ def generate_testset(dataset, out: str | Path, *, llm=None, config: GenerationCo
         folder.mkdir(parents=True, exist_ok=True)
         write_provenance(folder, provenance)
     write_jsonl(folder / "candidates.jsonl", (c.record() for c in checked))
-    (folder / "gate_report.json").write_text(json.dumps(report.to_dict(), indent=1) + "\n", encoding="utf-8")
+    write_text_atomic(folder / "gate_report.json", json.dumps(report.to_dict(), indent=1) + "\n")
     run_id = None
     if tracking_root is not None:
         from lab.data.fingerprint import fingerprint

@@ -63,3 +63,17 @@ def test_bad_generation_option_is_one_line_error_before_any_work(tmp_path, capsy
                  "--max-passage-chars", "50", "--no-mlflow"])
     err = capsys.readouterr().err
     assert code == 2 and "max_passage_chars=50" in err and len(err.strip().splitlines()) == 1
+
+
+def test_generate_into_a_folder_that_holds_a_set_is_one_line_error(tmp_path, capsys):
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "queries.jsonl").write_text('{"_id": "q", "text": "zoom"}\n', encoding="utf-8")
+    code = main(["testset", "generate", "--dataset", str(tmp_path / "missing"), "--out", str(out), "--no-mlflow"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith(f"error: {out}: holds a test set (queries.jsonl)") and "--force" in err
+    assert len(err.strip().splitlines()) == 1
+    code = main(["testset", "generate", "--dataset", str(tmp_path / "missing"), "--out", str(out), "--resume",
+                 "--no-mlflow"])
+    err = capsys.readouterr().err
+    assert code == 2 and "no generation.json, so there is nothing to resume" in err and "--force" in err

@@ -231,3 +231,56 @@ def test_committed_asymptote_generated_set():
     gate = prov["gate_report"]
     assert gate["candidates"] == sum(gate["dropped_at"].values()) + gate["accepted"]
     assert (ASYMPTOTE / "SOURCE.md").is_file()
+
+
+def _texts(folder: Path) -> list[tuple]:
+    """(question, source unit, passage span, raw output) of every candidate a generation checked, in order."""
+    rows = [json.loads(ln) for ln in (folder / "candidates.jsonl").read_text(encoding="utf-8").splitlines()]
+    return [(r["question"], r["unit_id"], tuple(r["passage_span"]), r["raw"], r["accepted_as"]) for r in rows]
+
+
+def test_same_seed_gives_the_same_set_even_without_the_cache(tmp_path):
+    """Two cold runs (separate caches, so every answer is generated again by the packaged SmolLM2 at concurrency
+    1) with the same seed write the same candidates, questions and evidence."""
+    src = mini_dataset(tmp_path, corpus_only=True)
+    cfg = GenerationConfig(n=2, max_attempts=2, retries=0, min_passage_words=5)
+    runs = [generate_testset(src, tmp_path / f"gen{i}", config=cfg, cache_dir=tmp_path / f"cache{i}",
+                             progress=False, tracking_root=None) for i in (1, 2)]
+    assert all(r.provenance["llm_usage"]["cache_hits"] == 0 for r in runs)
+    assert _texts(runs[0].folder) == _texts(runs[1].folder) and len(_texts(runs[0].folder)) == 2
+    for name in ("queries.jsonl", "evidence.jsonl", "generation.json"):
+        if (runs[0].folder / name).exists():
+            assert (runs[0].folder / name).read_text() == (runs[1].folder / name).read_text()
+
+
+def test_a_folder_that_holds_a_set_is_refused_unless_force_or_resume(tmp_path):
+    """Generating into a folder that holds a set refuses before any work; --resume continues it only with the same
+    settings (answers already made come from the cache, first candidates unchanged); --force replaces only the
+    set's own files."""
+    src = mini_dataset(tmp_path, corpus_only=True)
+    out, cache = tmp_path / "gen", tmp_path / "cache"
+    cfg = GenerationConfig(n=1, max_attempts=2, retries=0, min_passage_words=5)
+    first = generate_testset(src, out, config=cfg, cache_dir=cache, progress=False, tracking_root=None)
+    before = _texts(out)
+    (out / "notes.txt").write_text("mine", encoding="utf-8")
+    missing = tmp_path / "no-such-dataset"  # the refusal comes before the dataset is even read
+    with pytest.raises(ConfigError, match=r"holds a test set \(.*generation.json\); pass --resume to continue it, "
+                                          "--force to replace it"):
+        generate_testset(missing, out, config=cfg, cache_dir=cache, progress=False, tracking_root=None)
+    with pytest.raises(ConfigError, match=r"generation.json, field 'params.seed': the set was made with 0, this run "
+                                          "asks for 1"):
+        generate_testset(missing, out, config=GenerationConfig(n=1, seed=1, retries=0, min_passage_words=5),
+                         cache_dir=cache, progress=False, tracking_root=None, resume=True)
+    with pytest.raises(ConfigError, match="pass one"):
+        generate_testset(missing, out, config=cfg, cache_dir=cache, progress=False, tracking_root=None, resume=True,
+                         force=True)
+    more = GenerationConfig(n=2, max_attempts=3, retries=0, min_passage_words=5)
+    resumed = generate_testset(src, out, config=more, cache_dir=cache, progress=False, tracking_root=None,
+                               resume=True)
+    assert resumed.provenance["resumed"] and resumed.provenance["llm_usage"]["cache_hits"] >= len(before)
+    assert _texts(out)[:len(before)] == before and len(_texts(out)) > len(before)
+    (out / "qrels").mkdir(exist_ok=True)
+    (out / "qrels" / "stale.tsv").write_text("query-id\tcorpus-id\tscore\n", encoding="utf-8")
+    generate_testset(src, out, config=cfg, cache_dir=cache, progress=False, tracking_root=None, force=True)
+    assert _texts(out) == before and not (out / "qrels" / "stale.tsv").exists()
+    assert (out / "notes.txt").read_text(encoding="utf-8") == "mine" and first.folder == out
