@@ -30,6 +30,7 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from lab.data.types import Corpus, Dataset, Document
 from lab.core.errors import ConfigError, DataError
+from lab.core.paths import public_path
 
 PROVENANCE = "provenance.json"
 TIERS_FILE = "tiers.json"
@@ -50,7 +51,7 @@ class Units:
     def describe(self) -> dict:
         from lab.data.fingerprint import fingerprint, fingerprint_texts
 
-        return {"source_dataset": self.dataset.name, "source_path": str(self.dataset.path),
+        return {"source_dataset": self.dataset.name, "source_path": public_path(self.dataset.path),
                 "source_fingerprint": fingerprint(self.dataset.path), "chunking": dict(self.chunking),
                 "n_units": len(self.corpus),
                 "units_fingerprint": fingerprint_texts(f"{d.id}\0{d.text}" for d in self.corpus)}

@@ -13,14 +13,15 @@ from lab.data.types import Corpus, Document
 from lab.core.errors import ConfigError
 from builders import mini_dataset
 from lab.testset.gates import GATES
-from lab.testset.generate import (PROMPT_VERSION, GenerationConfig, _gen_params, build_prompt, generate_testset,
-                                  parse_qa, parse_yes_no, qa_schema, sample_order, shown_passage, stratum_of)
+from lab.testset.generate import (DIFFICULTY, PROMPT_VERSION, QUESTION_MIX, GenerationConfig, _gen_params,
+                                  build_prompt, difficulty, generate_testset, parse_qa, parse_yes_no, qa_schema,
+                                  question_type, sample_order, shown_passage, stratum_of)
 
 REPO = Path(__file__).resolve().parents[2]
 GENERATED = REPO / "data" / "ord-qa-generated"
 
 
-def test_prompt_is_seed_000_in_both_languages():
+def test_prompt_in_both_languages():
     en = build_prompt("The gzip command compresses files.", "en")
     assert "must not directly contain the key words" in en and en.endswith("The gzip command compresses files.")
     assert '{"question": "...", "answer": "..."}' in en
@@ -73,7 +74,7 @@ def _corpus() -> Corpus:
 
 def test_sample_order_is_stratified_seeded_and_skips_short_units():
     corpus = _corpus()
-    passages, skipped, strata = sample_order(corpus, seed=1, stratify="section", min_passage_words=10)
+    passages, skipped, strata, _ = sample_order(corpus, seed=1, stratify="section", min_passage_words=10)
     order = [p.unit_id for p in passages]
     # each unit is one section (its heading and body); "tiny" is one window, too short
     assert skipped == 1 and "tiny" not in order and len(order) == 8 == len(set(order))
@@ -120,6 +121,11 @@ def test_tiny_real_generation_counts_every_candidate(tmp_path):
     assert json.loads((res.folder / "gate_report.json").read_text())["candidates"] == 2
     assert prov["topic_model"]["name"] == "multilingual-e5-small" and not prov["topic_model"]["same_as_default_dense"]
     assert rep.extra["existing_queries_guarded"] == 0 and "route" not in prov
+    assert set(rep.extra["skipped_not_prose"]) == {"ids", "code", "headings", "boilerplate"}
+    asked = rep.extra["question_types"]["asked"]
+    assert sum(asked.values()) == 2 and [json.loads(ln)["question_type"] for ln in lines] == [
+        question_type(i, 0, 0) for i in range(2)]
+    assert "/" not in json.dumps(prov["llm"]) + prov["units"]["source_path"]  # no machine paths
     for ln in lines:
         c = json.loads(ln)
         s, e = c["passage_span"]
@@ -129,6 +135,10 @@ def test_tiny_real_generation_counts_every_candidate(tmp_path):
         assert len(ds.corpus) == 3 and len(ds.queries) == rep.accepted
         assert prov["source_units"] == [ds.queries.metadata[q]["source_unit"] for q in ds.queries]
         assert {e.query_id for e in ds.evidence} == set(ds.queries)  # one evidence span per question
+        for q in ds.queries:
+            meta = ds.queries.metadata[q]
+            assert meta["difficulty"] == difficulty(meta["bm25_rank"], meta["evidence_overlap"]) in DIFFICULTY
+            assert meta["question_type"] in QUESTION_MIX
         for e in ds.evidence:
             meta = ds.queries.metadata[e.query_id]
             ps, pe = meta["passage_span"]
@@ -197,7 +207,7 @@ def test_chinese_passages_get_the_chinese_prompt_and_windows_reach_the_end():
     en = "# Wire RC\n\n" + "The set_wire_rc command sets the resistance and capacitance of routing wires. " * 40
     corpus = Corpus({"zh": Document("zh", zh), "en": Document("en", en)})
     cfg = GenerationConfig(n=1, rounds=1, min_passage_words=10)
-    passages, _, _ = sample_order(corpus, 0, "doc", 10, cfg.max_passage_chars)
+    passages, _, _, _ = sample_order(corpus, 0, "doc", 10, cfg.max_passage_chars)
     cands = list(_candidates(passages, cfg))
     assert {c.unit_id for c in cands} == {"zh", "en"} and len(cands) == len(passages) > 2
     for c in cands:
@@ -284,3 +294,29 @@ def test_a_folder_that_holds_a_set_is_refused_unless_force_or_resume(tmp_path):
     generate_testset(src, out, config=cfg, cache_dir=cache, progress=False, tracking_root=None, force=True)
     assert _texts(out) == before and not (out / "qrels" / "stale.tsv").exists()
     assert (out / "notes.txt").read_text(encoding="utf-8") == "mine" and first.folder == out
+
+
+def test_question_types_follow_the_stated_mix_and_the_schema_holds_the_first_word():
+    """Every 20 consecutive candidates ask the target mix (5 what, 5 how, 3 why, 2 when, 3 which, 2
+    troubleshooting), in an order the seed shuffles; the prompt asks for the type and the English schema holds
+    the question to its first word."""
+    import re
+
+    for seed in (0, 1):
+        got = Counter(question_type(i, 0, seed) for i in range(40))
+        assert got == Counter({t: 2 * k for t, k in QUESTION_MIX.items()})
+    assert [question_type(i, 0, 0) for i in range(20)] != [question_type(i, 0, 1) for i in range(20)]
+    assert question_type(3, 1, 0) == question_type(4, 0, 0)  # a later round shifts the type
+    assert 'Ask a "Why" question' in build_prompt("The gzip command compresses files.", "en", qtype="why")
+    assert "排障问题" in build_prompt("段落", "zh", qtype="troubleshooting")
+    why = qa_schema("en", "why")["properties"]["question"]["pattern"]
+    assert re.match(why, "Why does the gzip command keep the original file?") and not re.match(
+        why, "What does the gzip command keep?")
+    assert qa_schema("zh", "why") == qa_schema("zh")
+
+
+@pytest.mark.parametrize("rank, overlap, tier", [(1, 0.8, "easy"), (3, 0.5, "easy"), (1, 0.3, "medium"),
+                                                 (4, 0.9, "medium"), (10, 0.0, "medium"), (11, 1.0, "hard"),
+                                                 (None, 1.0, "hard")])
+def test_difficulty_tier_rule(rank, overlap, tier):
+    assert difficulty(rank, overlap) == tier
