@@ -68,6 +68,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import random
 import re
 import shutil
@@ -570,6 +571,32 @@ def _check_batch(batch: list[Candidate], models: _Models, llm, cfg: GenerationCo
         c.measures["_vec"] = v  # popped by the caller before anything is written
 
 
+# ------------------------------------------------------------------------------------------------ estimate
+def estimate_run(n: int, cap: int, sample: int, sample_accepted: int, sample_seconds: float, usage: Mapping,
+                 concurrency: int = 1) -> dict:
+    """What a whole generation will cost, from its first batch (the timed sample; its answers are cached, so the
+    run reuses them): candidates = n / yield, the yield smoothed as (accepted + 1) / (sample + 2) so a sample
+    with no pass does not predict infinity, at most ``cap``; LLM calls and tokens per candidate as in the
+    sample; seconds per candidate the sample's wall time, or, when the sample came from the cache, what its
+    answers took when they were generated (``cold_seconds``) over ``concurrency``."""
+    calls, tokens = float(usage.get("calls", 0)), float(usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0))
+    rate = (sample_accepted + 1) / (sample + 2)
+    candidates = int(min(cap, math.ceil(n / rate))) if sample else cap
+    per = max(sample_seconds, float(usage.get("cold_seconds", 0.0)) / max(concurrency, 1)) / max(sample, 1)
+    per_call = calls / max(sample, 1)
+    return {"candidates": candidates, "calls": int(round(candidates * per_call)),
+            "tokens": int(round(tokens / max(calls, 1) * candidates * per_call)), "seconds": round(candidates * per, 1),
+            "sample": sample, "sample_accepted": sample_accepted, "sample_seconds": round(sample_seconds, 2),
+            "yield_estimate": round(rate, 4), "sample_cached": int(usage.get("cache_hits", 0))}
+
+
+def format_estimate(est: Mapping) -> str:
+    """One line: the estimate of :func:`estimate_run`."""
+    return (f"estimate: about {est['candidates']} candidates, {est['calls']} LLM calls, {est['tokens']:,} tokens, "
+            f"{est['seconds'] / 60:.1f} min (from a timed sample of {est['sample']} candidates: "
+            f"{est['sample_accepted']} passed, {est['sample_seconds']:.1f} s, {est['sample_cached']} answers cached)")
+
+
 # ------------------------------------------------------------------------------------------------ output folder
 def held_files(folder: str | Path) -> list[str]:
     """The names of :data:`SET_FILES` that ``folder`` holds (empty when it holds no set, or does not exist)."""
@@ -651,15 +678,18 @@ def generate_testset(dataset, out: str | Path, *, llm=None, config: GenerationCo
                      chunking=None, cache_dir: str | Path = ".cache", progress: bool = True,
                      tracking_root: str | Path | None = "mlruns", experiment: str = "testset",
                      embedder=None, llm_options: Mapping | None = None, force: bool = False,
-                     resume: bool = False) -> GenerationResult:
+                     resume: bool = False, dry_run: bool = False, echo=None) -> GenerationResult:
     """Generate a test set from ``dataset`` (path or Dataset) into ``out``; see the module docstring.
 
     ``llm``: an LLM object or a spec for lab.models.llm.load_llm (None / "local": the packaged SmolLM2-135M).
     ``llm_options``: extra arguments for load_llm (e.g. ``{"concurrency": 4}``: llama.cpp then decodes four
     candidates in one batch, faster on a CPU; the cache key does not depend on it). ``tracking_root`` None:
     nothing is logged to MLflow. ``force`` / ``resume``: when ``out`` holds a set, replace it / continue it (see
-    module conventions; without either, ConfigError before any work). Returns the folder, the gate report, the
-    provenance and the MLflow run id.
+    module conventions; without either, ConfigError before any work). ``echo`` (a callable taking one line):
+    the estimate of the whole run (:func:`estimate_run`) once the first batch is done, when it will take more
+    than a minute; ``dry_run``: stop there, write nothing, and return a result whose ``folder`` is None and whose
+    report holds the estimate (``extra["estimate"]``). Returns the folder, the gate report, the provenance and
+    the MLflow run id.
     """
     from lab.models.breaker import EndpointDown, FailureBreaker
     from lab.models.llm import load_llm
@@ -673,7 +703,8 @@ def generate_testset(dataset, out: str | Path, *, llm=None, config: GenerationCo
     model = load_llm(llm, cache_dir=cache_dir, progress=progress, seed=cfg.seed, **dict(llm_options or {})) if (
         llm is None or isinstance(llm, (str, Mapping))) else llm
     units_described = units.describe()
-    start_folder(out, generation_request(units_described, model.identity, cfg), resumed, force)
+    if not dry_run:
+        start_folder(out, generation_request(units_described, model.identity, cfg), resumed, force)
     usage0 = model.usage()
     order, skipped, strata, not_prose_counts = sample_order(units.corpus, cfg.seed, cfg.stratify,
                                                             cfg.min_passage_words, cfg.max_passage_chars,
@@ -706,11 +737,13 @@ def generate_testset(dataset, out: str | Path, *, llm=None, config: GenerationCo
     done = False
     breaker = FailureBreaker(cfg.max_consecutive_failures, "test set generation")
     stopped: EndpointDown | None = None
+    estimated = False
     while not done and len(checked) < cap:
         room = cap - len(checked)
         batch = [c for _, c in zip(range(min(cfg.batch_size, room)), stream)]
         if not batch:
             break
+        t_batch = time.perf_counter()
         try:
             _generate_batch(model, batch, cfg, report, breaker)
             report.repaired += sum(1 for c in batch if c.repaired and c.qa is not None)
@@ -744,6 +777,17 @@ def generate_testset(dataset, out: str | Path, *, llm=None, config: GenerationCo
                 report.extra["generated_unchecked"] = len(batch) - pos - 1
                 done = True
                 break
+        if not estimated:
+            estimated = True
+            report.extra["estimate"] = est = estimate_run(
+                cfg.n, cap, len(checked), len(accepted), time.perf_counter() - t_batch,
+                {k: v - usage0.get(k, 0) for k, v in model.usage().items()}, int(getattr(model, "concurrency", 1)))
+            if echo is not None and (dry_run or est["seconds"] > 60):
+                echo(format_estimate(est))
+            if dry_run:
+                if tick:
+                    pbar.close()
+                return GenerationResult(None, report, {}, None)
     if tick:
         pbar.close()
     report.extra["question_types"] = {
