@@ -577,22 +577,27 @@ def estimate_run(n: int, cap: int, sample: int, sample_accepted: int, sample_sec
     """What a whole generation will cost, from its first batch (the timed sample; its answers are cached, so the
     run reuses them): candidates = n / yield, the yield smoothed as (accepted + 1) / (sample + 2) so a sample
     with no pass does not predict infinity, at most ``cap``; LLM calls and tokens per candidate as in the
-    sample; seconds per candidate the sample's wall time, or, when the sample came from the cache, what its
-    answers took when they were generated (``cold_seconds``) over ``concurrency``."""
-    calls, tokens = float(usage.get("calls", 0)), float(usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0))
+    sample (tokens per answer generated, not read from the cache); seconds per candidate the sample's wall time,
+    or, when the sample came from the cache, what its answers took when they were generated (``cold_seconds``)
+    over ``concurrency``. ``tokens`` None: the sample's answers all came from the cache, which counts no tokens."""
+    calls = float(usage.get("calls", 0))
+    tokens = float(usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0))
     rate = (sample_accepted + 1) / (sample + 2)
     candidates = int(min(cap, math.ceil(n / rate))) if sample else cap
     per = max(sample_seconds, float(usage.get("cold_seconds", 0.0)) / max(concurrency, 1)) / max(sample, 1)
     per_call = calls / max(sample, 1)
     return {"candidates": candidates, "calls": int(round(candidates * per_call)),
-            "tokens": int(round(tokens / max(calls, 1) * candidates * per_call)), "seconds": round(candidates * per, 1),
+            "tokens": int(round(tokens / max(float(usage.get("generated", calls)), 1) * candidates * per_call))
+            if tokens else None,
+            "seconds": round(candidates * per, 1),
             "sample": sample, "sample_accepted": sample_accepted, "sample_seconds": round(sample_seconds, 2),
             "yield_estimate": round(rate, 4), "sample_cached": int(usage.get("cache_hits", 0))}
 
 
 def format_estimate(est: Mapping) -> str:
     """One line: the estimate of :func:`estimate_run`."""
-    return (f"estimate: about {est['candidates']} candidates, {est['calls']} LLM calls, {est['tokens']:,} tokens, "
+    tokens = "tokens unknown (sample cached)" if est["tokens"] is None else f"{est['tokens']:,} tokens"
+    return (f"estimate: about {est['candidates']} candidates, {est['calls']} LLM calls, {tokens}, "
             f"{est['seconds'] / 60:.1f} min (from a timed sample of {est['sample']} candidates: "
             f"{est['sample_accepted']} passed, {est['sample_seconds']:.1f} s, {est['sample_cached']} answers cached)")
 
