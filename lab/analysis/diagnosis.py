@@ -38,7 +38,8 @@ HIT_RATE_AT_3_MIN = 0.95
 NDCG_AT_3_MIN = 0.70
 #: precision@3 below this fraction of its ceiling (best reachable precision@3; target: 80% of it).
 PRECISION_AT_3_MIN = 0.80
-#: latency_p95_ms above this: too slow for interactive RAG (a cross-encoder reranker alone adds ~200 ms per query on a CPU).
+#: latency_p95_ms above this: too slow for interactive RAG (a cross-encoder reranker alone adds ~200 ms a query on
+#: a CPU).
 LATENCY_P95_MAX_MS = 200.0
 #: ndcg@10 CI wider than this: too few queries to tell configurations apart (a 2-point difference should be visible).
 CI_WIDTH_MAX = 0.10

@@ -29,6 +29,10 @@ def _progress(args) -> bool:
     return not args.no_progress and not args.json
 
 
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
 def cmd_generate(args) -> int:
     from lab.testset.gates import GateConfig
     from lab.testset.generate import GenerationConfig, format_estimate, generate_testset
@@ -46,7 +50,7 @@ def cmd_generate(args) -> int:
                            llm_options={"concurrency": args.concurrency} if args.concurrency else None,
                            cache_dir=args.cache_dir, progress=_progress(args), tracking_root=_root(args),
                            experiment=args.experiment, force=args.force, resume=args.resume,
-                           dry_run=args.dry_run, echo=None if args.dry_run else lambda line: print(line, file=sys.stderr))
+                           dry_run=args.dry_run, echo=None if args.dry_run else _to_stderr)
     if args.dry_run:
         print(json.dumps(res.report.extra["estimate"], indent=1) if args.json else format_estimate(
             res.report.extra["estimate"]))

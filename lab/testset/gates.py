@@ -369,8 +369,9 @@ def summarize(values: Iterable[float]) -> dict:
 def check_text_gates(question: str, answer: str, passage_terms: set[str], cfg: GateConfig, tokenizer,
                      language: str = "en", passage: str = "") -> tuple[dict[str, bool], dict[str, float]]:
     """The gates that need no model: is_question, same_language, length, no_repetition, no_markup,
-    known_identifiers (only with ``passage``), low_overlap and lexical answerable (only when ``cfg.answerability == "lexical"``). ``passage``: the text the model saw
-    (a repeated identifier it holds itself is not the model's loop). Returns (results, measured values)."""
+    known_identifiers (only with ``passage``), low_overlap and lexical answerable (only when
+    ``cfg.answerability == "lexical"``). ``passage``: the text the model saw (a repeated identifier it holds
+    itself is not the model's loop). Returns (results, measured values)."""
     overlap = term_coverage(question, passage_terms, tokenizer)
     support = term_coverage(answer, passage_terms, tokenizer) if answer.strip() else 0.0
     rep = max(repetition(question), repetition(answer))

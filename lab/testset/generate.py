@@ -14,7 +14,8 @@ Conventions
   window's text, and the set records it (``metadata.passage`` of each query; the review sheet shows it).
 - Sampling (:func:`sample_order`): windows with fewer than ``min_passage_words`` words (Han characters count one
   each) are skipped, and with ``prose_only`` (default) windows that are mostly code, headings, ids or boilerplate
-  (lab.testset.passages.not_prose: cheap checks, before any LLM call; counted by reason in the gate report). The rest are grouped into strata ("doc": the unit's document; "section": the document's
+  (lab.testset.passages.not_prose: cheap checks, before any LLM call; counted by reason in the gate report).
+  The rest are grouped into strata ("doc": the unit's document; "section": the document's
   ``metadata.source`` / ``section`` when present, else its first markdown heading, else the document),
   shuffled within each stratum and visited round-robin over the strata in a shuffled order, all from
   ``random.Random(seed)``: a prefix of the order covers the strata evenly, and any part of a document can be
