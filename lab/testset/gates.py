@@ -321,12 +321,13 @@ class GateReport:
 
     def table(self) -> str:
         """The funnel as a fixed-width table (one line per gate)."""
-        lines = [f"{'gate':<15} {'checked':>8} {'failed':>7} {'dropped here':>13} {'remaining':>10}"]
+        width = max(map(len, GATES))
+        lines = [f"{'gate':<{width}} {'checked':>8} {'failed':>7} {'dropped here':>13} {'remaining':>10}"]
         remaining = self.candidates
         for g in GATES:
             checked = self.passed[g] + self.failed[g]
             remaining -= self.dropped_at[g]
-            lines.append(f"{g:<15} {checked:>8} {self.failed[g]:>7} {self.dropped_at[g]:>13} {remaining:>10}")
+            lines.append(f"{g:<{width}} {checked:>8} {self.failed[g]:>7} {self.dropped_at[g]:>13} {remaining:>10}")
         from lab.metrics.stats import wilson_interval
 
         lo, hi = wilson_interval(self.accepted, self.candidates)
