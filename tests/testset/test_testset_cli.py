@@ -77,3 +77,17 @@ def test_generate_into_a_folder_that_holds_a_set_is_one_line_error(tmp_path, cap
                  "--no-mlflow"])
     err = capsys.readouterr().err
     assert code == 2 and "no generation.json, so there is nothing to resume" in err and "--force" in err
+
+
+def test_generate_dry_run_prints_only_the_estimate(tmp_path, capsys):
+    """`--dry-run`: the first batch is a timed sample (two real SmolLM2 calls here), one estimate line is printed
+    and nothing is written."""
+    from builders import mini_dataset
+
+    out = tmp_path / "gen"
+    code = main(["testset", "generate", "--dataset", str(mini_dataset(tmp_path, corpus_only=True)), "--out", str(out),
+                 "--n", "5", "--max-attempts", "2", "--min-passage-words", "5", "--dry-run", "--no-mlflow",
+                 "--no-progress", "--cache-dir", str(tmp_path / "cache")])
+    printed = capsys.readouterr().out.strip().splitlines()
+    assert code == 0 and len(printed) == 1 and printed[0].startswith("estimate: about 2 candidates, ")
+    assert not out.exists()
