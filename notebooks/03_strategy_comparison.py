@@ -107,6 +107,21 @@ from lab.metrics.overlap import overlap_table
 
 if len(results) > 1:
     display(overlap_table({name: r.run for name, r in results.items()}))
+# ## Per difficulty tier
+# A set from `lab testset generate` records each question's difficulty tier (easy / medium / hard, from the BM25
+# rank of its source and its word overlap with its evidence; docs/testset.md). The metric per tier shows where a
+# strategy gains: a dense or hybrid retriever should matter most on the hard questions. Same as
+# `lab compare --by tier`.
+
+# %%
+from lab.analysis.compare import format_leaderboard_by, group_means
+
+tiers = {q: str(m["difficulty"]) for q, m in ds.queries.metadata.items() if isinstance(m, dict) and m.get("difficulty")}
+if tiers:
+    by_tier = group_means({n: r.evaluation.per_query[metric] for n, r in results.items()}, tiers, "tier", metric)
+    print(format_leaderboard_by(by_tier))
+else:
+    print(f"{ds.name}: its queries carry no difficulty tier (sets from `lab testset generate` do)")
 
 # %% [markdown]
 # ## Plots

@@ -33,6 +33,7 @@ import pandas as pd
 from lab.analysis.leaderboard import N_RESAMPLES, TEST_COLUMNS, legend_lines
 from lab.analysis.leaderboard import leaderboard
 from lab.core.errors import ConfigError
+from lab.data.beir import read_queries
 
 #: Columns of a leaderboard, after ``label``, ``<metric>``, ``<metric>_ci_low``, ``<metric>_ci_high``.
 EXTRA_COLUMNS = ("latency_p50_ms", "latency_p95_ms", "index_seconds", "n_queries", "llm_index_calls",
@@ -357,3 +358,72 @@ def plot_leaderboard(df: pd.DataFrame, path: str | Path, metric: str | None = No
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     return path
+
+
+# ------------------------------------------------------------------------------------------------ by query group
+#: ``lab compare --by``: the query metadata key each grouping reads, and its groups in display order (None: sorted).
+GROUPINGS = {"tier": ("difficulty", ("easy", "medium", "hard")), "type": ("question_type", None)}
+
+
+def query_groups(dataset: str | Path, by: str = "tier") -> dict[str, str]:
+    """query id -> group of the dataset folder's queries (``GROUPINGS[by]``'s metadata key, e.g. the difficulty
+    tier ``lab testset generate`` records); ConfigError when no query carries it."""
+    if by not in GROUPINGS:
+        raise ConfigError(f"--by {by!r}: use one of {', '.join(GROUPINGS)}")
+    key = GROUPINGS[by][0]
+    path = Path(dataset) / "queries.jsonl"
+    if not path.is_file():
+        raise ConfigError(f"{dataset}: no queries.jsonl; pass --dataset with the test set the runs were scored on")
+    queries = read_queries(path, progress=False)
+    out = {q: str(m[key]) for q, m in queries.metadata.items() if isinstance(m, dict) and m.get(key) is not None}
+    if not out:
+        raise ConfigError(f"{path}: no query has metadata field '{key}' (sets from `lab testset generate` have it); "
+                          "pass --dataset with such a set")
+    return out
+
+
+def group_means(scores: dict[str, pd.Series], groups: dict[str, str], by: str = "tier",
+                metric: str = "") -> pd.DataFrame:
+    """Per label (``scores``: label -> per-query values), the mean over each group of queries (``groups``: query
+    id -> group): columns label, then per group ``<group>`` (mean; NaN when no query of it was scored) and
+    ``<group> n``, then ``all`` (every scored query). Groups in ``GROUPINGS[by]``'s order, else sorted."""
+    order = GROUPINGS.get(by, (None, None))[1] or tuple(sorted(set(groups.values())))
+    names = [g for g in order if g in set(groups.values())]
+    rows = []
+    for label, values in scores.items():
+        row: dict = {"label": label}
+        for g in names:
+            part = values[[q for q in values.index if groups.get(str(q)) == g]]
+            row[g], row[f"{g} n"] = (float(part.mean()) if len(part) else math.nan), int(len(part))
+        row["all"] = float(values.mean())
+        rows.append(row)
+    out = pd.DataFrame(rows)
+    out.attrs.update(metric=metric, by=by, groups=names)
+    return out
+
+
+def leaderboard_by(df: pd.DataFrame, groups: dict[str, str], by: str = "tier", root="mlruns") -> pd.DataFrame:
+    """:func:`group_means` of the runs of the leaderboard ``df`` (:func:`leaderboard`; its row order kept, each
+    run's per-query values of its metric from MLflow), with their ``run_id``."""
+    from lab.tracking.store import load_per_query
+
+    metric = df.attrs.get("metric") or df.columns[1]
+    scores = {f"{i}": load_per_query(run_id, root)[metric] for i, run_id in enumerate(df["run_id"])}
+    out = group_means(scores, groups, by, metric)
+    out["label"], out["run_id"] = list(df["label"]), list(df["run_id"])
+    return out
+
+
+def format_leaderboard_by(table: pd.DataFrame, max_label: int = 60) -> str:
+    """:func:`leaderboard_by` as a fixed-width text table: one column per group, "mean (n)"."""
+    metric, names = table.attrs["metric"], table.attrs["groups"]
+    show = pd.DataFrame({"#": range(1, len(table) + 1),
+                         "config": [s if len(s) <= max_label else s[: max_label - 3] + "..."
+                                    for s in table["label"].astype(str)]})
+    for g in names:
+        show[g] = [("-" if math.isnan(m) else f"{m:.4f}") + f" ({n})" for m, n in zip(table[g], table[f"{g} n"])]
+    show["all"] = table["all"].map("{:.4f}".format)
+    if "run_id" in table:
+        show["run"] = table["run_id"].str[:8]
+    return f"{metric} by {table.attrs['by']} (mean over the queries of each group, (n) queries)\n" + show.to_string(
+        index=False)

@@ -1,6 +1,6 @@
 """Diagnosis: rules that link low retrieval metrics to their likely causes and the next thing to try.
 
-After seed 003 section 5.1 (symptom -> root cause -> fix), made differential: a low metric alone says little,
+A symptom -> root cause -> fix table, made differential: a low metric alone says little,
 the pattern across metrics says where the loss happens. Recall at depth separates "never retrieved" (chunking,
 embedding, vocabulary) from "retrieved but ranked low" (reranking); early recall with a good first hit points at
 evidence split over chunks; latency and the confidence interval get their own rules.
@@ -26,21 +26,22 @@ import pandas as pd
 
 #: recall@100 below this: the first stage never brings the evidence into the candidate list (coverage).
 RECALL_AT_DEPTH_MIN = 0.85
-#: recall@3 below this (seed 003 5.1: Recall@3 < 75%): the evidence chain is not in the LLM's top 3.
+#: recall@3 below this (the project's target: Recall@3 >= 75%): the evidence chain is not in the LLM's top 3.
 RECALL_AT_3_MIN = 0.75
-#: mrr@10 below this (seed 003 5.1: MRR < 0.65): the best evidence is not near the top.
+#: mrr@10 below this (target: MRR >= 0.65): the best evidence is not near the top.
 MRR_MIN = 0.65
-#: map@100 below this (seed 003 5.1: MAP < 0.55): further relevant chunks sit deep in the list.
+#: map@100 below this (target: MAP >= 0.55): further relevant chunks sit deep in the list.
 MAP_MIN = 0.55
-#: hit_rate@3 below this (seed 003 5.1: Hit Rate@3 < 95%): queries with no relevant chunk in the top 3.
+#: hit_rate@3 below this (target: Hit Rate@3 >= 95%): queries with no relevant chunk in the top 3.
 HIT_RATE_AT_3_MIN = 0.95
-#: ndcg@3 below this (seed 003 5.1: nDCG@3 < 0.70): importance and position do not match.
+#: ndcg@3 below this (target: nDCG@3 >= 0.70): importance and position do not match.
 NDCG_AT_3_MIN = 0.70
-#: precision@3 below this fraction of its ceiling (best reachable precision@3; seed 003 5.1: 80%).
+#: precision@3 below this fraction of its ceiling (best reachable precision@3; target: 80% of it).
 PRECISION_AT_3_MIN = 0.80
-#: latency_p95_ms above this: too slow for interactive RAG (seed 000: a reranker adds ~200 ms per query).
+#: latency_p95_ms above this: too slow for interactive RAG (a cross-encoder reranker alone adds ~200 ms a query on
+#: a CPU).
 LATENCY_P95_MAX_MS = 200.0
-#: ndcg@10 CI wider than this: too few queries to tell configurations apart (seed 000 aims at +-2%).
+#: ndcg@10 CI wider than this: too few queries to tell configurations apart (a 2-point difference should be visible).
 CI_WIDTH_MAX = 0.10
 #: a run not significantly below the reference (p >= ALPHA) and this many times faster (P50) is worth a look.
 SPEEDUP_MIN = 5.0
@@ -107,7 +108,7 @@ def ranking_gap(figures: Mapping[str, float]) -> Finding | None:
 
 def early_recall_gap(figures: Mapping[str, float]) -> Finding | None:
     """recall@3 < RECALL_AT_3_MIN while mrr@10 >= MRR_MIN and recall@100 is good: the first hit is early but
-    the rest of the evidence chain is not in the top 3 (seed 003 5.1, first row)."""
+    the rest of the evidence chain is not in the top 3."""
     r3, m, r = _get(figures, "recall@3"), _get(figures, "mrr@10"), _get(figures, "recall@100")
     if r3 is None or m is None or r is None:
         return None
@@ -118,7 +119,7 @@ def early_recall_gap(figures: Mapping[str, float]) -> Finding | None:
         f"recall@3 {r3:.3f} < {RECALL_AT_3_MIN} although the first hit is early (mrr@10 {m:.3f})",
         "The evidence is spread over several chunks (e.g. steps 1-3 cut into different chunks), so one is found "
         "and the others rank lower.",
-        "Sliding-window chunks with overlap (seed 003: 512 with 128 overlap) and the section title as prefix "
+        "Sliding-window chunks with overlap (e.g. 512 with 128 overlap) and the section title as prefix "
         "(chunking.title_prefix); or pass k >= 5 chunks to the LLM.")
 
 

@@ -16,7 +16,7 @@ Conventions
     committed baseline can carry per-query data for the significance test.
 - Drop: ``baseline - current`` (metrics are higher-is-better), positive = worse. Allowed: ``max_drop`` as an
   absolute amount (0.02 = 2 nDCG points) or, with ``relative``, as a fraction of the baseline value. A negative
-  ``max_drop`` (seed 000 writes ``--threshold -0.02``) means the same as its absolute value.
+  ``max_drop`` (as in ``--threshold -0.02``) means the same as its absolute value.
 - Significance (both sides per-query): :func:`lab.metrics.paired_test` of current minus baseline on the queries
   both scored; the drop is significant when ``p_permutation < alpha`` and the mean difference is negative.
   ``significant_only`` fails only on drops that exceed the allowance AND are significant; it needs per-query data
@@ -39,9 +39,9 @@ import pandas as pd
 from lab.core.errors import ConfigError, DataError
 from lab.metrics.stats import N_RESAMPLES
 
-#: Metrics gated when none are named (seed 000 gates nDCG@10).
+#: Metrics gated when none are named.
 DEFAULT_GATE_METRICS = ("ndcg@10",)
-#: Default allowed drop (seed 000: block a merge when nDCG@10 drops by more than 0.02).
+#: Default allowed drop: block a merge when nDCG@10 drops by more than 0.02.
 DEFAULT_MAX_DROP = 0.02
 #: Suffixes of per-query tables; a summary X.json picks up X.per_query<suffix> beside it.
 PER_QUERY_SUFFIXES = (".parquet", ".csv", ".tsv", ".json")

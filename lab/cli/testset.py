@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 from lab.cli.options import add_max_consecutive_failures, add_tracking_root, non_negative_int, positive_int
 from lab.core.settings import parse_settings
@@ -28,9 +29,13 @@ def _progress(args) -> bool:
     return not args.no_progress and not args.json
 
 
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
 def cmd_generate(args) -> int:
     from lab.testset.gates import GateConfig
-    from lab.testset.generate import GenerationConfig, generate_testset
+    from lab.testset.generate import GenerationConfig, format_estimate, generate_testset
 
     gates = GateConfig(max_overlap=args.max_overlap, min_answer_support=args.min_answer_support,
                        min_similarity=args.min_similarity, duplicate_threshold=args.duplicate_threshold,
@@ -44,7 +49,12 @@ def cmd_generate(args) -> int:
     res = generate_testset(args.dataset, args.out, llm=args.llm, config=cfg, chunking=args.chunking,
                            llm_options={"concurrency": args.concurrency} if args.concurrency else None,
                            cache_dir=args.cache_dir, progress=_progress(args), tracking_root=_root(args),
-                           experiment=args.experiment)
+                           experiment=args.experiment, force=args.force, resume=args.resume,
+                           dry_run=args.dry_run, echo=None if args.dry_run else _to_stderr)
+    if args.dry_run:
+        print(json.dumps(res.report.extra["estimate"], indent=1) if args.json else format_estimate(
+            res.report.extra["estimate"]))
+        return 0
     if args.json:
         print(json.dumps({"folder": str(res.folder), "run_id": res.run_id, "report": res.report.to_dict()}, indent=1))
     else:
@@ -141,7 +151,13 @@ def add_parsers(sub) -> None:
                                          "filter them -> BEIR set with evidence spans")
     g.add_argument("--dataset", required=True,
                    help="folder with corpus.jsonl (queries and qrels optional), e.g. one `lab ingest` wrote")
-    g.add_argument("--out", required=True, help="folder for the generated set")
+    g.add_argument("--out", required=True, help="folder for the generated set (refused when it holds one, unless "
+                                                "--force or --resume)")
+    again = g.add_mutually_exclusive_group()
+    again.add_argument("--force", action="store_true", help="replace the set --out holds")
+    again.add_argument("--resume", action="store_true",
+                       help="continue the set --out holds (same settings; answers already made come from the cache), "
+                            "e.g. after an interruption or with a larger --n")
     g.add_argument("--n", type=positive_int, default=100, help="questions wanted (default 100)")
     g.add_argument("--llm", default="local", help="LLM spec: local (packaged SmolLM2-135M), a .gguf path, openai:MODEL")
     g.add_argument("--concurrency", type=positive_int,
@@ -173,6 +189,9 @@ def add_parsers(sub) -> None:
     g.add_argument("--extra-relevant", action="store_true",
                    help="second pass: the LLM judges BM25's top candidates as extra relevant units")
     g.add_argument("--extra-candidates", type=non_negative_int, default=5)
+    g.add_argument("--dry-run", action="store_true",
+                   help="generate and check the first batch only (a timed sample, cached for the real run) and "
+                        "print the estimate of the whole run: candidates, LLM calls, tokens, time; write nothing")
     add_max_consecutive_failures(g)
     _common(g)
     g.set_defaults(func=cmd_generate)

@@ -95,9 +95,11 @@ def _scheduled(args, common) -> int:
 def cmd_compare(args) -> int:
     import warnings
 
-    from lab.analysis.compare import (CompareWarning, format_leaderboard, latest_experiment, experiment_leaderboard,
-                                      plot_leaderboard, runs_overlap)
+    from lab.analysis.compare import (CompareWarning, experiment_leaderboard, format_leaderboard,
+                                      format_leaderboard_by, latest_experiment, leaderboard_by, plot_leaderboard,
+                                      query_groups, runs_overlap)
     from lab.core.errors import ConfigError
+    from lab.core.paths import existing_or_repo_path
 
     metrics = split_names(args.metric) or ["ndcg@10"]
     experiment = args.experiment or latest_experiment(args.tracking_root)
@@ -108,10 +110,13 @@ def cmd_compare(args) -> int:
         return _compare_previous(args, experiment, metrics)
     if args.alpha is not None and not 0 < args.alpha < 1:
         raise ConfigError(f"--alpha {args.alpha}: the significance level must lie strictly between 0 and 1, e.g. 0.05")
+    groups = query_groups(args.dataset, args.by) if args.by and args.dataset else None  # checked before any work
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CompareWarning)  # printed with the table
         df = experiment_leaderboard(experiment, metric=metrics[0], root=args.tracking_root, parent_run_id=args.parent,
-                         alpha=0.05 if args.alpha is None else args.alpha, correction=args.correction)
+                                   alpha=0.05 if args.alpha is None else args.alpha, correction=args.correction)
+    if args.by and groups is None and not df.empty:
+        groups = query_groups(existing_or_repo_path(f"data/{df['dataset'].iloc[0]}"), args.by)
     for note in df.attrs.get("warnings", []):
         print(f"warning: {note}", file=sys.stderr)
     info = sys.stderr if args.json else sys.stdout  # with --json, stdout holds the JSON alone
@@ -138,6 +143,9 @@ def cmd_compare(args) -> int:
             print(f"\nhow the rankings differ, without labels: rank-biased overlap (p = {P}) and top-10 Jaccard "
                   "per pair of runs, mean over the queries both answered (most different first)")
             print(runs_overlap(df, args.tracking_root).to_string(index=False, float_format="{:.3f}".format))
+    if args.by and not df.empty:
+        by = leaderboard_by(df, groups, args.by, root=args.tracking_root)
+        print(format_leaderboard_by(by), file=info)
     if args.png and not df.empty:
         print(f"chart written to {plot_leaderboard(df, args.png)}", file=info)
     if args.csv:
@@ -281,6 +289,12 @@ def add_parsers(sub) -> None:
     c.add_argument("--overlap", action="store_true",
                    help="also rank-biased overlap (p = 0.9) and top-10 Jaccard between each pair of runs' rankings: "
                         "where strategies differ, without labels (JSON key overlap)")
+    c.add_argument("--by", choices=["tier", "type"],
+                   help="also the metric per group of queries: tier (difficulty easy / medium / hard) or type "
+                        "(question type), as `lab testset generate` records them in the queries' metadata")
+    c.add_argument("--dataset", metavar="DIR",
+                   help="with --by: the test set folder whose queries carry the groups (default data/<the runs' "
+                        "dataset>)")
     c.add_argument("--png", metavar="FILE", help="write a bar chart with CI error bars")
     c.add_argument("--csv", metavar="FILE", help="write the table as CSV")
     add_tracking_root(c)

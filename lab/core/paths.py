@@ -65,3 +65,15 @@ def results_dir(*parts: str, root: str | Path | None = None, create: bool = True
     if create:
         out.mkdir(parents=True, exist_ok=True)
     return out
+
+
+def public_path(path: str | Path) -> str:
+    """``path`` as provenance and logged params may show it: relative to the repository root when inside it,
+    else its last component only, so no machine's absolute paths are recorded."""
+    p = Path(path).expanduser()
+    if not p.is_absolute():
+        return p.as_posix()
+    try:
+        return p.resolve().relative_to(repo_root()).as_posix()
+    except (ValueError, ConfigError):
+        return p.name

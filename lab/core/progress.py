@@ -11,3 +11,17 @@ def progress(iterable, desc: str = "", total: int | None = None, enabled: bool =
     from tqdm.auto import tqdm
 
     return tqdm(iterable, desc=desc, total=total, file=sys.stderr, dynamic_ncols=True, mininterval=1.0, **kw)
+
+
+def progress_items(batches, desc: str = "", total: int | None = None, enabled: bool = True, unit: str = "item"):
+    """Iterate ``batches`` (each sized) with a bar that counts their items, not the batches, so its rate reads
+    in ``unit``/s (passages/s while a dense retriever encodes) and its total is the number of items."""
+    if not enabled or os.environ.get("LAB_NO_PROGRESS"):
+        yield from batches
+        return
+    from tqdm.auto import tqdm
+
+    with tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, dynamic_ncols=True, mininterval=1.0) as bar:
+        for b in batches:
+            yield b
+            bar.update(len(b))

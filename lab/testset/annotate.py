@@ -5,9 +5,9 @@ the split; the candidates are pooled (union, each unit once per query) and shuff
 ``random.Random(f"{seed}:{qid}")``, so neither the order nor any column tells the annotator which strategy
 found a unit. Sheet columns (:data:`ANNOTATION_COLUMNS`): qid, query, unit_id, passage, then what the
 annotator fills: grade (0-3: 0 not relevant, 1 partly, 2 relevant, 3 answers it fully; empty = not judged),
-tier (core / auxiliary / edge, seed 003 section 3.1: empty on a relevant row means core), note. A side file
-``<sheet>.meta.json`` keeps the dataset, chunking, strategies, depth, seed and which strategy found which unit
-(for pool analysis after import; keep it away from annotators).
+tier (core / auxiliary / edge, lab.metrics.ranking.DEFAULT_TIER_WEIGHTS: empty on a relevant row means core),
+note. A side file ``<sheet>.meta.json`` keeps the dataset, chunking, strategies, depth, seed and which strategy
+found which unit (for pool analysis after import; keep it away from annotators).
 
 Import (:func:`import_annotation`): rows are validated first (unknown unit, a (qid, unit) pair twice, a grade
 outside 0-3, an unknown tier, a tier on a row without a grade >= 1 are each a DataError naming file, line and

@@ -17,12 +17,17 @@ checked on every candidate, so the report also says how often each one fails on 
 ``no_markup``         no markup copied into the question or the answer (:func:`markup_in`: HTML tags, markdown
                       images, links, headings, emphasis, tables and code fences, reStructuredText directives and
                       roles, rule lines); inline `code` is allowed
+``known_identifiers`` every identifier the question names (:func:`identifiers`: snake_case, pkg::name,
+                      obj.attr, camelCase, name(), anything in `backticks`) occurs in the passage (case-insensitive):
+                      no invented functions or options
 ``low_overlap``       lexical overlap with the passage at most ``max_overlap``: the share of the question's content
                       terms (lab.text.tokenize.Tokenizer: stop words removed, Snowball stems; jieba words for Chinese) that
                       occur in the passage. The seed prompt asks for questions that do not copy the key words.
 ``answerable``        the answer is supported by the passage. Method "lexical" (default): at least
                       ``min_answer_support`` of the answer's content terms occur in the passage. Method "llm": the
                       generating LLM (or another) is asked whether the passage supports the answer (yes/no).
+``prose_evidence``    the evidence span the answer narrows to (lab.testset.spans.support_span) is prose, not only a
+                      heading, an identifier or an id (lab.testset.spans.not_prose_span)
 ``on_topic``          cosine similarity between question and passage at least ``min_similarity``: the question is
                       about this passage, not a generic one. The model (``topic_model``, default the packaged
                       multilingual-e5-small) is not the default dense retriever (all-MiniLM-L6-v2), so the gate
@@ -40,8 +45,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-GATES = ("valid_json", "is_question", "same_language", "length", "no_repetition", "no_markup", "low_overlap",
-         "answerable", "on_topic", "not_duplicate")
+GATES = ("valid_json", "is_question", "same_language", "length", "no_repetition", "no_markup", "known_identifiers",
+         "low_overlap", "answerable", "prose_evidence", "on_topic", "not_duplicate")
 #: The packaged model of the on-topic and duplicate gates (multilingual: Chinese and English questions alike).
 TOPIC_MODEL = "multilingual-e5-small"
 ANSWERABILITY = ("lexical", "llm")
@@ -189,6 +194,29 @@ def markup_in(text: str) -> str | None:
     return None
 
 
+#: An identifier (see the known_identifiers gate): `code`, a name joined by _ :: -> or ., camelCase, or name().
+_IDENTIFIER = re.compile(r"`([^`\n]+)`|(?<![\w.\-])([A-Za-z_]\w*(?:(?:::|->|\.|_)\w+)+)(?:\(\))?"
+                         r"|(?<![\w.\-])([a-z]+[A-Z]\w*)|(?<![\w.\-])([A-Za-z_]\w*)\(\)")
+
+
+def identifiers(text: str) -> list[str]:
+    """The identifiers ``text`` names (see :data:`_IDENTIFIER`), in order; 3 letters or fewer ("e.g") are not."""
+    found = (next(g for g in m.groups() if g) for m in _IDENTIFIER.finditer(text))
+    return [i for i in found if len(re.sub(r"\W", "", i)) > 3]
+
+
+def unknown_identifiers(question: str, passage: str) -> list[str]:
+    """The identifiers of ``question`` that ``passage`` does not hold (case-insensitive; a `code` span passes
+    when the passage holds it whole or each of its words)."""
+    low = re.sub(r"\s+", " ", passage.lower())
+    out = []
+    for ident in identifiers(question):
+        i = re.sub(r"\s+", " ", ident.strip().lower())
+        if i not in low and not all(w in low for w in i.split()):
+            out.append(ident)
+    return out
+
+
 def same_language(question: str, passage_language: str) -> bool:
     """True when the question's language (lab.text.tokenize.detect_language) is the passage's."""
     from lab.text.tokenize import detect_language
@@ -287,16 +315,19 @@ class GateReport:
         for k, v in self.extra.items():
             if isinstance(v, (int, float)):
                 out[k] = v
+            elif isinstance(v, dict):  # counts by reason: skipped_not_prose_code, ...
+                out.update({f"{k}_{kk}": vv for kk, vv in v.items() if isinstance(vv, (int, float))})
         return {k: float(v) for k, v in out.items()}
 
     def table(self) -> str:
         """The funnel as a fixed-width table (one line per gate)."""
-        lines = [f"{'gate':<15} {'checked':>8} {'failed':>7} {'dropped here':>13} {'remaining':>10}"]
+        width = max(map(len, GATES))
+        lines = [f"{'gate':<{width}} {'checked':>8} {'failed':>7} {'dropped here':>13} {'remaining':>10}"]
         remaining = self.candidates
         for g in GATES:
             checked = self.passed[g] + self.failed[g]
             remaining -= self.dropped_at[g]
-            lines.append(f"{g:<15} {checked:>8} {self.failed[g]:>7} {self.dropped_at[g]:>13} {remaining:>10}")
+            lines.append(f"{g:<{width}} {checked:>8} {self.failed[g]:>7} {self.dropped_at[g]:>13} {remaining:>10}")
         from lab.metrics.stats import wilson_interval
 
         lo, hi = wilson_interval(self.accepted, self.candidates)
@@ -304,6 +335,15 @@ class GateReport:
                      f"{lo:.1%}-{hi:.1%}); repaired JSON {self.repaired}, retries {self.retries}, passages skipped "
                      f"(too short) {self.skipped_units} of {self.skipped_units + self.units_eligible}; "
                      f"answerability: {self.answerability_method}")
+        if self.extra.get("question_types"):
+            qt = self.extra["question_types"]
+            lines.append("question types accepted / asked (target share): " + ", ".join(
+                f"{t} {qt['accepted'][t]}/{qt['asked'][t]} ({qt['target'][t]:.0%})" for t in qt["target"]))
+        if self.extra.get("difficulty"):
+            lines.append("difficulty tiers: " + ", ".join(f"{k} {v}" for k, v in self.extra["difficulty"].items()))
+        if any(self.extra.get("skipped_not_prose", {}).values()):
+            lines.append("passages skipped before any LLM call as not prose: " + ", ".join(
+                f"{k} {v}" for k, v in self.extra["skipped_not_prose"].items() if v))
         if "evidence_narrowed" in self.extra:
             lines.append(f"evidence spans: {self.extra['evidence_narrowed']} narrowed to the supporting sentences, "
                          f"{self.extra.get('evidence_whole_passage', 0)} the whole passage")
@@ -329,22 +369,27 @@ def summarize(values: Iterable[float]) -> dict:
 
 def check_text_gates(question: str, answer: str, passage_terms: set[str], cfg: GateConfig, tokenizer,
                      language: str = "en", passage: str = "") -> tuple[dict[str, bool], dict[str, float]]:
-    """The gates that need no model: is_question, same_language, length, no_repetition, no_markup, low_overlap
-    and lexical answerable (only when ``cfg.answerability == "lexical"``). ``passage``: the text the model saw
-    (a repeated identifier it holds itself is not the model's loop). Returns (results, measured values)."""
+    """The gates that need no model: is_question, same_language, length, no_repetition, no_markup,
+    known_identifiers (only with ``passage``), low_overlap and lexical answerable (only when
+    ``cfg.answerability == "lexical"``). ``passage``: the text the model saw (a repeated identifier it holds
+    itself is not the model's loop). Returns (results, measured values)."""
     overlap = term_coverage(question, passage_terms, tokenizer)
     support = term_coverage(answer, passage_terms, tokenizer) if answer.strip() else 0.0
     rep = max(repetition(question), repetition(answer))
     loop = repeated_in_token(question, passage) or repeated_in_token(answer, passage)
     markup = markup_in(question) or markup_in(answer)
+    unknown = unknown_identifiers(question, passage) if passage else []
     res = {"is_question": is_question(question, language), "same_language": same_language(question, language),
            "length": length_ok(question, answer, cfg, language),
            "no_repetition": rep <= cfg.max_repetition and loop is None, "no_markup": markup is None,
            "low_overlap": overlap <= cfg.max_overlap}
+    if passage:
+        res["known_identifiers"] = not unknown
     if cfg.answerability == "lexical":
         res["answerable"] = support >= cfg.min_answer_support
     return res, {"overlap": overlap, "answer_support": support, "repetition": 1.0 if loop else rep,
-                 "token_repetition": float(loop is not None), "markup": float(markup is not None)}
+                 "token_repetition": float(loop is not None), "markup": float(markup is not None),
+                 "unknown_identifiers": float(len(unknown))}
 
 
 def first_failure(results: dict[str, bool | None], order: Sequence[str] = GATES) -> str | None:

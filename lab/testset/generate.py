@@ -1,9 +1,10 @@
 """Generated questions: an LLM writes a question for passages sampled from a corpus, quality gates filter them,
 and the set is written in BEIR layout with the evidence span of every question.
 
-The prompt is seed 000's ("给定以下文档段落，生成一个用户可能会问的、恰好需要这段信息才能回答的问题"), in
-Chinese for Chinese passages and in an English translation for the rest (:data:`PROMPTS`, :data:`PROMPT_VERSION`):
-the question follows the passage's language (lab.text.tokenize.detect_language on the passage), and a gate checks it.
+The prompt asks in the passage's language ("给定以下文档段落，生成一个用户可能会问的、恰好需要这段信息才能回答的问题" for
+Chinese passages, an English translation for the rest; :data:`PROMPTS`, :data:`PROMPT_VERSION`) for one question
+that needs the passage, without its key words, of a given type: lab.text.tokenize.detect_language on the passage
+picks the language, and a gate checks the question's.
 
 Conventions
 - Source: a folder with only ``corpus.jsonl`` is enough (lab.testset.io.load_units). Queries the folder holds
@@ -12,7 +13,9 @@ Conventions
   every unit, section by section when it has headings, not its first characters. The LLM sees exactly the
   window's text, and the set records it (``metadata.passage`` of each query; the review sheet shows it).
 - Sampling (:func:`sample_order`): windows with fewer than ``min_passage_words`` words (Han characters count one
-  each) are skipped. The rest are grouped into strata ("doc": the unit's document; "section": the document's
+  each) are skipped, and with ``prose_only`` (default) windows that are mostly code, headings, ids or boilerplate
+  (lab.testset.passages.not_prose: cheap checks, before any LLM call; counted by reason in the gate report).
+  The rest are grouped into strata ("doc": the unit's document; "section": the document's
   ``metadata.source`` / ``section`` when present, else its first markdown heading, else the document),
   shuffled within each stratum and visited round-robin over the strata in a shuffled order, all from
   ``random.Random(seed)``: a prefix of the order covers the strata evenly, and any part of a document can be
@@ -22,6 +25,11 @@ Conventions
   pass or ``max_attempts`` candidates were checked. Output the model cannot parse, even after the one lenient
   repair, is generated again (``retries`` times, at ``retry_temperature``, seed ``seed + 1000 * try + round``),
   then dropped. The result is the first ``n`` passing candidates in candidate order, whatever the batch size.
+- Question types (:data:`QUESTION_MIX`, :func:`question_type`): what, how, why, when, which (compare or
+  choose) and troubleshooting, in a target mix of 5 / 5 / 3 / 2 / 3 / 2 of every 20 candidates, dealt from a
+  cycle shuffled by the seed. Each candidate's prompt asks for its type (:data:`TYPE_INSTRUCTIONS`), the English
+  schema holds the question to the type's first word, and the type is recorded (``question_type`` of each
+  candidate and query); the gate report counts asked and accepted types (``extra.question_types``).
 - JSON: ``json_mode="schema"`` (default) sends the OpenAI ``response_format`` json_schema of :func:`qa_schema`
   (llama.cpp turns it into a grammar; OpenAI, vLLM and recent Ollama honour it); ``"prompt"`` relies on the
   prompt alone. Either way the text is parsed strictly first (:func:`parse_qa`). A generation the backend
@@ -31,18 +39,40 @@ Conventions
   goes to ``evidence.jsonl``, so span relevance scores any chunking of the same documents. An optional second
   pass (``extra_relevant``) asks the LLM to judge BM25's top ``extra_candidates`` other units for each question;
   a "yes" adds it with ``extra_grade``.
+- Difficulty (:func:`difficulty`): each accepted question gets a tier from the BM25 rank of its source unit
+  (the question searched against every unit) and the share of its content terms found in its evidence span:
+  hard when the unit is not in BM25's top 10, easy when it is in the top 3 and the share is 0.5 or more, medium
+  otherwise; ``difficulty``, ``bm25_rank`` and ``evidence_overlap`` go into the query's metadata, so
+  ``lab compare --by tier`` reports metrics per tier.
 - Output: a BEIR folder (see lab.testset.io) whose corpus is every unit, with ``evidence.jsonl``,
   ``candidates.jsonl`` (every candidate, its passage span, raw text, gate results and measures),
   ``gate_report.json`` and ``provenance.json`` (source dataset fingerprint,
   units, passages, LLM identity and settings, prompt version and texts' sha256, gate model, params, seed, gate
-  report, source units, LLM usage, MLflow run id).
+  report, source units, LLM usage, MLflow run id). Every file is written atomically (temporary file, rename).
+- A folder that holds a set (any of :data:`SET_FILES`) is refused before any work (ConfigError) unless ``force``
+  (those files, and only those, are removed once the model is loaded) or ``resume``. ``generation.json``
+  (:data:`REQUEST_FILE`, written first) holds what defines the set: the source and units fingerprints, the LLM
+  identity, the prompt version and every param that can change which questions pass (all but ``n``,
+  ``max_attempts``, ``batch_size``, ``max_consecutive_failures``). ``resume`` continues only a set whose request
+  matches (else ConfigError naming the field): the walk starts again from the first candidate and every LLM answer
+  already made comes back from the cache, so an interrupted run, or one asked for more questions, ends with the
+  set an uninterrupted run would have written (its first questions unchanged).
+- Reproducible: the same source, seed, params, LLM and prompt give the same set. The walk, the seeds of every
+  call and the gates are deterministic, and every answer is cached under (LLM identity, prompt, generation
+  params). Without the cache (another ``cache_dir``) the answers are generated again, which repeats them only
+  where the backend is deterministic: a local GGUF at ``concurrency`` 1 (the default) is; ``concurrency`` > 1
+  decodes several slots in one llama.cpp batch, whose arithmetic depends on what else is in the batch, so a
+  greedy answer can change; an HTTP endpoint that ignores ``seed``, another llama.cpp build or another
+  ``topic_model`` (its cosines decide on_topic and not_duplicate) can change the set too.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import random
 import re
+import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -53,25 +83,70 @@ import numpy as np
 from lab.data.types import Corpus, Document
 from lab.core.errors import ConfigError
 from lab.testset.gates import GATES, GateConfig, GateReport, check_text_gates, summarize
-from lab.testset.passages import Passage
+from lab.testset.io import write_text_atomic
+from lab.testset.passages import NOT_PROSE, Passage, not_prose
+from lab.testset.spans import SupportSpan, evidence_record, not_prose_span, support_span
 
-PROMPT_VERSION = "seed000-qa-v1"
+PROMPT_VERSION = "passage-question-answer-typed-v2"
 PROMPTS = {
     "zh": ("给定以下文档段落，生成一个用户可能会问的、恰好需要这段信息才能回答的问题。\n"
            "要求：\n"
            "1. 问题必须依赖该段落中的具体信息，不是泛泛提问\n"
            "2. 问题不能直接包含段落中的关键词（增加检索难度）\n"
-           "3. 输出格式：{{\"question\": \"...\", \"answer\": \"...\"}}\n\n"
+           "3. {instruction}\n"
+           "4. 输出格式：{{\"question\": \"...\", \"answer\": \"...\"}}\n\n"
            "文档段落：\n{passage}"),
     "en": ("Given the following document passage, write one question that a user might ask and that needs exactly "
            "the information in this passage to be answered.\n"
            "Requirements:\n"
            "1. The question must depend on specific information in the passage; it must not be a generic question.\n"
            "2. The question must not directly contain the key words of the passage (to make retrieval harder).\n"
-           "3. Output format: {{\"question\": \"...\", \"answer\": \"...\"}}\n\n"
+           "3. {instruction}\n"
+           "4. Output format: {{\"question\": \"...\", \"answer\": \"...\"}}\n\n"
            "Passage:\n{passage}"),
 }
+#: Question types and the target mix: how many of every 20 candidates ask each type (25% what, 25% how, 15% why,
+#: 10% when, 15% which/compare, 10% troubleshooting), so a set is not 16 of 20 "What is the purpose of".
+QUESTION_MIX = {"what": 5, "how": 5, "why": 3, "when": 2, "which": 3, "troubleshooting": 2}
+TYPE_INSTRUCTIONS = {
+    "en": {"what": 'Ask a "What" question about a specific fact, definition or value the passage states.',
+           "how": 'Ask a "How" question about how to do something, or how something works, as the passage '
+                  'describes it.',
+           "why": 'Ask a "Why" question about a reason, cause or purpose the passage explains.',
+           "when": 'Ask a "When" question about the condition, situation or order in which something happens or '
+                   'should be used.',
+           "which": 'Ask a "Which" question that compares or chooses between options, settings or alternatives '
+                    'the passage names.',
+           "troubleshooting": "Ask a troubleshooting question: a user meets a problem or an error, and the passage "
+                              "holds its cause or its fix."},
+    "zh": {"what": "提一个“什么”类问题：询问段落中的具体事实、定义或数值。",
+           "how": "提一个“如何/怎样”类问题：询问如何做某事，或某事如何工作。",
+           "why": "提一个“为什么”类问题：询问段落解释的原因或目的。",
+           "when": "提一个“何时/在什么情况下”类问题：询问某事发生或应当使用的条件、时机或顺序。",
+           "which": "提一个“哪个/哪种”类问题：在段落提到的选项、设置或方案之间比较或选择。",
+           "troubleshooting": "提一个排障问题：用户遇到了问题或错误，段落给出原因或解决办法。"},
+}
+#: The first word an English question of each type starts with (the schema's pattern holds it to that).
+_TYPE_STARTS = {"what": "What", "how": "How", "why": "Why", "when": "When", "which": "Which",
+                "troubleshooting": "How|Why|What"}
+
+
+def question_type(index: int, round_: int, seed: int = 0) -> str:
+    """The type candidate ``index`` (of round ``round_``) asks: the :data:`QUESTION_MIX` cycle of 20, shuffled
+    by ``seed``, read at ``index + round_`` (a passage visited again in a later round gets another type)."""
+    cycle = [t for t, k in QUESTION_MIX.items() for _ in range(k)]
+    random.Random(seed).shuffle(cycle)
+    return cycle[(index + round_) % len(cycle)]
+
+
 JUDGE_VERSION = "judge-v1"
+#: What defines a generation, written first into its folder (see module conventions).
+REQUEST_FILE = "generation.json"
+#: What a generation writes into its folder; ``force`` removes these, and nothing else, before writing.
+SET_FILES = ("corpus.jsonl", "queries.jsonl", "qrels", "evidence.jsonl", "candidates.jsonl", "gate_report.json",
+             "provenance.json", REQUEST_FILE)
+#: Params that do not change which questions pass: a resumed run may change them.
+_NOT_DEFINING = ("n", "max_attempts", "batch_size", "max_consecutive_failures")
 JUDGE_PROMPTS = {
     "en": ("Passage:\n{passage}\n\nQuestion: {question}\n\nCan the question be answered using only the passage? "
            "Reply with one word: yes or no."),
@@ -83,17 +158,19 @@ _QUESTION_PATTERNS = {
 }
 
 
-def qa_schema(language: str = "en") -> dict:
+def qa_schema(language: str = "en", qtype: str | None = None) -> dict:
     """The JSON schema sent with ``json_mode="schema"``: {answer, question}, the question shaped as a question
     (English: starts with an interrogative, ends with "?"; Chinese: ends with "？"), the answer at most 200
     characters (a small model otherwise loops until max_tokens). The answer comes first, so the model picks the
     information (often by copying it from the passage) before it asks for it: on ord-qa with SmolLM2-135M this
     gave answers the passage supports far more often than question-first. Key order does not matter to
-    :func:`parse_qa`."""
+    :func:`parse_qa`. ``qtype`` (English): the question starts with that type's word (:data:`_TYPE_STARTS`)."""
+    pattern = _QUESTION_PATTERNS["zh" if language == "zh" else "en"]
+    if qtype in _TYPE_STARTS and language != "zh":
+        pattern = f"^({_TYPE_STARTS[qtype]}) " + pattern.split(") ", 1)[1]
     return {"type": "object",
             "properties": {"answer": {"type": "string", "minLength": 1, "maxLength": 200},
-                           "question": {"type": "string",
-                                        "pattern": _QUESTION_PATTERNS["zh" if language == "zh" else "en"]}},
+                           "question": {"type": "string", "pattern": pattern}},
             "required": ["answer", "question"], "additionalProperties": False}
 
 
@@ -117,6 +194,7 @@ class GenerationConfig:
     max_tokens: int = 200
     max_passage_chars: int = 1000
     min_passage_words: int = 25
+    prose_only: bool = True  # windows that are mostly code, headings, ids or boilerplate are never sent
     json_mode: str = "schema"
     batch_size: int = 8
     extra_relevant: bool = False
@@ -156,9 +234,11 @@ class GenerationConfig:
 
 
 # ------------------------------------------------------------------------------------------------ prompt, parsing
-def build_prompt(passage: str, language: str = "en", max_chars: int | None = None) -> str:
-    """Seed 000's prompt around ``passage`` (cut to ``max_chars`` at a line or word boundary when longer)."""
-    return PROMPTS["zh" if language == "zh" else "en"].format(passage=shown_passage(passage, max_chars))
+def build_prompt(passage: str, language: str = "en", max_chars: int | None = None, qtype: str = "what") -> str:
+    """The prompt around ``passage`` (cut to ``max_chars`` at a line or word boundary when longer), asking for a
+    question of type ``qtype`` (:data:`QUESTION_MIX`)."""
+    lang = "zh" if language == "zh" else "en"
+    return PROMPTS[lang].format(passage=shown_passage(passage, max_chars), instruction=TYPE_INSTRUCTIONS[lang][qtype])
 
 
 def shown_passage(passage: str, max_chars: int | None) -> str:
@@ -175,7 +255,9 @@ def prompt_sha() -> dict:
     """sha256 (16 hex) of each prompt text and of the schema: a prompt edit without a version bump shows."""
     h = lambda s: hashlib.sha256(s.encode("utf-8")).hexdigest()[:16]  # noqa: E731
     return {**{f"qa_{k}": h(v) for k, v in PROMPTS.items()}, **{f"judge_{k}": h(v) for k, v in JUDGE_PROMPTS.items()},
-            **{f"schema_{k}": h(json.dumps(qa_schema(k), sort_keys=True)) for k in ("en", "zh")}}
+            **{f"types_{k}": h(json.dumps(v, sort_keys=True)) for k, v in TYPE_INSTRUCTIONS.items()},
+            **{f"schema_{k}": h(json.dumps([qa_schema(k, t) for t in QUESTION_MIX], sort_keys=True))
+               for k in ("en", "zh")}}
 
 
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
@@ -269,20 +351,26 @@ def body_words(text: str) -> int:
 
 
 def sample_order(corpus: Corpus, seed: int = 0, stratify: str = "section", min_passage_words: int = 0,
-                 max_passage_chars: int = 1000) -> tuple[list[Passage], int, dict[str, str]]:
-    """(passages in visiting order, windows skipped as too short, passage key -> stratum); see module
-    conventions."""
+                 max_passage_chars: int = 1000, prose_only: bool = False
+                 ) -> tuple[list[Passage], int, dict[str, str], dict[str, int]]:
+    """(passages in visiting order, windows skipped as too short, passage key -> stratum, windows skipped as not
+    prose by reason: lab.testset.passages.not_prose, only with ``prose_only``); see module conventions."""
     from lab.testset.passages import passage_windows
 
     rng = random.Random(seed)
     strata: dict[str, list[Passage]] = {}
     skipped = 0
+    not_prose_counts = dict.fromkeys(NOT_PROSE, 0) if prose_only else {}
     of: dict[str, str] = {}
     for d in corpus:
         got, dropped = passage_windows(d, max_passage_chars, min_passage_words)
         skipped += dropped
         s = stratum_of(d, stratify)
         for p in got:
+            reason = not_prose(p.text) if prose_only else None
+            if reason is not None:
+                not_prose_counts[reason] += 1
+                continue
             of[p.key] = s
             strata.setdefault(s, []).append(p)
     names = sorted(strata)
@@ -295,7 +383,7 @@ def sample_order(corpus: Corpus, seed: int = 0, stratify: str = "section", min_p
             if depth < len(strata[s]):
                 order.append(strata[s][depth])
         depth += 1
-    return order, skipped, of
+    return order, skipped, of, not_prose_counts
 
 
 # ------------------------------------------------------------------------------------------------ generation
@@ -309,6 +397,7 @@ class Candidate:
     passage: str
     span: tuple[int, int] = (0, 0)
     section: str = ""
+    qtype: str = "what"
     text: str = ""
     tries: int = 0
     qa: dict | None = None
@@ -318,10 +407,11 @@ class Candidate:
     dropped_at: str | None = None
     qid: str | None = None
     error: str | None = None
+    support: SupportSpan | None = None  # the evidence span (lab.testset.spans), once the gates computed it
 
     def record(self) -> dict:
         return {"index": self.index, "unit_id": self.unit_id, "passage_span": list(self.span), "section": self.section,
-                "round": self.round, "language": self.language,
+                "round": self.round, "language": self.language, "question_type": self.qtype,
                 "tries": self.tries, "raw": self.text[:2000], "error": self.error, "question": (self.qa or {}).get("question"),
                 "answer": (self.qa or {}).get("answer"), "repaired": self.repaired, "results": self.results,
                 "measures": {k: round(v, 4) for k, v in self.measures.items()}, "dropped_at": self.dropped_at,
@@ -336,7 +426,8 @@ class GenerationResult:
     run_id: str | None = None
 
 
-def _gen_params(cfg: GenerationConfig, round_: int, attempt: int, language: str = "en") -> dict:
+def _gen_params(cfg: GenerationConfig, round_: int, attempt: int, language: str = "en",
+                qtype: str | None = None) -> dict:
     """Generation params of a candidate's ``attempt``-th try (0 = first) in ``round_``."""
     params: dict[str, Any] = {"max_tokens": cfg.max_tokens}
     if attempt:
@@ -347,7 +438,7 @@ def _gen_params(cfg: GenerationConfig, round_: int, attempt: int, language: str 
         params.update(temperature=0.0, seed=cfg.seed)
     if cfg.json_mode == "schema":
         params["response_format"] = {"type": "json_schema", "json_schema": {
-            "name": "question_answer", "strict": True, "schema": qa_schema(language)}}
+            "name": "question_answer", "strict": True, "schema": qa_schema(language, qtype)}}
     return params
 
 
@@ -358,7 +449,9 @@ def _candidates(order: list[Passage], cfg: GenerationConfig) -> Iterator[Candida
     for r in range(cfg.rounds):
         for p in order:
             lang = detect_language(p.text)
-            yield Candidate(i, p.unit_id, r, lang, build_prompt(p.text, lang), p.text, (p.start, p.end), p.section)
+            qtype = question_type(i, r, cfg.seed)
+            yield Candidate(i, p.unit_id, r, lang, build_prompt(p.text, lang, qtype=qtype), p.text, (p.start, p.end),
+                            p.section, qtype)
             i += 1
 
 
@@ -417,11 +510,11 @@ def _generate_batch(llm, batch: list[Candidate], cfg: GenerationConfig, report: 
     for attempt in range(cfg.retries + 1):
         if not todo:
             break
-        groups: dict[tuple[int, str], list[Candidate]] = {}
+        groups: dict[tuple[int, str, str], list[Candidate]] = {}
         for c in todo:
-            groups.setdefault((c.round, c.language), []).append(c)
-        for (r, lang), cands in groups.items():
-            outs = _safe_map(llm, [c.prompt for c in cands], breaker, **_gen_params(cfg, r, attempt, lang))
+            groups.setdefault((c.round, c.language, c.qtype), []).append(c)
+        for (r, lang, qtype), cands in groups.items():
+            outs = _safe_map(llm, [c.prompt for c in cands], breaker, **_gen_params(cfg, r, attempt, lang, qtype))
             for c, (text, error) in zip(cands, outs):
                 c.tries = attempt + 1
                 c.text = text if text is not None else ""
@@ -441,8 +534,10 @@ def _judge(llm, pairs: list[tuple[str, str, str]], cfg: GenerationConfig, breake
     return [parse_yes_no(text) if text is not None else None for text, _ in outs]
 
 
-def _check_batch(batch: list[Candidate], models: _Models, llm, cfg: GenerationConfig, breaker=None) -> None:
-    """Gate results of each candidate except not_duplicate (which needs the accepted set, in order)."""
+def _check_batch(batch: list[Candidate], models: _Models, llm, cfg: GenerationConfig, breaker=None,
+                 corpus: Corpus | None = None) -> None:
+    """Gate results of each candidate except not_duplicate (which needs the accepted set, in order); with
+    ``corpus``, each candidate's evidence span (``support``) and the prose_evidence gate."""
     g = cfg.gates
     valid = [c for c in batch if c.qa is not None]
     for c in batch:
@@ -455,6 +550,11 @@ def _check_batch(batch: list[Candidate], models: _Models, llm, cfg: GenerationCo
                                      c.passage)
         c.results.update(res)
         c.measures.update(meas)
+        if corpus is not None:
+            text = corpus[c.unit_id].text
+            c.support = support_span(text, c.span[0], c.span[1], c.qa["answer"], models.tokenizer,
+                                     g.min_answer_support)
+            c.results["prose_evidence"] = not_prose_span(text[c.support.start:c.support.end]) is None
     q = models.encode([c.qa["question"] for c in valid], "query")
     p = models.encode([c.passage for c in valid], "passage")
     for c, sim in zip(valid, (q * p).sum(axis=1)):
@@ -462,7 +562,8 @@ def _check_batch(batch: list[Candidate], models: _Models, llm, cfg: GenerationCo
         c.results["on_topic"] = float(sim) >= g.min_similarity
     if g.answerability == "llm":
         ask = [c for c in valid if all(c.results.get(k) for k in ("is_question", "same_language", "length",
-                                                                   "no_repetition", "no_markup", "low_overlap"))]
+                                                                   "no_repetition", "no_markup", "known_identifiers",
+                                                                   "low_overlap"))]
         for c, verdict in zip(ask, _judge(llm, [(c.passage, c.qa["question"], c.language) for c in ask], cfg,
                                           breaker)):
             c.results["answerable"] = bool(verdict)
@@ -471,17 +572,130 @@ def _check_batch(batch: list[Candidate], models: _Models, llm, cfg: GenerationCo
         c.measures["_vec"] = v  # popped by the caller before anything is written
 
 
+# ------------------------------------------------------------------------------------------------ estimate
+def estimate_run(n: int, cap: int, sample: int, sample_accepted: int, sample_seconds: float, usage: Mapping,
+                 concurrency: int = 1) -> dict:
+    """What a whole generation will cost, from its first batch (the timed sample; its answers are cached, so the
+    run reuses them): candidates = n / yield, the yield smoothed as (accepted + 1) / (sample + 2) so a sample
+    with no pass does not predict infinity, at most ``cap``; LLM calls and tokens per candidate as in the
+    sample (tokens per answer generated, not read from the cache); seconds per candidate the sample's wall time,
+    or, when the sample came from the cache, what its answers took when they were generated (``cold_seconds``)
+    over ``concurrency``. ``tokens`` None: the sample's answers all came from the cache, which counts no tokens."""
+    calls = float(usage.get("calls", 0))
+    tokens = float(usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0))
+    rate = (sample_accepted + 1) / (sample + 2)
+    candidates = int(min(cap, math.ceil(n / rate))) if sample else cap
+    per = max(sample_seconds, float(usage.get("cold_seconds", 0.0)) / max(concurrency, 1)) / max(sample, 1)
+    per_call = calls / max(sample, 1)
+    return {"candidates": candidates, "calls": int(round(candidates * per_call)),
+            "tokens": int(round(tokens / max(float(usage.get("generated", calls)), 1) * candidates * per_call))
+            if tokens else None,
+            "seconds": round(candidates * per, 1),
+            "sample": sample, "sample_accepted": sample_accepted, "sample_seconds": round(sample_seconds, 2),
+            "yield_estimate": round(rate, 4), "sample_cached": int(usage.get("cache_hits", 0))}
+
+
+def format_estimate(est: Mapping) -> str:
+    """One line: the estimate of :func:`estimate_run`."""
+    tokens = "tokens unknown (sample cached)" if est["tokens"] is None else f"{est['tokens']:,} tokens"
+    return (f"estimate: about {est['candidates']} candidates, {est['calls']} LLM calls, {tokens}, "
+            f"{est['seconds'] / 60:.1f} min (from a timed sample of {est['sample']} candidates: "
+            f"{est['sample_accepted']} passed, {est['sample_seconds']:.1f} s, {est['sample_cached']} answers cached)")
+
+
+# ------------------------------------------------------------------------------------------------ output folder
+def held_files(folder: str | Path) -> list[str]:
+    """The names of :data:`SET_FILES` that ``folder`` holds (empty when it holds no set, or does not exist)."""
+    folder = Path(folder)
+    return [name for name in SET_FILES if (folder / name).exists()]
+
+
+def defining_params(cfg: GenerationConfig) -> dict:
+    """The params of ``cfg`` that can change which questions pass (see module conventions)."""
+    return {k: v for k, v in _plain(asdict(cfg)).items() if k not in _NOT_DEFINING}
+
+
+def read_request(folder: str | Path) -> dict:
+    """``generation.json`` of a set folder; ConfigError when there is none or it is not JSON."""
+    path = Path(folder) / REQUEST_FILE
+    if not path.is_file():
+        raise ConfigError(f"{folder}: holds {', '.join(held_files(folder))} but no {REQUEST_FILE}, so there is "
+                          "nothing to resume (made by an older lab, or not by lab testset generate); pass --force "
+                          "to replace it, or choose another --out")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{path}, line {e.lineno}: malformed JSON ({e.msg}); pass --force to start over") from None
+
+
+def _first_difference(path: Path, held: Mapping, asked: Mapping, prefix: str = "") -> None:
+    """ConfigError naming the first field where ``held`` (the folder's request) and ``asked`` differ."""
+    for key in sorted(set(held) | set(asked)):
+        a, b = held.get(key), asked.get(key)
+        if isinstance(a, Mapping) and isinstance(b, Mapping):
+            _first_difference(path, a, b, f"{prefix}{key}.")
+        elif a != b:
+            raise ConfigError(f"{path}, field '{prefix}{key}': the set was made with {a!r}, this run asks for "
+                              f"{b!r}; resume with the same settings, or pass --force to start over")
+
+
+def check_out_folder(out: str | Path, cfg: GenerationConfig, *, force: bool = False,
+                     resume: bool = False) -> dict | None:
+    """Before any work: refuse a folder that holds a set unless ``force`` or ``resume`` (ConfigError, one line);
+    with ``resume``, the folder's request (returned) must have the same defining params as ``cfg``. None when
+    there is nothing to resume."""
+    if force and resume:
+        raise ConfigError("--force and --resume: pass one (--force replaces the set, --resume continues it)")
+    held = held_files(out)
+    if not held or force:
+        return None
+    if not resume:
+        raise ConfigError(f"{out}: holds a test set ({', '.join(held)}); pass --resume to continue it, --force to "
+                          "replace it, or choose another --out")
+    request = read_request(out)
+    _first_difference(Path(out) / REQUEST_FILE, {"params": request.get("params", {})}, {"params": defining_params(cfg)})
+    return request
+
+
+def generation_request(units_described: Mapping, llm_identity: str, cfg: GenerationConfig) -> dict:
+    """What defines a generation (``generation.json``; see module conventions)."""
+    return {"source_dataset": units_described["source_dataset"],
+            "source_fingerprint": units_described["source_fingerprint"],
+            "units_fingerprint": units_described["units_fingerprint"], "chunking": units_described["chunking"],
+            "llm": llm_identity, "prompt_version": PROMPT_VERSION, "params": defining_params(cfg)}
+
+
+def start_folder(out: str | Path, request: dict, resumed: dict | None, force: bool) -> Path:
+    """Make ``out`` ready once the model is loaded: a resumed request must match ``request`` field by field;
+    ``force`` removes :data:`SET_FILES`; then ``generation.json`` is written."""
+    folder = Path(out)
+    if resumed is not None:
+        _first_difference(folder / REQUEST_FILE, resumed, request)
+    if force:
+        for name in held_files(folder):
+            target = folder / name
+            shutil.rmtree(target) if target.is_dir() else target.unlink()
+    folder.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(folder / REQUEST_FILE, json.dumps(request, indent=1, ensure_ascii=False) + "\n")
+    return folder
+
+
 def generate_testset(dataset, out: str | Path, *, llm=None, config: GenerationConfig | None = None,
                      chunking=None, cache_dir: str | Path = ".cache", progress: bool = True,
                      tracking_root: str | Path | None = "mlruns", experiment: str = "testset",
-                     embedder=None, llm_options: Mapping | None = None) -> GenerationResult:
+                     embedder=None, llm_options: Mapping | None = None, force: bool = False,
+                     resume: bool = False, dry_run: bool = False, echo=None) -> GenerationResult:
     """Generate a test set from ``dataset`` (path or Dataset) into ``out``; see the module docstring.
 
     ``llm``: an LLM object or a spec for lab.models.llm.load_llm (None / "local": the packaged SmolLM2-135M).
     ``llm_options``: extra arguments for load_llm (e.g. ``{"concurrency": 4}``: llama.cpp then decodes four
     candidates in one batch, faster on a CPU; the cache key does not depend on it). ``tracking_root`` None:
-    nothing is logged to MLflow. Returns the folder, the gate report, the provenance
-    and the MLflow run id.
+    nothing is logged to MLflow. ``force`` / ``resume``: when ``out`` holds a set, replace it / continue it (see
+    module conventions; without either, ConfigError before any work). ``echo`` (a callable taking one line):
+    the estimate of the whole run (:func:`estimate_run`) once the first batch is done, when it will take more
+    than a minute; ``dry_run``: stop there, write nothing, and return a result whose ``folder`` is None and whose
+    report holds the estimate (``extra["estimate"]``). Returns the folder, the gate report, the provenance and
+    the MLflow run id.
     """
     from lab.models.breaker import EndpointDown, FailureBreaker
     from lab.models.llm import load_llm
@@ -489,15 +703,21 @@ def generate_testset(dataset, out: str | Path, *, llm=None, config: GenerationCo
     from lab.testset.io import load_units, now_utc, write_beir_set, write_jsonl, write_provenance
 
     cfg = config or GenerationConfig()
+    resumed = check_out_folder(out, cfg, force=force, resume=resume)
     t0 = time.perf_counter()
     units = load_units(dataset, chunking, progress=progress)
     model = load_llm(llm, cache_dir=cache_dir, progress=progress, seed=cfg.seed, **dict(llm_options or {})) if (
         llm is None or isinstance(llm, (str, Mapping))) else llm
+    units_described = units.describe()
+    if not dry_run:
+        start_folder(out, generation_request(units_described, model.identity, cfg), resumed, force)
     usage0 = model.usage()
-    order, skipped, strata = sample_order(units.corpus, cfg.seed, cfg.stratify, cfg.min_passage_words,
-                                          cfg.max_passage_chars)
+    order, skipped, strata, not_prose_counts = sample_order(units.corpus, cfg.seed, cfg.stratify,
+                                                            cfg.min_passage_words, cfg.max_passage_chars,
+                                                            cfg.prose_only)
     if not order:
-        raise ConfigError(f"{units.dataset.path}: no passage of the corpus has {cfg.min_passage_words}+ words; "
+        raise ConfigError(f"{units.dataset.path}: no passage of the corpus has {cfg.min_passage_words}+ words "
+                          f"of prose ({sum(not_prose_counts.values())} skipped as not prose); "
                           "lower --min-passage-words or check the corpus")
     models = _Models(cache_dir, progress, embedder, cfg.gates.topic_model)
     topic = topic_model_note(models.embedder)
@@ -505,6 +725,7 @@ def generate_testset(dataset, out: str | Path, *, llm=None, config: GenerationCo
         "lexical: share of the answer's content terms found in the passage" if cfg.gates.answerability == "lexical"
         else "llm judge (yes/no: can the passage answer the question?) on candidates passing the text gates"))
     report.skipped_units, report.units_eligible = skipped, len(order)
+    report.extra["skipped_not_prose"] = not_prose_counts
     report.extra["topic_model"] = topic["identity"]
     report.extra["topic_model_note"] = topic["note"]
     existing = list(units.dataset.queries.texts.values())
@@ -522,15 +743,17 @@ def generate_testset(dataset, out: str | Path, *, llm=None, config: GenerationCo
     done = False
     breaker = FailureBreaker(cfg.max_consecutive_failures, "test set generation")
     stopped: EndpointDown | None = None
+    estimated = False
     while not done and len(checked) < cap:
         room = cap - len(checked)
         batch = [c for _, c in zip(range(min(cfg.batch_size, room)), stream)]
         if not batch:
             break
+        t_batch = time.perf_counter()
         try:
             _generate_batch(model, batch, cfg, report, breaker)
             report.repaired += sum(1 for c in batch if c.repaired and c.qa is not None)
-            _check_batch(batch, models, model, cfg, breaker)
+            _check_batch(batch, models, model, cfg, breaker, units.corpus)
         except EndpointDown as exc:  # the endpoint is down: keep what is finished, drop this batch, stop
             stopped = exc
             report.extra["stopped"] = str(exc)
@@ -560,8 +783,23 @@ def generate_testset(dataset, out: str | Path, *, llm=None, config: GenerationCo
                 report.extra["generated_unchecked"] = len(batch) - pos - 1
                 done = True
                 break
+        if not estimated:
+            estimated = True
+            report.extra["estimate"] = est = estimate_run(
+                cfg.n, cap, len(checked), len(accepted), time.perf_counter() - t_batch,
+                {k: v - usage0.get(k, 0) for k, v in model.usage().items()}, int(getattr(model, "concurrency", 1)))
+            if echo is not None and (dry_run or est["seconds"] > 60):
+                echo(format_estimate(est))
+            if dry_run:
+                if tick:
+                    pbar.close()
+                return GenerationResult(None, report, {}, None)
     if tick:
         pbar.close()
+    report.extra["question_types"] = {
+        "target": {t: k / sum(QUESTION_MIX.values()) for t, k in QUESTION_MIX.items()},
+        "asked": {t: sum(1 for c in checked if c.qtype == t) for t in QUESTION_MIX},
+        "accepted": {t: sum(1 for c in accepted if c.qtype == t) for t in QUESTION_MIX}}
     for key, name in (("overlap", "overlap"), ("answer_support", "answer_support"), ("similarity", "similarity"),
                       ("repetition", "repetition")):
         report.distributions[name] = summarize(c.measures[key] for c in checked if key in c.measures)
@@ -571,14 +809,12 @@ def generate_testset(dataset, out: str | Path, *, llm=None, config: GenerationCo
     if cfg.extra_relevant and accepted and stopped is None:
         report.extra.update(_second_pass(model, units.corpus, accepted, qrels, cfg, cache_dir, progress))
 
-    from lab.testset.spans import evidence_record, support_span
-
     evidence, spans = [], {}
     for c in accepted:
-        sp = support_span(units.corpus[c.unit_id].text, c.span[0], c.span[1], c.qa["answer"], models.tokenizer,
-                          cfg.gates.min_answer_support)
-        spans[c.qid] = sp
+        spans[c.qid] = sp = c.support
         evidence.append(evidence_record(c.qid, c.unit_id, sp, c.span, cfg.grade))
+    tiers = difficulty_tiers(units.corpus, accepted, models.tokenizer, cache_dir, cfg.seed)
+    report.extra["difficulty"] = {t: sum(1 for x in tiers.values() if x["difficulty"] == t) for t in DIFFICULTY}
     report.extra["evidence_narrowed"] = sum(1 for sp in spans.values() if sp.method != "passage")
     report.extra["evidence_whole_passage"] = sum(1 for sp in spans.values() if sp.method == "passage")
     queries = {c.qid: (c.qa["question"], {
@@ -587,17 +823,18 @@ def generate_testset(dataset, out: str | Path, *, llm=None, config: GenerationCo
         "passage": c.passage, "passage_span": list(c.span), "section": c.section,
         "evidence_span": [spans[c.qid].start, spans[c.qid].end], "evidence_method": spans[c.qid].method,
         "stratum": strata.get(f"{c.unit_id}@{c.span[0]}-{c.span[1]}", ""), "language": c.language,
-        "round": c.round, "candidate": c.index,
+        "round": c.round, "candidate": c.index, "question_type": c.qtype, **tiers[c.qid],
         "overlap": round(c.measures["overlap"], 4), "answer_support": round(c.measures["answer_support"], 4),
         "similarity": round(c.measures["similarity"], 4), "prompt_version": PROMPT_VERSION}) for c in accepted}
     usage = {k: v - usage0.get(k, 0) for k, v in model.usage().items()}
     provenance = {
-        "kind": "generated", "created": now_utc(), "units": units.describe(),
-        "passages": {"eligible": len(order), "skipped_too_short": skipped, "max_chars": cfg.max_passage_chars,
+        "kind": "generated", "created": now_utc(), "units": units_described, "resumed": resumed is not None,
+        "passages": {"eligible": len(order), "skipped_too_short": skipped, "skipped_not_prose": not_prose_counts,
+                     "max_chars": cfg.max_passage_chars,
                      "min_words": cfg.min_passage_words,
                      "documents_covered": len({c.unit_id for c in accepted}),
                      "documents_total": len({p.unit_id for p in order})},
-        "llm": {"identity": model.identity, **_plain(model.describe())},
+        "llm": {"identity": model.identity, **_public(_plain(model.describe()))},
         "prompt": {"version": PROMPT_VERSION, "judge_version": JUDGE_VERSION, "sha256": prompt_sha(),
                    "json_mode": cfg.json_mode, "languages": sorted({c.language for c in accepted})},
         "embedder": topic["identity"], "topic_model": topic,
@@ -615,7 +852,7 @@ def generate_testset(dataset, out: str | Path, *, llm=None, config: GenerationCo
         folder.mkdir(parents=True, exist_ok=True)
         write_provenance(folder, provenance)
     write_jsonl(folder / "candidates.jsonl", (c.record() for c in checked))
-    (folder / "gate_report.json").write_text(json.dumps(report.to_dict(), indent=1) + "\n", encoding="utf-8")
+    write_text_atomic(folder / "gate_report.json", json.dumps(report.to_dict(), indent=1) + "\n")
     run_id = None
     if tracking_root is not None:
         from lab.data.fingerprint import fingerprint
@@ -639,6 +876,41 @@ def generate_testset(dataset, out: str | Path, *, llm=None, config: GenerationCo
     return GenerationResult(folder, report, provenance, run_id)
 
 
+#: Difficulty tiers of a generated question, easiest first (see :func:`difficulty`).
+DIFFICULTY = ("easy", "medium", "hard")
+
+
+def difficulty(bm25_rank: int | None, evidence_overlap: float) -> str:
+    """The tier of a question: "hard" when BM25 (the question against every unit) does not rank its source unit
+    in the top 10; "easy" when it ranks it in the top 3 and half or more of the question's content terms occur
+    in its evidence span; "medium" otherwise."""
+    if bm25_rank is None or bm25_rank > 10:
+        return "hard"
+    return "easy" if bm25_rank <= 3 and evidence_overlap >= 0.5 else "medium"
+
+
+def difficulty_tiers(corpus: Corpus, accepted: list[Candidate], tokenizer, cache_dir, seed: int) -> dict[str, dict]:
+    """qid -> {"difficulty", "bm25_rank" (1-based, None past 100), "evidence_overlap"} of each accepted question."""
+    from lab.data.types import Queries
+    from lab.retrievers.base import Context, build
+    from lab.testset.gates import term_coverage
+
+    if not accepted:
+        return {}
+    bm25 = build("bm25", {}, Context(cache_dir=Path(cache_dir), progress=False, seed=seed))
+    bm25.index(corpus)
+    run = bm25.search_batch(Queries({c.qid: c.qa["question"] for c in accepted}), 100)
+    out = {}
+    for c in accepted:
+        ranked = [did for did, _ in run.ranked(c.qid, 100)]
+        rank = ranked.index(c.unit_id) + 1 if c.unit_id in ranked else None
+        text = corpus[c.unit_id].text[c.support.start:c.support.end]
+        overlap = term_coverage(c.qa["question"], set(tokenizer(text)), tokenizer)
+        out[c.qid] = {"difficulty": difficulty(rank, overlap), "bm25_rank": rank,
+                      "evidence_overlap": round(overlap, 4)}
+    return out
+
+
 def topic_model_note(embedder) -> dict:
     """Which model the on-topic and duplicate gates used, and whether it is the default dense retriever (whose
     own similarity would then decide which questions exist to test it)."""
@@ -655,6 +927,11 @@ def topic_model_note(embedder) -> dict:
 
 def _plain(d: Mapping) -> dict:
     return json.loads(json.dumps(d, default=str))
+
+
+def _public(d: dict) -> dict:
+    """``d`` with its ``path`` (a local model file, named by its identity's sha256 too) as its file name only."""
+    return {**d, "path": Path(d["path"]).name} if isinstance(d.get("path"), str) else d
 
 
 def _second_pass(llm, corpus: Corpus, accepted: list[Candidate], qrels: dict, cfg: GenerationConfig, cache_dir,

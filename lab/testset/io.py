@@ -22,6 +22,7 @@ import csv
 import datetime as _dt
 import io
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from lab.data.types import Corpus, Dataset, Document
 from lab.core.errors import ConfigError, DataError
+from lab.core.paths import public_path
 
 PROVENANCE = "provenance.json"
 TIERS_FILE = "tiers.json"
@@ -49,7 +51,7 @@ class Units:
     def describe(self) -> dict:
         from lab.data.fingerprint import fingerprint, fingerprint_texts
 
-        return {"source_dataset": self.dataset.name, "source_path": str(self.dataset.path),
+        return {"source_dataset": self.dataset.name, "source_path": public_path(self.dataset.path),
                 "source_fingerprint": fingerprint(self.dataset.path), "chunking": dict(self.chunking),
                 "n_units": len(self.corpus),
                 "units_fingerprint": fingerprint_texts(f"{d.id}\0{d.text}" for d in self.corpus)}
@@ -138,11 +140,23 @@ def unit_text(doc: Document) -> str:
 
 # ------------------------------------------------------------------------------------------------ writing a set
 def write_jsonl(path: Path, records: Iterable[Mapping]) -> Path:
-    """JSON Lines, UTF-8 (no BOM), non-ASCII kept as is."""
+    """JSON Lines, UTF-8 (no BOM), non-ASCII kept as is; written atomically (temporary file, then rename)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8", newline="\n") as fh:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
         for r in records:
             fh.write(json.dumps(r, ensure_ascii=False) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    """``text`` to ``path`` (UTF-8): a temporary file in the same folder, then a rename, so a reader never sees
+    half a file."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
     return path
 
 
@@ -158,21 +172,20 @@ def write_beir_set(folder: str | Path, corpus: Corpus, queries: Mapping[str, tup
     write_jsonl(folder / "queries.jsonl", ({"_id": q, "text": t, **({"metadata": dict(m)} if m else {})}
                                            for q, (t, m) in queries.items()))
     (folder / "qrels").mkdir(exist_ok=True)
-    with open(folder / "qrels" / f"{split}.tsv", "w", encoding="utf-8", newline="\n") as fh:
-        fh.write("query-id\tcorpus-id\tscore\n")
-        for q, docs in qrels.items():
-            for d, g in docs.items():
-                if "\t" in q or "\t" in d:
-                    raise ConfigError(f"ids may not contain tabs: {q!r} / {d!r}")
-                fh.write(f"{q}\t{d}\t{int(g)}\n")
+    rows = ["query-id\tcorpus-id\tscore\n"]
+    for q, docs in qrels.items():
+        for d, g in docs.items():
+            if "\t" in q or "\t" in d:
+                raise ConfigError(f"ids may not contain tabs: {q!r} / {d!r}")
+            rows.append(f"{q}\t{d}\t{int(g)}\n")
+    write_text_atomic(folder / "qrels" / f"{split}.tsv", "".join(rows))
     write_provenance(folder, provenance)
     return folder
 
 
 def write_provenance(folder: str | Path, provenance: Mapping) -> Path:
-    path = Path(folder) / PROVENANCE
-    path.write_text(json.dumps(provenance, indent=1, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
-    return path
+    return write_text_atomic(Path(folder) / PROVENANCE,
+                             json.dumps(provenance, indent=1, ensure_ascii=False, default=str) + "\n")
 
 
 def read_provenance(folder: str | Path) -> dict:

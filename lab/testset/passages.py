@@ -14,6 +14,14 @@ Conventions
   space, so no window starts or ends inside a word (CJK text: anywhere). Windows do not overlap and together
   cover the section. A window with fewer than ``min_words`` words (Han characters count one each) is dropped,
   and counted.
+- Prose only (:func:`not_prose`, cheap checks before any LLM call): a window is split into blocks (blank lines;
+  code fences are one block) and each block's words are counted as code (a fenced block, or half its lines
+  code-like: indented 4+, ending in ``;`` ``{`` ``}``, a prompt ``$`` / ``>>>``, or dense in ``{}();=<>[]``),
+  heading (one line of at most 12 words without a sentence end, or a markdown heading), prose (8+ words, a
+  sentence end or 15+ Han characters, and 4+ words a line on average: a table of contents or a menu has fewer)
+  or other (markdown link targets are dropped first). A window is skipped as "ids" when 30%+ of its words are ids
+  (:func:`looks_like_id`), else when less than a third of its words are prose (it is mostly something else), as
+  the largest of "code", "headings" and "boilerplate" (other).
 - A unit that is a chunk of a larger document (``metadata.start`` set by lab.testset.io.load_units) ignores
   ``metadata.headings`` (its offsets index the document, not the chunk) and uses the markdown headings of its
   own text.
@@ -32,6 +40,76 @@ _TITLE_KEYS = ("title", "text", "heading", "name")
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
 _SENTENCE_END = re.compile(r"[.!?](?=\s)|[。！？；]")
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+
+
+#: Why a window is not prose (see module conventions).
+NOT_PROSE = ("ids", "code", "headings", "boilerplate")
+#: An id rather than a word: a requirement or ticket id ("R-04042-24825", "4c86b126f2"), a long number, a hash.
+_ID = re.compile(r"(?i)^(?:[a-z]{1,4}-\d{2,}(?:-\d+)*[a-z0-9-]*|(?=[a-f]*\d)[0-9a-f]{8,}|\d{5,}|"
+                 r"[0-9a-f]{4,}(?:-[0-9a-f]{4,}){2,})$")
+_TOKEN = re.compile(r"[^\s\[\](){}<>,;\"'`]+")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_CODE_LINE = re.compile(r"^(?: {4}|\t)|[;{}]\s*$|^\s*(?:\$ |>>> |#include|def |class |import |from \S+ import )")
+_SYMBOLS = re.compile(r"[{}();=<>\[\]]")
+_LINK_TARGET = re.compile(r"\]\([^)\s]*\)")  # a markdown link's target is not code
+_ATX = re.compile(r"^\s*#{1,6}\s")
+_SENTENCE = re.compile(r"[.!?:](?:\s|$)|[。！？；]")
+
+
+def looks_like_id(token: str) -> bool:
+    """True for an id, not a word (see :data:`_ID`); surrounding punctuation is ignored."""
+    return bool(_ID.match(token.strip(".:;!?#")))
+
+
+def _blocks(text: str) -> list[tuple[str, bool]]:
+    """(block text, inside a code fence) of ``text``: blank-line separated blocks, a fenced block kept whole."""
+    out, cur, fenced = [], [], False
+    for line in text.split("\n"):
+        if _FENCE.match(line):
+            if cur:
+                out.append(("\n".join(cur), fenced))
+            cur, fenced = [], not fenced
+            continue
+        if not line.strip() and not fenced:
+            if cur:
+                out.append(("\n".join(cur), False))
+            cur = []
+            continue
+        cur.append(line)
+    if cur:
+        out.append(("\n".join(cur), fenced))
+    return out
+
+
+def _block_kind(block: str, fenced: bool) -> str:
+    """code, heading, prose or other (see module conventions)."""
+    lines = [ln for ln in block.split("\n") if ln.strip()]
+    code_lines = sum(1 for ln in (_LINK_TARGET.sub("]", ln) for ln in lines) if _CODE_LINE.search(ln)
+                     or len(_SYMBOLS.findall(ln)) > 0.08 * len(ln))
+    if fenced or 2 * code_lines >= len(lines) > 0:
+        return "code"
+    n = _words(block)
+    ends = _SENTENCE.search(block.strip()) is not None
+    if len(lines) == 1 and (_ATX.match(lines[0]) or (n <= 12 and not ends)):
+        return "heading"
+    if n >= 8 and (ends or len(_HAN.findall(block)) >= 15) and n / len(lines) >= 4:
+        return "prose"
+    return "other"
+
+
+def not_prose(text: str) -> str | None:
+    """Why the window ``text`` is not prose (one of :data:`NOT_PROSE`), or None when it is (module conventions)."""
+    tokens = _TOKEN.findall(_HAN.sub(" ", text))
+    if tokens and sum(map(looks_like_id, tokens)) >= 0.3 * len(tokens):
+        return "ids"
+    words = {"code": 0, "heading": 0, "prose": 0, "other": 0}
+    for block, fenced in _blocks(text):
+        words[_block_kind(block, fenced)] += _words(block)
+    total = sum(words.values())
+    if not total or 3 * words["prose"] >= total:
+        return None
+    kind = max(("code", "heading", "other"), key=lambda k: words[k])
+    return {"code": "code", "heading": "headings", "other": "boilerplate"}[kind]
 
 
 @dataclass(frozen=True)

@@ -60,6 +60,7 @@ from typing import Iterable, Mapping
 
 from lab.data.types import Corpus, Dataset, EvidenceSpan, Qrels, Queries
 from lab.core.errors import ConfigError, DataError
+from lab.core.paths import public_path
 
 VARIANTS = ("typo", "synonym", "distractor", "unanswerable")
 TYPO_OPS = ("swap", "drop", "insert", "replace")
@@ -597,7 +598,7 @@ def _share(changes: Mapping[str, Change], qids: Iterable[str]) -> dict:
 def _source_info(ds: Dataset) -> dict:
     from lab.data.fingerprint import fingerprint
 
-    return {"path": str(ds.path), "name": ds.name, "fingerprint": fingerprint(ds.path)}
+    return {"path": public_path(ds.path), "name": ds.name, "fingerprint": fingerprint(ds.path)}
 
 
 def make_variant(ds: Dataset, variant: str, out_dir: Path | str, seed: int = 0, params: Mapping | None = None,

@@ -14,6 +14,11 @@ Conventions
   3. else the whole passage ("passage"): the answer's support was not found in fewer sentences.
   This is the sentence-level rationale idea of SciFact (Wadden et al., 2020) applied to the generator's own
   answer; a question is only as well-grounded as its answer, which the answerability gate checks first.
+- Prose only (:func:`not_prose_span`, the prose_evidence gate of lab.testset.gates): a span that is only a
+  heading (one line of at most 12 words without a sentence end that is a markdown heading, numbered like a
+  section, or mostly capitalised words), only identifiers or options (every word an identifier, ``-flag`` or
+  `code`), or only ids (lab.testset.passages.looks_like_id, e.g. "R-04042-24825", "Ticket [4c86b126f2]") does not
+  hold an answer a reader can check, and its question is dropped.
 - Span relevance then scores any chunking of the same documents by overlap with these spans (a chunk is relevant
   when it overlaps one), while the qrels stay at document level.
 """
@@ -22,7 +27,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from lab.testset.passages import looks_like_id
+
 _WS = re.compile(r"\s+")
+_SECTION_NUMBER = re.compile(r"^\s*(?:#{1,6}\s|\d+(?:\.\d+)*\.?\s)")
+_SENTENCE_END = re.compile(r"[.!?。！？](?:\s|$)")
+_WORD = re.compile(r"[^\s\[\](),;:\"'`]+")
+_IDENT_WORD = re.compile(r"^(?:-{1,2}[\w-]+|[A-Za-z_]\w*(?:(?:::|->|\.|_)\w+)+(?:\(\))?|[a-z]+[A-Z]\w*|\w+\(\))$")
 
 
 @dataclass(frozen=True)
@@ -31,6 +42,23 @@ class SupportSpan:
     end: int
     method: str  # "verbatim" | "sentences" | "passage"
     coverage: float  # share of the answer's content terms inside [start, end)
+
+
+def not_prose_span(text: str) -> str | None:
+    """"heading", "identifier" or "id" when the span ``text`` is only that (see module conventions), else None."""
+    t = text.strip()
+    words = _WORD.findall(t)
+    if not words:
+        return "heading"
+    if all(looks_like_id(w) or w.lower() in ("ticket", "id", "req") for w in words) and any(map(looks_like_id, words)):
+        return "id"
+    if "`" in t and not _WORD.findall(re.sub(r"`[^`]*`", " ", t)) or all(_IDENT_WORD.match(w) for w in words):
+        return "identifier"
+    if "\n" not in t and len(words) <= 12 and not _SENTENCE_END.search(_SECTION_NUMBER.sub("", t)):
+        capitalised = sum(1 for w in words if w[:1].isupper() or not w[:1].isalpha())
+        if _SECTION_NUMBER.match(t) or capitalised >= 0.6 * len(words):
+            return "heading"
+    return None
 
 
 def _normalised(text: str) -> tuple[str, list[int]]:

@@ -99,6 +99,15 @@ def _find_root(path: Path) -> Path:
     return path.parent
 
 
+def yaml_error_line(exc: Exception) -> int | None:
+    """The 1-based line a YAML syntax error is on: where an unclosed construct (a ``[`` / ``{`` list or mapping,
+    a quoted string) starts, since PyYAML notices it only on a later line; else where PyYAML noticed it."""
+    problem, context = getattr(exc, "problem_mark", None), getattr(exc, "context_mark", None)
+    unclosed = str(getattr(exc, "context", "") or "").startswith(("while parsing a flow", "while scanning a quoted"))
+    mark = context if unclosed and context is not None else problem
+    return mark.line + 1 if mark is not None else None
+
+
 def load_spec(path: str | Path, root: str | Path | None = None) -> SweepSpec:
     """Read and validate a spec file. ``root``: folder relative paths refer to (default: the repo root above
     the spec, see :mod:`lab.core.paths`; the spec's folder when there is none)."""
@@ -110,9 +119,9 @@ def load_spec(path: str | Path, root: str | Path | None = None) -> SweepSpec:
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f", line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{path}{line}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+        line = yaml_error_line(exc)
+        raise ConfigError(f"{path}{f', line {line}' if line else ''}: not valid YAML: "
+                          f"{getattr(exc, 'problem', exc)}") from None
     return parse_spec(raw, path, root=Path(root) if root is not None else _find_root(path.resolve()))
 
 

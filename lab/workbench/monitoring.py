@@ -1,7 +1,7 @@
 """Publish headline metrics for monitoring: Prometheus text exposition, as a file or pushed to a Pushgateway.
 
 A scheduled sweep (or ``lab compare``) turns the finished runs of an MLflow experiment into gauges, so a Grafana
-panel can watch Recall@k or MRR of each strategy over time (seed 003, section 4.4).
+panel can watch Recall@k or MRR of each strategy over time.
 
 Series (all gauges; one per run and metric, labels below; the text format 0.0.4 that the node exporter's
 textfile collector and the Pushgateway read):

@@ -396,6 +396,13 @@ def _reusable_parent(cl, experiment_id: str, sweep_name: str, spec_hash: str) ->
     return runs[0].info.run_id if runs else None
 
 
+def _reused_parent(cl, run_ids: list[str | None]) -> str | None:
+    """The sweep parent run of the latest of ``run_ids`` that has one: what a sweep that skipped every config
+    reused (None when no run has a parent)."""
+    runs = sorted((cl.get_run(r) for r in run_ids if r), key=lambda r: r.info.start_time, reverse=True)
+    return next((r.data.tags["mlflow.parentRunId"] for r in runs if r.data.tags.get("mlflow.parentRunId")), None)
+
+
 def _lock(root, output_dir: Path, name: str, experiment: str):
     """An exclusive, non-blocking file lock for (store, experiment, sweep name); released when the process dies."""
     import hashlib
@@ -553,8 +560,9 @@ def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry
         if not todo and not new_parent:
             report.outcomes = [outcomes[i] for i in range(len(configs))]
             report.seconds = time.perf_counter() - t0
+            report.parent_run_id = _reused_parent(cl, [o.run_id for o in report.outcomes])
             echo(f"nothing to run: all {len(configs)} configs have finished runs in {spec.experiment!r} "
-                 "(same config, data, models and metrics version)")
+                 f"(same config, data, models and metrics version; parent run {report.parent_run_id})")
             if not defer_publish:
                 publish_report(report, spec, publish, root, echo)
             return report

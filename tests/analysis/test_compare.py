@@ -123,3 +123,61 @@ def test_plot_and_cli(logged, tmp_path, capsys):
     assert "by recall@10" in capsys.readouterr().out
     assert main(["compare", "--experiment", "nope", "--root", str(root)]) == 2
     assert "no experiment 'nope'" in capsys.readouterr().err
+
+
+def _tiered_set(folder, every: int = 3):
+    """ORD-QA's queries with a difficulty tier in their metadata (easy, medium, hard in turn), as a set folder."""
+    import json
+    from pathlib import Path
+
+    from lab.core.paths import resolve_repo_path
+
+    folder = Path(folder)
+    folder.mkdir(parents=True)
+    lines = resolve_repo_path("data/ord-qa/queries.jsonl").read_text(encoding="utf-8").splitlines()
+    tiers = {}
+    with open(folder / "queries.jsonl", "w", encoding="utf-8") as fh:
+        for i, ln in enumerate(lines):
+            q = json.loads(ln)
+            tiers[q["_id"]] = ("easy", "medium", "hard")[i % every]
+            q["metadata"] = {**q.get("metadata", {}), "difficulty": tiers[q["_id"]]}
+            fh.write(json.dumps(q) + "\n")
+    return folder, tiers
+
+
+def test_leaderboard_by_tier(logged, tmp_path, capsys):
+    """Per-tier means are the means of each run's per-query values over the queries of that tier, in the order
+    easy, medium, hard; `lab compare --by tier --dataset` prints them; a set without tiers is one line, exit 2."""
+    from lab.analysis.compare import format_leaderboard_by, leaderboard_by, query_groups
+    from lab.cli.main import main
+    from lab.tracking.store import load_per_query
+
+    root = logged["root"]
+    folder, tiers = _tiered_set(tmp_path / "set")
+    assert query_groups(folder, "tier") == tiers
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CompareWarning)
+        df = leaderboard("cmp", root=root, n_resamples=200)
+    by = leaderboard_by(df, tiers, "tier", root=root)
+    assert list(by["run_id"]) == list(df["run_id"]) and by.attrs["groups"] == ["easy", "medium", "hard"]
+    for _, row in by.iterrows():
+        scores = load_per_query(row["run_id"], root)["ndcg@10"]
+        for tier in ("easy", "medium", "hard"):
+            part = scores[[q for q in scores.index if tiers[q] == tier]]
+            assert row[tier] == pytest.approx(part.mean()) and row[f"{tier} n"] == len(part) == 30
+        assert row["all"] == pytest.approx(scores.mean())
+    assert "ndcg@10 by tier" in format_leaderboard_by(by) and "(30)" in format_leaderboard_by(by)
+    assert main(["compare", "--experiment", "cmp", "--root", str(root), "--by", "tier", "--dataset",
+                 str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert "ndcg@10 by tier" in out and "easy" in out and "hard" in out
+    code = main(["compare", "--experiment", "cmp", "--root", str(root), "--by", "tier", "--dataset",
+                 str(logged_dataset())])
+    err = capsys.readouterr().err
+    assert code == 2 and "no query has metadata field 'difficulty'" in err and len(err.strip().splitlines()) == 1
+
+
+def logged_dataset():
+    from lab.core.paths import resolve_repo_path
+
+    return resolve_repo_path("data/ord-qa")

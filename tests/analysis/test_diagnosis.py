@@ -1,5 +1,5 @@
 """lab.analysis.diagnosis: each rule fires exactly on its side of its named threshold, stays silent without its figures,
-and the whole set reads real ORD-QA results the way seed 003 section 5.1 would."""
+and the whole set reads real ORD-QA results the way a symptom -> cause -> fix table would."""
 from __future__ import annotations
 
 import math

@@ -73,7 +73,7 @@ def test_max_drop_absolute_and_relative(files):
                "--max-drop", rel + 0.002)[0] == 0
     assert lab("gate", "--baseline", d / "means/base.json", "--current", d / "means/worse.json", "--relative",
                "--max-drop", rel - 0.002)[0] == 1
-    # seed 000 spells the threshold as -0.02: same meaning
+    # a threshold spelt -0.02: same meaning
     assert lab("gate", "--baseline", d / "means/base.json", "--current", d / "means/worse.json",
                "--max-drop", -(drop + 0.001))[0] == 0
 

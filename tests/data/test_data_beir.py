@@ -206,3 +206,10 @@ def test_ord_qa_loads():
     ds, report = load_dataset_report(DATA / "ord-qa", progress=False)
     assert len(ds.corpus) == 290 and len(ds.queries) == 90 and report.clean
     assert sum(len(d) for d in ds.qrels["test"].qrels.values()) == 161 and ds.evidence == []
+
+
+def test_a_corpus_without_queries_says_to_generate_them(tmp_path):
+    """A folder `lab ingest` wrote (corpus.jsonl alone) names the command that makes questions for it."""
+    (tmp_path / "corpus.jsonl").write_text('{"_id": "d1", "text": "hello"}\n', encoding="utf-8")
+    with pytest.raises(DataError, match=r"queries file not found .*lab testset generate --dataset "):
+        load_dataset(tmp_path, progress=False)

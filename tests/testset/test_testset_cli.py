@@ -63,3 +63,31 @@ def test_bad_generation_option_is_one_line_error_before_any_work(tmp_path, capsy
                  "--max-passage-chars", "50", "--no-mlflow"])
     err = capsys.readouterr().err
     assert code == 2 and "max_passage_chars=50" in err and len(err.strip().splitlines()) == 1
+
+
+def test_generate_into_a_folder_that_holds_a_set_is_one_line_error(tmp_path, capsys):
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "queries.jsonl").write_text('{"_id": "q", "text": "zoom"}\n', encoding="utf-8")
+    code = main(["testset", "generate", "--dataset", str(tmp_path / "missing"), "--out", str(out), "--no-mlflow"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith(f"error: {out}: holds a test set (queries.jsonl)") and "--force" in err
+    assert len(err.strip().splitlines()) == 1
+    code = main(["testset", "generate", "--dataset", str(tmp_path / "missing"), "--out", str(out), "--resume",
+                 "--no-mlflow"])
+    err = capsys.readouterr().err
+    assert code == 2 and "no generation.json, so there is nothing to resume" in err and "--force" in err
+
+
+def test_generate_dry_run_prints_only_the_estimate(tmp_path, capsys):
+    """`--dry-run`: the first batch is a timed sample (two real SmolLM2 calls here), one estimate line is printed
+    and nothing is written."""
+    from builders import mini_dataset
+
+    out = tmp_path / "gen"
+    code = main(["testset", "generate", "--dataset", str(mini_dataset(tmp_path, corpus_only=True)), "--out", str(out),
+                 "--n", "5", "--max-attempts", "2", "--min-passage-words", "5", "--dry-run", "--no-mlflow",
+                 "--no-progress", "--cache-dir", str(tmp_path / "cache")])
+    printed = capsys.readouterr().out.strip().splitlines()
+    assert code == 0 and len(printed) == 1 and printed[0].startswith("estimate: about 2 candidates, ")
+    assert not out.exists()

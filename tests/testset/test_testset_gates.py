@@ -6,7 +6,8 @@ import pytest
 
 from lab.core.errors import ConfigError
 from lab.testset.gates import (GATES, GateConfig, GateReport, check_text_gates, greedy_duplicates, is_question,
-                               length_ok, markup_in, repeated_in_token, repetition, same_language, term_coverage)
+                               identifiers, length_ok, markup_in, repeated_in_token, repetition, same_language,
+                               term_coverage, unknown_identifiers)
 from lab.text.tokenize import Tokenizer
 
 PASSAGE = ("The set_wire_rc command sets the resistance and capacitance used to estimate delay of routing wires. "
@@ -130,3 +131,18 @@ def test_question_follows_the_passage_language(tok):
     res, _ = check_text_gates("Which command sets wire resistance?", "set_wire_rc", set(tok(zh_passage)),
                               GateConfig(), tok, "zh", zh_passage)
     assert res["same_language"] is False
+
+
+def test_a_question_may_not_name_identifiers_the_passage_does_not_hold(tok):
+    """The SQLite trial's question about a function that does not exist fails known_identifiers; one about
+    functions the passage names (any case, `code` spans word by word) passes; "e.g." is not an identifier."""
+    passage = "Call sqlite3_open_v2() to open a database; `PRAGMA journal_mode` sets the journal. See db.close."
+    assert identifiers("Why use sqlite3_open_v2() or `PRAGMA journal_mode`, e.g. with db.close?") == [
+        "sqlite3_open_v2", "PRAGMA journal_mode", "db.close"]
+    assert unknown_identifiers("How does sqlite3_frobnicate() differ from SQLITE3_OPEN_V2?", passage) == [
+        "sqlite3_frobnicate"]
+    assert unknown_identifiers("When is `journal_mode PRAGMA` used?", passage) == []
+    res, meas = check_text_gates("How does sqlite3_frobnicate() open a database?", "With sqlite3_open_v2().",
+                                 set(tok(passage)), GateConfig(), tok, "en", passage)
+    assert res["known_identifiers"] is False and meas["unknown_identifiers"] == 1.0
+    assert GATES.index("known_identifiers") < GATES.index("low_overlap") < GATES.index("prose_evidence")

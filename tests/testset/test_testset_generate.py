@@ -13,14 +13,15 @@ from lab.data.types import Corpus, Document
 from lab.core.errors import ConfigError
 from builders import mini_dataset
 from lab.testset.gates import GATES
-from lab.testset.generate import (PROMPT_VERSION, GenerationConfig, _gen_params, build_prompt, generate_testset,
-                                  parse_qa, parse_yes_no, qa_schema, sample_order, shown_passage, stratum_of)
+from lab.testset.generate import (DIFFICULTY, PROMPT_VERSION, QUESTION_MIX, GenerationConfig, _gen_params,
+                                  build_prompt, difficulty, generate_testset, parse_qa, parse_yes_no, qa_schema,
+                                  question_type, sample_order, shown_passage, stratum_of)
 
 REPO = Path(__file__).resolve().parents[2]
 GENERATED = REPO / "data" / "ord-qa-generated"
 
 
-def test_prompt_is_seed_000_in_both_languages():
+def test_prompt_in_both_languages():
     en = build_prompt("The gzip command compresses files.", "en")
     assert "must not directly contain the key words" in en and en.endswith("The gzip command compresses files.")
     assert '{"question": "...", "answer": "..."}' in en
@@ -73,7 +74,7 @@ def _corpus() -> Corpus:
 
 def test_sample_order_is_stratified_seeded_and_skips_short_units():
     corpus = _corpus()
-    passages, skipped, strata = sample_order(corpus, seed=1, stratify="section", min_passage_words=10)
+    passages, skipped, strata, _ = sample_order(corpus, seed=1, stratify="section", min_passage_words=10)
     order = [p.unit_id for p in passages]
     # each unit is one section (its heading and body); "tiny" is one window, too short
     assert skipped == 1 and "tiny" not in order and len(order) == 8 == len(set(order))
@@ -120,6 +121,11 @@ def test_tiny_real_generation_counts_every_candidate(tmp_path):
     assert json.loads((res.folder / "gate_report.json").read_text())["candidates"] == 2
     assert prov["topic_model"]["name"] == "multilingual-e5-small" and not prov["topic_model"]["same_as_default_dense"]
     assert rep.extra["existing_queries_guarded"] == 0 and "route" not in prov
+    assert set(rep.extra["skipped_not_prose"]) == {"ids", "code", "headings", "boilerplate"}
+    asked = rep.extra["question_types"]["asked"]
+    assert sum(asked.values()) == 2 and [json.loads(ln)["question_type"] for ln in lines] == [
+        question_type(i, 0, 0) for i in range(2)]
+    assert "/" not in json.dumps(prov["llm"]) + prov["units"]["source_path"]  # no machine paths
     for ln in lines:
         c = json.loads(ln)
         s, e = c["passage_span"]
@@ -129,6 +135,10 @@ def test_tiny_real_generation_counts_every_candidate(tmp_path):
         assert len(ds.corpus) == 3 and len(ds.queries) == rep.accepted
         assert prov["source_units"] == [ds.queries.metadata[q]["source_unit"] for q in ds.queries]
         assert {e.query_id for e in ds.evidence} == set(ds.queries)  # one evidence span per question
+        for q in ds.queries:
+            meta = ds.queries.metadata[q]
+            assert meta["difficulty"] == difficulty(meta["bm25_rank"], meta["evidence_overlap"]) in DIFFICULTY
+            assert meta["question_type"] in QUESTION_MIX
         for e in ds.evidence:
             meta = ds.queries.metadata[e.query_id]
             ps, pe = meta["passage_span"]
@@ -197,7 +207,7 @@ def test_chinese_passages_get_the_chinese_prompt_and_windows_reach_the_end():
     en = "# Wire RC\n\n" + "The set_wire_rc command sets the resistance and capacitance of routing wires. " * 40
     corpus = Corpus({"zh": Document("zh", zh), "en": Document("en", en)})
     cfg = GenerationConfig(n=1, rounds=1, min_passage_words=10)
-    passages, _, _ = sample_order(corpus, 0, "doc", 10, cfg.max_passage_chars)
+    passages, _, _, _ = sample_order(corpus, 0, "doc", 10, cfg.max_passage_chars)
     cands = list(_candidates(passages, cfg))
     assert {c.unit_id for c in cands} == {"zh", "en"} and len(cands) == len(passages) > 2
     for c in cands:
@@ -231,3 +241,110 @@ def test_committed_asymptote_generated_set():
     gate = prov["gate_report"]
     assert gate["candidates"] == sum(gate["dropped_at"].values()) + gate["accepted"]
     assert (ASYMPTOTE / "SOURCE.md").is_file()
+
+
+def _texts(folder: Path) -> list[tuple]:
+    """(question, source unit, passage span, raw output) of every candidate a generation checked, in order."""
+    rows = [json.loads(ln) for ln in (folder / "candidates.jsonl").read_text(encoding="utf-8").splitlines()]
+    return [(r["question"], r["unit_id"], tuple(r["passage_span"]), r["raw"], r["accepted_as"]) for r in rows]
+
+
+def test_same_seed_gives_the_same_set_even_without_the_cache(tmp_path):
+    """Two cold runs (separate caches, so every answer is generated again by the packaged SmolLM2 at concurrency
+    1) with the same seed write the same candidates, questions and evidence."""
+    src = mini_dataset(tmp_path, corpus_only=True)
+    cfg = GenerationConfig(n=2, max_attempts=2, retries=0, min_passage_words=5)
+    runs = [generate_testset(src, tmp_path / f"gen{i}", config=cfg, cache_dir=tmp_path / f"cache{i}",
+                             progress=False, tracking_root=None) for i in (1, 2)]
+    assert all(r.provenance["llm_usage"]["cache_hits"] == 0 for r in runs)
+    assert _texts(runs[0].folder) == _texts(runs[1].folder) and len(_texts(runs[0].folder)) == 2
+    for name in ("queries.jsonl", "evidence.jsonl", "generation.json"):
+        if (runs[0].folder / name).exists():
+            assert (runs[0].folder / name).read_text() == (runs[1].folder / name).read_text()
+
+
+def test_a_folder_that_holds_a_set_is_refused_unless_force_or_resume(tmp_path):
+    """Generating into a folder that holds a set refuses before any work; --resume continues it only with the same
+    settings (answers already made come from the cache, first candidates unchanged); --force replaces only the
+    set's own files."""
+    src = mini_dataset(tmp_path, corpus_only=True)
+    out, cache = tmp_path / "gen", tmp_path / "cache"
+    cfg = GenerationConfig(n=1, max_attempts=2, retries=0, min_passage_words=5)
+    first = generate_testset(src, out, config=cfg, cache_dir=cache, progress=False, tracking_root=None)
+    before = _texts(out)
+    (out / "notes.txt").write_text("mine", encoding="utf-8")
+    missing = tmp_path / "no-such-dataset"  # the refusal comes before the dataset is even read
+    with pytest.raises(ConfigError, match=r"holds a test set \(.*generation.json\); pass --resume to continue it, "
+                                          "--force to replace it"):
+        generate_testset(missing, out, config=cfg, cache_dir=cache, progress=False, tracking_root=None)
+    with pytest.raises(ConfigError, match=r"generation.json, field 'params.seed': the set was made with 0, this run "
+                                          "asks for 1"):
+        generate_testset(missing, out, config=GenerationConfig(n=1, seed=1, retries=0, min_passage_words=5),
+                         cache_dir=cache, progress=False, tracking_root=None, resume=True)
+    with pytest.raises(ConfigError, match="pass one"):
+        generate_testset(missing, out, config=cfg, cache_dir=cache, progress=False, tracking_root=None, resume=True,
+                         force=True)
+    more = GenerationConfig(n=2, max_attempts=3, retries=0, min_passage_words=5)
+    resumed = generate_testset(src, out, config=more, cache_dir=cache, progress=False, tracking_root=None,
+                               resume=True)
+    assert resumed.provenance["resumed"] and resumed.provenance["llm_usage"]["cache_hits"] >= len(before)
+    assert _texts(out)[:len(before)] == before and len(_texts(out)) > len(before)
+    (out / "qrels").mkdir(exist_ok=True)
+    (out / "qrels" / "stale.tsv").write_text("query-id\tcorpus-id\tscore\n", encoding="utf-8")
+    generate_testset(src, out, config=cfg, cache_dir=cache, progress=False, tracking_root=None, force=True)
+    assert _texts(out) == before and not (out / "qrels" / "stale.tsv").exists()
+    assert (out / "notes.txt").read_text(encoding="utf-8") == "mine" and first.folder == out
+
+
+def test_question_types_follow_the_stated_mix_and_the_schema_holds_the_first_word():
+    """Every 20 consecutive candidates ask the target mix (5 what, 5 how, 3 why, 2 when, 3 which, 2
+    troubleshooting), in an order the seed shuffles; the prompt asks for the type and the English schema holds
+    the question to its first word."""
+    import re
+
+    for seed in (0, 1):
+        got = Counter(question_type(i, 0, seed) for i in range(40))
+        assert got == Counter({t: 2 * k for t, k in QUESTION_MIX.items()})
+    assert [question_type(i, 0, 0) for i in range(20)] != [question_type(i, 0, 1) for i in range(20)]
+    assert question_type(3, 1, 0) == question_type(4, 0, 0)  # a later round shifts the type
+    assert 'Ask a "Why" question' in build_prompt("The gzip command compresses files.", "en", qtype="why")
+    assert "排障问题" in build_prompt("段落", "zh", qtype="troubleshooting")
+    why = qa_schema("en", "why")["properties"]["question"]["pattern"]
+    assert re.match(why, "Why does the gzip command keep the original file?") and not re.match(
+        why, "What does the gzip command keep?")
+    assert qa_schema("zh", "why") == qa_schema("zh")
+
+
+@pytest.mark.parametrize("rank, overlap, tier", [(1, 0.8, "easy"), (3, 0.5, "easy"), (1, 0.3, "medium"),
+                                                 (4, 0.9, "medium"), (10, 0.0, "medium"), (11, 1.0, "hard"),
+                                                 (None, 1.0, "hard")])
+def test_difficulty_tier_rule(rank, overlap, tier):
+    assert difficulty(rank, overlap) == tier
+
+
+def test_estimate_from_the_timed_sample():
+    """n / smoothed yield candidates (capped), calls and tokens per candidate as sampled, the cold time when the
+    sample came from the cache."""
+    from lab.testset.generate import estimate_run, format_estimate
+
+    usage = {"calls": 8, "prompt_tokens": 3000, "completion_tokens": 1000, "cold_seconds": 40.0, "cache_hits": 0}
+    est = estimate_run(100, 1000, 8, 2, 40.0, usage)
+    assert est["yield_estimate"] == 0.3 and est["candidates"] == 334 and est["calls"] == 334
+    assert est["tokens"] == 334 * 500 and est["seconds"] == 334 * 5.0
+    assert estimate_run(100, 200, 8, 0, 40.0, usage)["candidates"] == 200  # capped by max attempts
+    cached = estimate_run(10, 100, 8, 7, 0.1, {**usage, "cache_hits": 8}, concurrency=2)
+    assert cached["candidates"] == 13 and cached["seconds"] == 13 * 2.5  # cold 40 s / 2 slots / 8 candidates
+    assert format_estimate(est).startswith("estimate: about 334 candidates, 334 LLM calls, 167,000 tokens, 27.8 min")
+
+
+def test_dry_run_prints_the_estimate_writes_nothing_and_its_sample_is_reused(tmp_path):
+    src = mini_dataset(tmp_path, corpus_only=True)
+    out, cache, lines = tmp_path / "gen", tmp_path / "cache", []
+    cfg = GenerationConfig(n=3, max_attempts=4, batch_size=2, retries=0, min_passage_words=5)
+    res = generate_testset(src, out, config=cfg, cache_dir=cache, progress=False, tracking_root=None, dry_run=True,
+                           echo=lines.append)
+    est = res.report.extra["estimate"]
+    assert res.folder is None and not out.exists() and lines == [lines[0]] and lines[0].startswith("estimate: ")
+    assert est["sample"] == 2 and 0 < est["candidates"] <= 4 and est["calls"] >= est["candidates"]
+    real = generate_testset(src, out, config=cfg, cache_dir=cache, progress=False, tracking_root=None)
+    assert real.provenance["llm_usage"]["cache_hits"] >= 2 and "estimate" in real.report.extra

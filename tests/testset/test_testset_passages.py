@@ -3,7 +3,7 @@ headings, else none), cut at boundaries, exact slices of the text."""
 from __future__ import annotations
 
 from lab.data.types import Document
-from lab.testset.passages import corpus_passages, headings, passage_windows, sections
+from lab.testset.passages import corpus_passages, headings, looks_like_id, not_prose, passage_windows, sections
 
 BODY = " ".join(f"Sentence {i} explains one more detail of the placer." for i in range(60))  # ~3,200 chars
 
@@ -57,3 +57,19 @@ def test_chinese_text_is_cut_and_counted_by_characters():
     assert len(got) >= 5 and all(len(p.text) <= 300 for p in got) and got[1].text.endswith("。")
     passages, dropped = corpus_passages([Document("a", BODY), Document("b", "")], 1000)
     assert {p.unit_id for p in passages} == {"a"} and dropped == 0
+
+
+def test_windows_that_are_not_prose_are_named_by_reason():
+    """The passage the SQLite trial sent to the LLM (tagline and table of contents), a code listing, requirement
+    ids and a run of headings are not prose; documentation prose (hard-wrapped, with a markdown link) is."""
+    tagline_toc = ("Small. Fast. Reliable.\nChoose any three.\n\nTable Of Contents\n\n1. Overview\n2. Features\n"
+                   "3. Compiling\n4. Interfaces\n5. Limits\n6. Ticket [4c86b126f2]")
+    code = "```c\nint rc = sqlite3_open(path, &db);\nif (rc != SQLITE_OK) {\n  return rc;\n}\n```\n\nReturns rc."
+    ids = "R-04042-24825-31546 R-11111-22222-33333 R-51234-55555-99999 shall hold. R-44444-55555-66666"
+    heads = "## Overview\n\n## Features\n\n### Compiling the amalgamation\n\n## Interfaces"
+    prose = ("[OpenROAD](https://theopenroadproject.org/) eliminates the barriers\nof cost, schedule risk and "
+             "uncertainty in hardware design.\n\nThe `set_wire_rc` command sets the resistance and capacitance used "
+             "to estimate the delay of routing wires.")
+    assert [not_prose(t) for t in (tagline_toc, code, ids, heads, prose)] == ["boilerplate", "code", "ids",
+                                                                              "headings", None]
+    assert looks_like_id("R-04042-24825") and looks_like_id("4c86b126f2") and not looks_like_id("sqlite3_open")

@@ -8,7 +8,7 @@ import pytest
 
 from lab.data.evidence import read_evidence
 from lab.data.types import Corpus, Document, Queries
-from lab.testset.spans import evidence_record, support_span
+from lab.testset.spans import evidence_record, not_prose_span, support_span
 from lab.text.tokenize import Tokenizer
 
 TEXT = ("## Build\n\nRun cmake and make in a build folder. The default install directory is `/usr/local`.\n\n"
@@ -46,3 +46,13 @@ def test_record_is_read_back_by_the_evidence_reader(tok, tmp_path):
     (span,) = read_evidence(path, Corpus({"guide": Document("guide", TEXT)}), Queries({"gen-0001": "q"}))
     assert (span.query_id, span.doc_id, span.start, span.end, span.label) == ("gen-0001", "guide", sp.start, sp.end,
                                                                               "answer")
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("1. Overview", "heading"), ("Table Of Contents", "heading"), ("## Build using the support script", "heading"),
+    ("R-04042-24825-31546", "id"), ("Ticket [4c86b126f2]", "id"), ("sqlite3_open_v2()", "identifier"),
+    ("`set_wire_rc -clock`", "identifier"), ("-verbose", "identifier"),
+    ("The tool reads the design and writes a DEF file.", None), ("Use the -verbose flag to print more", None),
+    ("Small. Fast. Reliable.", None)])
+def test_evidence_that_is_only_a_heading_an_identifier_or_an_id_is_not_prose(text, reason):
+    assert not_prose_span(text) == reason

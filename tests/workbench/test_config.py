@@ -139,3 +139,13 @@ def test_varying_keys_and_labels():
 def test_parse_spec_rejects_non_mapping(tmp_path):
     with pytest.raises(ConfigError, match="expected a mapping"):
         parse_spec(["a"], tmp_path / "x.yaml")
+
+
+@pytest.mark.parametrize("text, line", [
+    ("notebook: nb.ipynb\ngrid:\n  dataset: [data/scifact, data/ord-qa\nfixed:\n  k: 10\n", 3),  # was 4
+    ("notebook: nb.ipynb\nfixed:\n  name: \"abc\n  k: 1\n", 3),  # unclosed quote: was 5
+    ("notebook: nb.ipynb\ngrid:\n  dataset: [a]\n   k: 10\n", 4),  # bad indentation: where it is
+    ("notebook: nb.ipynb\nfixed:\n  name: a: b\n", 3)])
+def test_yaml_syntax_errors_name_the_line_they_are_on(tmp_path, text, line):
+    with pytest.raises(ConfigError, match=rf"spec.yaml, line {line}: not valid YAML"):
+        load_spec(write(tmp_path, text))

@@ -59,6 +59,8 @@ def test_unchanged_rerun_skips_and_records_its_identity(store):
     assert [o.status for o in rep.outcomes] == ["SKIPPED"] and rep.outcomes[0].run_id == store["first"]
     assert "nothing to run" in out and "runs again" not in out
     tags = client(store["root"]).get_run(store["first"]).data.tags
+    assert rep.parent_run_id == tags["mlflow.parentRunId"] and rep.parent_run_id in out  # not "parent run None"
+    assert rep.summary().endswith(f"parent run {rep.parent_run_id}")
     assert json.loads(tags[TAG_MODELS]) == []  # bm25: no model, recorded as such
     assert json.loads(tags["identity.datasets"])["dataset"] == tags["dataset_fingerprint"]
 
