@@ -157,7 +157,7 @@ def test_leaderboard_by_tier(logged, tmp_path, capsys):
     assert query_groups(folder, "tier") == tiers
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CompareWarning)
-        df = leaderboard("cmp", root=root, n_resamples=200)
+        df = experiment_leaderboard("cmp", root=root, n_resamples=200)
     by = leaderboard_by(df, tiers, "tier", root=root)
     assert list(by["run_id"]) == list(df["run_id"]) and by.attrs["groups"] == ["easy", "medium", "hard"]
     for _, row in by.iterrows():
