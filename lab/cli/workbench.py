@@ -201,6 +201,12 @@ def cmd_ui(args) -> int:
     if args.print:
         print(line)
         return 0
+    from lab.core.net import exposure_warning
+
+    warning = exposure_warning(args.host, args.port, "the MLflow UI and its REST API (every run, param, metric and "
+                               "artifact of the store, read and write, without a login)")
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
     links = ui_links(args.tracking_root, args.host, args.port, args.experiment)
     print(f"{line}\nMLflow UI on {base_url(args.host, args.port)} (Ctrl-C to stop); runs of each experiment:",
           flush=True)
