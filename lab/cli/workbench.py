@@ -66,8 +66,9 @@ def _halving(args) -> int:
     out = run_halving_sweep(args.spec, metric=metric, eta=args.eta, min_queries=args.min_queries,
                             compare_full=args.compare_full, tracking_root=args.tracking_root)
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(out, indent=1))
+        from lab.core.atomic import write_text_atomic
+
+        write_text_atomic(args.json, json.dumps(out, indent=1))
         print(f"report: {args.json}")
     return 0
 
@@ -126,8 +127,10 @@ def cmd_compare(args) -> int:
     if args.png and not df.empty:
         print(f"chart written to {plot_leaderboard(df, args.png)}", file=info)
     if args.csv:
-        Path(args.csv).parent.mkdir(parents=True, exist_ok=True)
-        df.to_csv(args.csv, index=False)
+        from lab.core.atomic import atomic_path
+
+        with atomic_path(args.csv) as tmp:
+            df.to_csv(tmp, index=False)
         print(f"table written to {args.csv}", file=info)
     opts = _publish_args(args)
     if opts:

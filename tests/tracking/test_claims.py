@@ -124,3 +124,61 @@ def test_wait_for_returns_when_the_winner_finishes_or_goes_stale(store):
     dead = claimant(cl, exp, "k2", **{claims.TAG_PID: str(dead_pid())})
     status, why = claims.wait_for(cl, dead, poll=0.05)
     assert status == "STALE" and "is gone" in why and cl.get_run(dead).info.status == "KILLED"
+
+
+@pytest.fixture(scope="module")
+def http_store(tmp_path_factory, pytestconfig):
+    """A real `mlflow server` on 127.0.0.1 (sqlite behind it): claims go through its REST API only."""
+    import os
+    import sys
+    import urllib.request
+    from pathlib import Path
+
+    from mlflow import MlflowClient
+
+    from playwright_chromium import free_port
+
+    base = tmp_path_factory.mktemp("http")
+    db = blank_store(base, pytestconfig) / "mlflow.db"
+    port = free_port()
+    exe = Path(sys.executable).with_name("mlflow")
+    log = open(base / "server.log", "wb")
+    proc = subprocess.Popen([str(exe), "server", "--backend-store-uri", f"sqlite:///{db}", "--default-artifact-root",
+                             (base / "artifacts").as_uri(), "--host", "127.0.0.1", "--port", str(port),
+                             "--workers", "1"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                            env={**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"})
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 180
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=5):
+                break
+        except OSError:
+            assert proc.poll() is None and time.time() < deadline, (base / "server.log").read_text()[-2000:]
+            time.sleep(0.5)
+    cl = MlflowClient(tracking_uri=url)
+    try:
+        yield cl, cl.create_experiment("claims-http")
+    finally:
+        os.killpg(proc.pid, 15)
+        proc.wait(timeout=30)
+        log.close()
+
+
+def test_the_election_works_the_same_over_http(http_store):
+    cl, exp = http_store
+    a = claimant(cl, exp, "h")
+    time.sleep(0.01)
+    b = claimant(cl, exp, "h")
+    va, vb = claims.elect(cl, exp, "h", a), claims.elect(cl, exp, "h", b)
+    assert va.won and not vb.won and vb.winner_run_id == a
+    claims.yield_to(cl, b, a)
+    assert cl.get_run(b).info.lifecycle_stage == "deleted"
+    cl.set_terminated(a, "FINISHED")
+    assert claims.wait_for(cl, a, poll=0.05) == ("FINISHED", "")
+    late = claimant(cl, exp, "h")
+    v = claims.elect(cl, exp, "h", late)
+    assert not v.won and v.winner_run_id == a and v.winner_status == "FINISHED"
+    dead = claimant(cl, exp, "h2", **{claims.TAG_PID: str(dead_pid())})
+    me = claimant(cl, exp, "h2")
+    assert claims.elect(cl, exp, "h2", me).taken_over == (dead,)
