@@ -220,9 +220,10 @@ def execute_config(task: dict, kernels=None, more: bool = False) -> dict:
         except Exception as exc:  # noqa: BLE001 - the store failed (full, read-only): this config FAILED, go on
             from lab.tracking.store import storage_fault
 
+            first = str(exc).splitlines()[0] if str(exc) else ""
             return {**{k: task[k] for k in ("index", "config_hash", "label", "config")}, "status": "FAILED",
                     "run_id": None, "notebook": task["output_path"], "seconds": 0.0,
-                    "error": storage_fault(exc) or f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
+                    "error": storage_fault(exc) or f"{type(exc).__name__}: {first}"}
         winner = out.pop("yielded_to", None)
         if not winner:
             return out
@@ -234,7 +235,8 @@ def execute_config(task: dict, kernels=None, more: bool = False) -> dict:
                        reason=f"run by another sweep at the same time (run {winner[:8]}); not run twice")
             return out
         out.update(status="FAILED", run_id=None,
-                   error=f"claimed by run {winner[:8]} of another sweep, which ended {status}" + (f": {why}" if why else ""))
+                   error=f"claimed by run {winner[:8]} of another sweep, which ended {status}"
+                   + (f": {why}" if why else ""))
     return out
 
 
@@ -281,7 +283,8 @@ def _execute_once(task: dict, kernels=None, more: bool = False) -> dict:
             verdict = claims.elect(cl, task["experiment_id"], key, run_id)
             if not verdict.won:  # ended KILLED here; execute_config deletes it and waits for the winner
                 run.status = "KILLED"
-                out.update(status="KILLED", error="", seconds=time.perf_counter() - t0, yielded_to=verdict.winner_run_id)
+                out.update(status="KILLED", error="", seconds=time.perf_counter() - t0,
+                           yielded_to=verdict.winner_run_id)
                 return out
             beat = claims.Heartbeat(cl, run_id).start()
         log_params(run_id, flatten(task["config"]), cl=cl)
@@ -650,7 +653,8 @@ def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry
                        unit="config")
             for res in pbar:
                 o = ConfigOutcome(**{k: res[k] for k in ConfigOutcome.__dataclass_fields__ if k in res})
-                o.reason, o.previous_run_id = res.get("reason") or decisions[o.index].reason, decisions[o.index].previous_run_id
+                o.reason = res.get("reason") or decisions[o.index].reason  # a claim's reason: who ran it
+                o.previous_run_id = decisions[o.index].previous_run_id
                 outcomes[o.index] = o
                 if o.status == "SKIPPED":  # another sweep ran it meanwhile (lab.tracking.claims)
                     (pbar.write if hasattr(pbar, "write") else echo)(f"config {o.index} ({o.label}): {o.reason}")
