@@ -18,6 +18,10 @@ Flow of :func:`run_sweep`
    ``mlflow.parentRunId``, ``config_hash``, the flattened config as params), executes the notebook with the config, ``mlflow_run_id``, ``tracking_root`` and
    ``experiment`` injected, logs the executed notebook as an artifact and ends the run FINISHED. A notebook that
    raises ends FAILED with tag ``error`` and artifact ``error.txt``; the sweep goes on.
+   The child run is also a claim on its config (:mod:`lab.tracking.claims`, key: config hash plus dataset content
+   and metrics version): when another sweep of the same experiment, whatever its name, claimed the config first,
+   this sweep deletes its run, waits for that one and counts the config SKIPPED ("run by another sweep at the same
+   time"), so no config runs twice. A store that cannot take a config's artifacts fails that config, not the sweep.
 5. The parent is ended FINISHED when every config has a finished run, else FAILED (a rerun retries the rest).
    Its artifacts ``summary/``: ``leaderboard.png`` and ``quality_vs_latency.png`` (lab.analysis.plots), ``leaderboard.csv``
    and ``report.html`` (lab.analysis.report) of the sweep's finished runs; a summary that fails is reported
