@@ -210,9 +210,12 @@ def storage_fault(exc: BaseException, db: str | Path | None = None) -> str | Non
             return (f"{path}: no space left on the device; free some space and run again (what finished is kept, a "
                     "rerun resumes)")
         if (isinstance(e, OSError) and e.errno in (errno.EROFS, errno.EACCES)) or "readonly database" in low:
-            path = getattr(e, "filename", None) or where
-            return (f"{path}: the store is read-only and this command writes to it; run it on a writable copy "
-                    "(--root FOLDER) or make the folder writable")
+            path = getattr(e, "filename", None)
+            stores = [Path(db).parent] if db else [p.parent for p in _OPENED]
+            if path is not None and not any(Path(path).is_relative_to(s) for s in stores):
+                return f"{path}: {(e.strerror or text).lower()}; check the path and its permissions"
+            return (f"{path or where}: the store is read-only and this command writes to it; run it on a writable "
+                    "copy (--root FOLDER) or make the folder writable")
     return None
 
 
