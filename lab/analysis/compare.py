@@ -2,7 +2,8 @@
 
 Conventions
 - Runs: FINISHED runs of the experiment that logged ``metric`` (sweep parent runs excluded), optionally only
-  the children of one parent run. Metric values and CI bounds are read as :mod:`lab.tracking.store` logged them
+  the children of one parent run; one run per config (the newest of the runs with the same ``config_hash``,
+  dataset and number of queries; :func:`one_run_per_config`, with a warning naming the runs left out). Metric values and CI bounds are read as :mod:`lab.tracking.store` logged them
   (``<metric>`` mean, ``<metric>_ci_low`` / ``<metric>_ci_high``, names mapped back from MLflow's ``_at_``).
 - Label: ``key=value`` of the params that differ between the listed runs (``resolved.*`` and
   ``retriever.*`` keys left out), else the run name.
@@ -98,6 +99,32 @@ def experiment_runs(cl, experiment_id: str, parent_run_id: str | None = None) ->
     return sorted(runs, key=lambda r: r.info.start_time)
 
 
+def one_run_per_config(runs) -> tuple[list, list]:
+    """``(kept, dropped)``: one run per config, the newest (latest start): runs with the same ``config_hash`` tag,
+    dataset fingerprint and number of queries scored are the same measurement (two sweeps that ran the same
+    config, or a config run again); runs without the tag are all kept. Order of ``runs`` is kept."""
+    def key(r):
+        h = r.data.tags.get("config_hash")
+        return (h, r.data.tags.get("dataset_fingerprint"), r.data.metrics.get("n_queries")) if h else None
+
+    newest: dict = {}
+    for r in runs:
+        k = key(r)
+        if k and (k not in newest or (r.info.start_time, r.info.run_id) > (newest[k].info.start_time,
+                                                                           newest[k].info.run_id)):
+            newest[k] = r
+    kept = [r for r in runs if key(r) is None or newest[key(r)] is r]
+    ids = {r.info.run_id for r in kept}
+    return kept, [r for r in runs if r.info.run_id not in ids]
+
+
+def duplicates_note(dropped) -> str:
+    """The line saying which older runs :func:`one_run_per_config` left out."""
+    ids = ", ".join(r.info.run_id[:8] for r in dropped[:5]) + (", ..." if len(dropped) > 5 else "")
+    return (f"{len(dropped)} older finished run(s) of a config listed once already (same config_hash, dataset and "
+            f"queries) left out, the newest of each kept: {ids}")
+
+
 def run_labels(runs) -> list[str]:
     """One label per run: ``key=value`` of the params that differ between the runs (``resolved.*`` and
     ``retriever.*`` left out), else the run name, else the first 8 characters of the run id."""
@@ -141,6 +168,7 @@ def experiment_leaderboard(experiment: str, metric: str = "ndcg@10", root="mlrun
     keep = None if run_ids is None else set(run_ids)
     runs = [r for r in experiment_runs(cl, exp.experiment_id, parent_run_id) if mkey in r.data.metrics
             and (keep is None or r.info.run_id in keep)]
+    runs, dropped = one_run_per_config(runs)
     lo, hi = f"{metric}_ci_low", f"{metric}_ci_high"
     judged = judged_metric(metric)
     tail = ["strategy", "dataset", "metrics_version", "config_hash", "run_id", "run_name", "judged", "condensed"]
@@ -172,7 +200,7 @@ def experiment_leaderboard(experiment: str, metric: str = "ndcg@10", root="mlrun
                                correction=correction, n_resamples=n_resamples, seed=seed,
                                names=[f"run {r.info.run_id[:8]}" for r in runs])
     trust = runs_trust(cl, runs, scores, df, parent_run_id, alpha)
-    notes = []
+    notes = [duplicates_note(dropped)] if dropped else []
     version_note = metrics_version_warning(df["metrics_version"])
     if version_note:
         notes.append(version_note)

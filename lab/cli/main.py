@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
 import sys
 
@@ -36,6 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     from lab.core.errors import LabError
 
     args = build_parser().parse_args(argv)
+    # MLflow logs every SQL error with its traceback before raising it; the error reaches here and is said once
+    logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
     try:
         return args.func(args)
     except LabError as exc:
@@ -45,6 +48,14 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        from lab.tracking.store import storage_fault
+
+        line = storage_fault(exc)  # a corrupt, read-only or full store: one line, not a traceback
+        if line is None:
+            raise
+        print(f"error: {line}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

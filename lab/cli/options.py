@@ -99,14 +99,16 @@ def write_table(df, path) -> None:
     (records keyed by index), .tsv, else CSV; parent folders are created."""
     from pathlib import Path
 
+    from lab.core.atomic import atomic_path
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.suffix == ".parquet":
-        df.to_parquet(path)
-    elif path.suffix == ".json":
-        df.to_json(path, orient="index", indent=1)
-    else:
-        df.to_csv(path, sep="\t" if path.suffix == ".tsv" else ",")
+    with atomic_path(path) as tmp:  # no 0-byte or half table left behind
+        if path.suffix == ".parquet":
+            df.to_parquet(tmp)
+        elif path.suffix == ".json":
+            df.to_json(tmp, orient="index", indent=1)
+        else:
+            df.to_csv(tmp, sep="\t" if path.suffix == ".tsv" else ",")
 
 
 #: The --correction values of `lab compare` and `lab report` (lab.metrics.stats.CORRECTIONS; kept here so building

@@ -26,11 +26,15 @@ def cmd_report(args) -> int:
                            **common)
         where = "not logged to MLflow (file inputs)"
     else:
+        from lab.tracking.store import read_only
+
         experiment = args.experiment or latest_experiment(args.tracking_root)
+        frozen = not args.no_log and read_only(args.tracking_root)  # read the store, write only the HTML
         res = report_experiment(experiment, root=args.tracking_root, out=args.out, parent_run_id=args.parent,
-                                log=not args.no_log, dataset=args.dataset, **common)
+                                log=not (args.no_log or frozen), dataset=args.dataset, **common)
         where = (f"logged as report.html of MLflow run {res.report_run_id} in "
-                 f"experiment {experiment!r}") if res.report_run_id else "not logged (--no-log)"
+                 f"experiment {experiment!r}") if res.report_run_id else \
+            ("not logged (the store is read-only)" if frozen else "not logged (--no-log)")
     print(f"report written to {res.path} ({res.size / 1024:.0f} KiB, {len(res.leaderboard)} runs, built in "
           f"{res.seconds:.1f} s); {where}")
     corrections = res.leaderboard.attrs.get("corrections") or {}

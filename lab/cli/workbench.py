@@ -68,8 +68,9 @@ def _halving(args) -> int:
     out = run_halving_sweep(args.spec, metric=metric, eta=args.eta, min_queries=args.min_queries,
                             compare_full=args.compare_full, tracking_root=args.tracking_root, holdout=args.holdout)
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(out, indent=1))
+        from lab.core.atomic import write_text_atomic
+
+        write_text_atomic(args.json, json.dumps(out, indent=1))
         print(f"report: {args.json}")
     return 0
 
@@ -149,8 +150,10 @@ def cmd_compare(args) -> int:
     if args.png and not df.empty:
         print(f"chart written to {plot_leaderboard(df, args.png)}", file=info)
     if args.csv:
-        Path(args.csv).parent.mkdir(parents=True, exist_ok=True)
-        df.to_csv(args.csv, index=False)
+        from lab.core.atomic import atomic_path
+
+        with atomic_path(args.csv) as tmp:
+            df.to_csv(tmp, index=False)
         print(f"table written to {args.csv}", file=info)
     opts = _publish_args(args)
     if opts:
@@ -224,6 +227,12 @@ def cmd_ui(args) -> int:
     if args.print:
         print(line)
         return 0
+    from lab.core.net import exposure_warning
+
+    warning = exposure_warning(args.host, args.port, "the MLflow UI and its REST API (every run, param, metric and "
+                               "artifact of the store, read and write, without a login)")
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
     links = ui_links(args.tracking_root, args.host, args.port, args.experiment)
     print(f"{line}\nMLflow UI on {base_url(args.host, args.port)} (Ctrl-C to stop); runs of each experiment:",
           flush=True)

@@ -10,11 +10,16 @@ Conventions
 - Secrets: header values come from environment variables only (:func:`resolve_headers`); :func:`redact` masks them
   in any text before it is shown or logged; :func:`public_url` refuses credentials in a URL (userinfo, or a query
   parameter named like a key or token) and drops the query string, since URLs are logged with configs.
+- Exposure (:func:`is_loopback`, :func:`exposure_warning`): a server raglab starts binds 127.0.0.1 unless told
+  otherwise; any other ``--host`` (``0.0.0.0``, ``::``, a LAN address, a name that does not resolve to loopback
+  only) gets a warning naming what becomes reachable from other machines.
 """
 from __future__ import annotations
 
 import email.utils
+import ipaddress
 import os
+import socket
 import random
 import re
 import time
@@ -112,3 +117,27 @@ def public_url(url: str) -> str:
     if parts.port:
         netloc += f":{parts.port}"
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def is_loopback(host: str) -> bool:
+    """True when ``host`` reaches this machine only: a loopback address (127.0.0.0/8, ::1) or a name that resolves
+    to loopback addresses only ("localhost"). Wildcards (``0.0.0.0``, ``::``) and unresolvable names are not."""
+    name = host.strip("[]")
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(name, None)
+    except (OSError, UnicodeError):
+        return False
+    return bool(infos) and all(ipaddress.ip_address(i[4][0].split("%")[0]).is_loopback for i in infos)
+
+
+def exposure_warning(host: str, port: int, what: str) -> str | None:
+    """One warning line when ``host`` is not loopback (see the module docstring), naming ``what`` is exposed;
+    None on loopback."""
+    if is_loopback(host):
+        return None
+    return (f"warning: --host {host} is not a loopback address: {what} on port {port} can be reached from other "
+            "machines on the network; bind 127.0.0.1 (the default) unless that is intended")

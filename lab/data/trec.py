@@ -13,13 +13,13 @@ Conventions
 from __future__ import annotations
 
 import math
-import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 from lab.data.io import DataWarning, as_int, numbered_lines, read_text
 from lab.data.types import Qrels, Run
+from lab.core.atomic import atomic_path
 from lab.core.errors import DataError
 from lab.core.progress import progress
 
@@ -120,15 +120,9 @@ def _check_trec_id(value: str, what: str, path) -> str:
 
 def _write_lines(path: Path, lines) -> None:
     """Write lines atomically (temporary file, then rename), creating the parent folder."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
+    with atomic_path(path) as tmp:
         with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
             fh.writelines(lines)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 def write_trec_qrels(qrels: Qrels, path: Path | str) -> Path:

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import threading
 import time
 
 from lab.core.errors import LabError
+from lab.core.net import exposure_warning
 from lab.data.types import Corpus
 from lab.retrievers.base import Context
 
@@ -124,10 +126,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--with-text", action="store_true", help="add each hit's text to the answer")
     p.add_argument("--token-env", help="require Authorization: Bearer $VAR")
     args = p.parse_args(argv)
+    what = (f"the retrieval service ({args.strategy} over the corpus of {args.dataset}"
+            + (", with document texts" if args.with_text else "") + ")")
+    warning = exposure_warning(args.host, args.port, what)
+    if warning and not args.token_env:  # an open service on the network: refused before any work
+        p.exit(2, f"error: --host {args.host} is not a loopback address and --token-env is not given: {what} would "
+                  "answer anyone on the network; pass --token-env VAR (requests then need Authorization: Bearer "
+                  "$VAR) or bind 127.0.0.1\n")
+    if args.token_env and not os.environ.get(args.token_env):
+        p.exit(2, f"error: --token-env {args.token_env}: that environment variable is not set or empty\n")
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
     ds = load(args.dataset, progress=False)
     retriever = build(args.strategy, {}, Context(progress=False))
     retriever.index(ds.corpus)
-    token = os.environ[args.token_env] if args.token_env else None
+    token = os.environ[args.token_env] if args.token_env else None  # checked above
     server = StrategyServer(make_app(retriever, token=token, delay_s=args.delay_ms / 1000, with_text=args.with_text,
                                      corpus=ds.corpus), args.host, args.port).start()
     print(f"serving {args.strategy} over {ds.name} at {server.url()}", flush=True)

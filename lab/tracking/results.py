@@ -86,8 +86,10 @@ def _result_tags(result, seed: int) -> dict[str, str]:
 
 
 def write_result_files(result, folder: Path, seed: int = 0) -> list[Path]:
-    """per_query.parquet, run.trec and result.json of a Result in ``folder``."""
+    """per_query.parquet, run.trec and result.json of a Result in ``folder``, each written atomically
+    (lab.core.atomic: no 0-byte or half file is left when the disk is full)."""
     import lab
+    from lab.core.atomic import atomic_path, write_text_atomic
     from lab.data.trec import write_trec_run
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -96,7 +98,8 @@ def write_result_files(result, folder: Path, seed: int = 0) -> list[Path]:
     pq.index = pq.index.astype(str)
     pq.index.name = "query_id"
     pq.columns = [str(c) for c in pq.columns]
-    pq.to_parquet(folder / PER_QUERY_ARTIFACT)
+    with atomic_path(folder / PER_QUERY_ARTIFACT) as tmp:
+        pq.to_parquet(tmp)
     paths.append(folder / PER_QUERY_ARTIFACT)
     paths.append(Path(write_trec_run(result.run, folder / RUN_ARTIFACT, tag=str(result.config.get("strategy", "lab")))))
     doc = {
@@ -108,7 +111,7 @@ def write_result_files(result, folder: Path, seed: int = 0) -> list[Path]:
         "metrics_version": getattr(result.evaluation, "metrics_version", lab.METRICS_VERSION),
         "seed": seed,
     }
-    (folder / RESULT_ARTIFACT).write_text(json.dumps(doc, indent=1, default=str), encoding="utf-8")
+    write_text_atomic(folder / RESULT_ARTIFACT, json.dumps(doc, indent=1, default=str))
     paths.append(folder / RESULT_ARTIFACT)
     return paths
 
@@ -174,7 +177,15 @@ def log_result(result, run_id: str | None = None, experiment: str | None = None,
             raise
         from lab.core.errors import TrackingError
 
-        folder = save_unlogged(result, seed, experiment or "raglab")
+        try:
+            folder = save_unlogged(result, seed, experiment or "raglab")
+        except OSError as saving:
+            from lab.tracking.store import storage_fault
+
+            raise TrackingError(
+                f"logging to MLflow (tracking root {root}) failed: {type(exc).__name__}: "
+                f"{str(exc).splitlines()[0] if str(exc) else ''}; saving the result locally failed too: "
+                f"{storage_fault(saving) or saving}") from None
         raise TrackingError(f"logging to MLflow (tracking root {root}) failed: {type(exc).__name__}: "
                             f"{str(exc).splitlines()[0] if str(exc) else ''}; the result was saved to {folder} "
                             f"({RESULT_ARTIFACT}, {PER_QUERY_ARTIFACT}, {RUN_ARTIFACT})") from exc
@@ -231,5 +242,13 @@ def save_unlogged(result, seed: int = 0, experiment: str = "raglab", folder: str
         folder = results_dir("unlogged", re.sub(r"[^\w.-]", "_", experiment), create=True) / \
             f"{stamp}-{strategy}-{os.getpid()}"
     folder = Path(folder)
-    write_result_files(result, folder, seed)
+    made = not folder.exists()
+    try:
+        write_result_files(result, folder, seed)
+    except OSError:
+        if made:  # leave no half-saved result behind (a disk that filled up)
+            import shutil
+
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
     return folder

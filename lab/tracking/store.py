@@ -20,7 +20,11 @@ Conventions
   :mod:`lab.tracking.results`.
 - Several processes at once: a sqlite store is created or migrated under a file lock (``<db>.lock``, see
   :func:`ensure_store`), once per process, by every path that opens it (:func:`client`): run, sweep and its
-  notebooks, testset, report.
+  notebooks, testset, report. A store in a folder this process cannot write is opened without the lock (read-only
+  commands such as ``lab compare`` and ``lab report`` work on it).
+- Storage faults: :func:`storage_fault` turns a corrupt store, a read-only store written to and a full disk into one
+  line naming the file and what to do; :func:`ensure_store` raises it as a TrackingError, and ``lab`` prints it for
+  any command that meets one later.
 """
 from __future__ import annotations
 
@@ -95,6 +99,8 @@ def artifact_location(root: str | Path = "mlruns") -> str | None:
 
 #: sqlite stores this process has created or checked (see :func:`ensure_store`).
 _READY: set[str] = set()
+#: sqlite files this process opened (named by :func:`storage_fault` when a fault shows up later).
+_OPENED: list[Path] = []
 #: Seconds a process waits for another one creating or migrating the same store.
 STORE_LOCK_TIMEOUT = 600
 
@@ -120,15 +126,97 @@ def ensure_store(root: str | Path = "mlruns") -> str:
     from lab.core.errors import TrackingError
 
     db.parent.mkdir(parents=True, exist_ok=True)
+    _OPENED.append(db)
+    artifacts = (db.parent / "artifacts").as_uri()
+    if db.is_file() and not _writable(db.parent):  # read-only: nothing to create or migrate, no lock to take
+        _open_sqlite(SqlAlchemyStore, uri, artifacts, db)
+        _READY.add(uri)
+        return uri
     lock = FileLock(f"{db}.lock")
     try:
         with lock.acquire(timeout=STORE_LOCK_TIMEOUT):
-            SqlAlchemyStore(uri, artifact_location(root) if not is_uri(root) else (db.parent / "artifacts").as_uri())
+            _open_sqlite(SqlAlchemyStore, uri, artifact_location(root) if not is_uri(root) else artifacts, db)
     except Timeout:
         raise TrackingError(f"{db}: another process has held the store's lock ({lock.lock_file}) for more than "
                             f"{STORE_LOCK_TIMEOUT} s; is a migration stuck? end that process and retry") from None
+    except OSError as exc:
+        raise TrackingError(storage_fault(exc, db) or f"{db}: cannot open the store: {exc}") from None
     _READY.add(uri)
     return uri
+
+
+
+def read_only(root: str | Path = "mlruns") -> bool:
+    """True when ``root`` is a sqlite store whose folder this process cannot write (a read-only mount, a copy
+    without write permission): read-only commands work on it, nothing can be logged into it."""
+    if is_uri(root) and not str(root).startswith("sqlite:"):
+        return False
+    db = sqlite_file(tracking_uri(root))
+    return db is not None and db.parent.is_dir() and not _writable(db.parent)
+
+
+def _writable(folder: Path) -> bool:
+    """Whether this process can create files in ``folder`` (a real try: root ignores permission bits, not a
+    read-only mount)."""
+    try:
+        fd, name = tempfile.mkstemp(prefix=".lab-probe-", dir=folder)
+    except OSError:
+        return False
+    os.close(fd)
+    os.unlink(name)
+    return True
+
+
+def _open_sqlite(store_class, uri: str, artifacts: str, db: Path) -> None:
+    """Open (create, migrate) the sqlite store; a storage fault becomes one TrackingError line (storage_fault)."""
+    from lab.core.errors import TrackingError
+
+    try:
+        store_class(uri, artifacts)
+    except Exception as exc:  # noqa: BLE001 - turned into one line when it is a storage fault, else re-raised
+        line = storage_fault(exc, db)
+        if line is None:
+            raise
+        raise TrackingError(line) from None
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    out, seen = [], set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        out.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return out
+
+
+def storage_fault(exc: BaseException, db: str | Path | None = None) -> str | None:
+    """One line for a storage fault anywhere in ``exc``'s chain, naming the store file (``db``, else the sqlite
+    files this process opened) and what to do; None when ``exc`` is not one. Faults: a corrupt store ("database disk
+    image is malformed", "file is not a database"), a read-only one written to, a full disk (ENOSPC, "database or
+    disk is full")."""
+    import errno
+
+    where = str(db) if db else (", ".join(dict.fromkeys(str(p) for p in _OPENED)) or "the MLflow store")
+    written = str(db) if db else (", ".join(f"{p} (or its artifacts folder)" for p in dict.fromkeys(_OPENED))
+                                  or "a file being written")
+    for e in _chain(exc):
+        text = str(e).splitlines()[0] if str(e) else ""
+        low = text.lower()
+        if "malformed" in low or "not a database" in low or "file is encrypted" in low:
+            return (f"{where}: the MLflow store is corrupt ({text.split(') ', 1)[-1]}); move it aside (e.g. add "
+                    ".corrupt to its name) to start an empty store there, or restore it from a backup, and run again")
+        if (isinstance(e, OSError) and e.errno == errno.ENOSPC) or "disk is full" in low:
+            path = getattr(e, "filename", None) or written
+            return (f"{path}: no space left on the device; free some space and run again (what finished is kept, a "
+                    "rerun resumes)")
+        if (isinstance(e, OSError) and e.errno in (errno.EROFS, errno.EACCES)) or "readonly database" in low:
+            path = getattr(e, "filename", None)
+            stores = [Path(db).parent] if db else [p.parent for p in _OPENED]
+            if path is not None and not any(Path(path).is_relative_to(s) for s in stores):
+                return f"{path}: {(e.strerror or text).lower()}; check the path and its permissions"
+            return (f"{path or where}: the store is read-only and this command writes to it; run it on a writable "
+                    "copy (--root FOLDER) or make the folder writable")
+    return None
 
 
 def client(root: str | Path = "mlruns"):

@@ -15,7 +15,8 @@ Schema of a spec (top-level keys; anything else is an error naming the file and 
       chunking.overlap: [16, 32, 64]               # ... then crossed with the grid
       chunking.chunker: [recursive, recursive, fixed]
     publish:                                       # optional: headline metrics for monitoring (lab.workbench.monitoring)
-      prometheus: /var/lib/node_exporter/textfile/raglab.prom   # node exporter textfile, and/or
+      prometheus: results/metrics/raglab.prom      # node exporter textfile (inside the repo; elsewhere:
+                                                   # --prometheus on the command line), and/or
       pushgateway: http://127.0.0.1:9091           # a Pushgateway (job, metrics, headers_env optional)
 
 Conventions (one way each, used by the sweep, the tracking and the resume logic alike)
@@ -29,17 +30,22 @@ Conventions (one way each, used by the sweep, the tracking and the resume logic 
   JSON (``1.2``, ``true``, ``null``, ``["a","b"]``); an empty dict is kept as ``"{}"``. MLflow params use it.
   It and its pure siblings (set_dotted, flatten_values, format_value, unflatten, canonical_json, config_hash,
   varying_keys) live in :mod:`lab.core.flat`, so every layer may import them; they are re-exported here.
+- Files a spec writes (``publish.prometheus``) resolve inside the repository (or the spec's own folder when the
+  spec is kept outside the repo); anything else is refused when the spec is read (file, line, key; exit 2).
 - :func:`config_hash` is the first 16 hex digits of the sha256 of the config's canonical JSON (sorted keys,
   compact separators, UTF-8). Resume identifies a config by it.
 """
 from __future__ import annotations
 
 import itertools
+import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 from lab.core.errors import ConfigError
+from lab.core.paths import resolve_repo_path
 
 # pure flat-config helpers live in lab.core.flat (every layer may import them); re-exported here
 from lab.core.flat import (  # noqa: F401
@@ -198,6 +204,7 @@ def parse_spec(raw: Any, path: str | Path = "<spec>", root: str | Path | None = 
                             "the experiment name goes in the top-level 'experiment' key")
     _check_overlaps(path, fixed, grid, zipped, dataset, seed)
     publish = _parse_publish(path, raw.get("publish"))
+    _check_written_paths(path, publish, root)
     spec = SweepSpec(path=path, name=name, notebook=notebook.resolve(), experiment=experiment, dataset=dataset,
                      seed=seed, fixed=_plain_copy(fixed), grid=_plain_copy(grid), zip=_plain_copy(zipped),
                      repo_root=root.resolve(), publish=publish,
@@ -206,6 +213,32 @@ def parse_spec(raw: Any, path: str | Path = "<spec>", root: str | Path | None = 
         raise _fail(path, "dataset", "missing; set it at the top level or in fixed/grid/zip",
                     "e.g. dataset: data/scifact")
     return spec
+
+
+def _key_line(path: Path, key: str) -> str:
+    """", line N" of the first line of the spec file that sets ``key`` ("" when it cannot be found)."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return ""
+    pattern = re.compile(rf"(^|[\s{{,]){re.escape(key)}\s*:")
+    return next((f", line {i}" for i, text in enumerate(lines, 1) if pattern.search(text)), "")
+
+
+def _check_written_paths(path: Path, publish: Mapping, root: Path) -> None:
+    """Files a spec writes (``publish.prometheus``) stay inside the repository (or the spec's own folder, for a
+    spec kept outside it); a path that climbs out is refused here, before any work. Elsewhere: give it on the
+    command line (``--prometheus``)."""
+    target = publish.get("prometheus")
+    if not target:
+        return
+    where = os.path.realpath(resolve_repo_path(target, root))
+    allowed = [os.path.realpath(root)] + ([os.path.realpath(path.parent)] if path.is_file() else [])
+    if any(where == a or where.startswith(a.rstrip(os.sep) + os.sep) for a in allowed):
+        return
+    raise ConfigError(f"{path}{_key_line(path, 'prometheus')}, key 'publish.prometheus': {target!r} is {where}, "
+                      f"outside the repository ({os.path.realpath(root)}); a spec writes only inside it (pass "
+                      "--prometheus PATH on the command line to write elsewhere)")
 
 
 def _parse_publish(path, raw) -> dict:

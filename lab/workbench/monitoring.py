@@ -197,10 +197,28 @@ def experiment_samples(experiment: str, metrics: Iterable[str] = DEFAULT_METRICS
 
 
 # ------------------------------------------------------------------------------------------------ outputs
+def _check_ours(path: Path) -> None:
+    """Refuse to overwrite a file raglab did not write: an existing file must hold only what raglab writes there,
+    ``#`` lines and ``raglab_*`` samples (an empty file too)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(65536).decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise PublishError(f"{path}: cannot read the file already there ({exc.strerror or exc})") from None
+    if all(not ln.strip() or ln.startswith(("#", "raglab_")) for ln in head.splitlines()):
+        return
+    raise PublishError(f"{path}: a file raglab did not write is there (not Prometheus text of raglab_* metrics); "
+                       "not overwritten: move it away, or publish to another path")
+
+
 def write_textfile(text: str, path: str | Path) -> Path:
     """Write ``text`` to ``path`` atomically (temp file in the same folder, fsync, rename; mode 0644); returns
-    the path. The node exporter's textfile collector reads ``*.prom`` files: name it accordingly."""
+    the path. A file raglab did not write is never overwritten (PublishError; see :func:`_check_ours`).
+    The node exporter's textfile collector reads ``*.prom`` files: name it accordingly."""
     path = Path(path)
+    _check_ours(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")

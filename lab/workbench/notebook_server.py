@@ -7,8 +7,10 @@ Conventions
   does not depend on jupytext's server extension being enabled): ``notebooks/jupytext.toml`` pairs each
   ``.ipynb`` with a ``py:percent`` script, so saving either in JupyterLab rewrites the other, and opening a notebook
   takes its cells from the newer of the two (https://jupytext.readthedocs.io/en/latest/paired-notebooks.html).
-- It listens on 127.0.0.1 only, asks for a token (random unless ``--token`` is given) and serves the
-  ``notebooks/`` folder of the repository; the printed URL carries the token.
+- It listens on 127.0.0.1 only, asks for a token (random unless ``JUPYTER_TOKEN`` or ``--token`` gives one) and serves
+  the ``notebooks/`` folder of the repository; the printed URL carries the token. The token reaches JupyterLab in
+  its environment (``JUPYTER_TOKEN``, :func:`jupyterlab_env`), never on its command line, which any local user can
+  read (``ps``). Another ``--host`` prints a warning: a kernel runs code for whoever holds the token.
 - New notebooks start the ``raglab`` kernel (the one ``make setup`` installs into .venv); the four notebooks name
   it in their metadata already.
 - Offline: no update check, no news feed or prompt about it (settings in ``resources/jupyterlab/overrides.json``)
@@ -38,16 +40,22 @@ def notebook_dir() -> Path:
     return repo_root() / "notebooks"
 
 
-def jupyterlab_command(root: str | Path, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
-                       token: str = "") -> list[str]:
-    """The ``jupyter lab`` command line serving ``root`` (see the module docstring for what each part is for)."""
+def jupyterlab_command(root: str | Path, host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> list[str]:
+    """The ``jupyter lab`` command line serving ``root`` (see the module docstring for what each part is for); no
+    token in it: pass :func:`jupyterlab_env` as its environment."""
     exe = Path(sys.executable).with_name("jupyter-lab")
     return [str(exe) if exe.exists() else "jupyter-lab", "--no-browser", f"--ServerApp.ip={host}",
             f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--ServerApp.root_dir={root}",
-            f"--IdentityProvider.token={token}", f"--MultiKernelManager.default_kernel_name={KERNEL_NAME}",
+            f"--MultiKernelManager.default_kernel_name={KERNEL_NAME}",
             f"--ServerApp.contents_manager_class={CONTENTS_MANAGER}",
             "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate", "--LabApp.news_url=None",
             "--LabApp.extension_manager=readonly", f"--LabApp.app_settings_dir={SETTINGS_DIR}"] + (["--allow-root"] if os.geteuid() == 0 else [])
+
+
+def jupyterlab_env(token: str, base: dict | None = None) -> dict[str, str]:
+    """The environment JupyterLab starts with: ``base`` (default ``os.environ``) plus ``JUPYTER_TOKEN`` = ``token``
+    (jupyter_server's IdentityProvider reads it; nothing else shows it, unlike argv)."""
+    return {**(os.environ if base is None else base), "JUPYTER_TOKEN": token}
 
 
 def lab_url(host: str, port: int, token: str, path: str = "") -> str:

@@ -75,6 +75,15 @@ class RunIdentity:
             out[TAG_DATASET_FILES] = files
         return out
 
+    def claim_key(self) -> str:
+        """What a run made for this identity claims (lab.tracking.claims): the config hash, dataset content,
+        metrics version, default encoder and (only when it counts) the code, hashed; the same for every sweep
+        that would make the same numbers, whatever its name."""
+        from lab.core.flat import config_hash
+
+        return config_hash({"config": self.config_hash, "datasets": self.datasets, "metrics": self.metrics_version,
+                            "encoder": self.encoder_backend, "code": self.code_version if self.include_code else ""})
+
 
 @dataclass
 class Decision:

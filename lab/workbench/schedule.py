@@ -42,6 +42,7 @@ from typing import Sequence
 
 import pandas as pd
 
+from lab.core.atomic import write_text_atomic
 from lab.core.errors import ConfigError
 from lab.analysis.trends import (RECORD_ARTIFACT, TAG_SCHEDULE, TAG_SCHEDULED, TAG_SEQUENCE, read_record,  # noqa: F401
                         schedule_history, scheduled_parents)
@@ -349,7 +350,7 @@ def run_scheduled(spec_path: str | Path, schedule: str | None = None, metrics: S
                else results_dir("scheduled", schedule, root=spec.repo_root))
     out_dir.mkdir(parents=True, exist_ok=True)
     files = []
-    (out_dir / RECORD_ARTIFACT).write_text(json.dumps(record, indent=1), encoding="utf-8")
+    write_text_atomic(out_dir / RECORD_ARTIFACT, json.dumps(record, indent=1))
     log_file(rep.parent_run_id, out_dir / RECORD_ARTIFACT, root=root)
 
     comp = None
@@ -357,8 +358,8 @@ def run_scheduled(spec_path: str | Path, schedule: str | None = None, metrics: S
         comp = compare_records(previous, record, metrics, max_drop, relative, significant_only, alpha, n_resamples,
                                seed, root, cl)
         text = comp.table()
-        (out_dir / COMPARISON_TXT).write_text(text + "\n", encoding="utf-8")
-        (out_dir / COMPARISON_JSON).write_text(json.dumps(comp.to_dict(), indent=1), encoding="utf-8")
+        write_text_atomic(out_dir / COMPARISON_TXT, text + "\n")
+        write_text_atomic(out_dir / COMPARISON_JSON, json.dumps(comp.to_dict(), indent=1))
         files += [str(out_dir / COMPARISON_TXT), str(out_dir / COMPARISON_JSON)]
         set_tags(rep.parent_run_id, {TAG_PREVIOUS: previous.get("parent_run_id"),
                                      TAG_REGRESSION: str(comp.regressed).lower()}, cl=cl)

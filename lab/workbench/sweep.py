@@ -18,6 +18,10 @@ Flow of :func:`run_sweep`
    ``mlflow.parentRunId``, ``config_hash``, the flattened config as params), executes the notebook with the config, ``mlflow_run_id``, ``tracking_root`` and
    ``experiment`` injected, logs the executed notebook as an artifact and ends the run FINISHED. A notebook that
    raises ends FAILED with tag ``error`` and artifact ``error.txt``; the sweep goes on.
+   The child run is also a claim on its config (:mod:`lab.tracking.claims`, key: config hash plus dataset content
+   and metrics version): when another sweep of the same experiment, whatever its name, claimed the config first,
+   this sweep deletes its run, waits for that one and counts the config SKIPPED ("run by another sweep at the same
+   time"), so no config runs twice. A store that cannot take a config's artifacts fails that config, not the sweep.
 5. The parent is ended FINISHED when every config has a finished run, else FAILED (a rerun retries the rest).
    Its artifacts ``summary/``: ``leaderboard.png`` and ``quality_vs_latency.png`` (lab.analysis.plots), ``leaderboard.csv``
    and ``report.html`` (lab.analysis.report) of the sweep's finished runs; a summary that fails is reported
@@ -202,7 +206,47 @@ def _clean_traceback(lines) -> str:
     return re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", text)
 
 
+#: rounds of claiming a config (lab.tracking.claims) before giving up when each winner ends without finishing
+CLAIM_ROUNDS = 3
+
+
 def execute_config(task: dict, kernels=None, more: bool = False) -> dict:
+    """Run one config once across sweeps: with ``task["claim_key"]``, its run is a claim (lab.tracking.claims):
+    when another sweep's run of the same key wins the election, this one yields (its run is deleted), waits for
+    the winner and returns SKIPPED with the winner's run id and ``reason`` naming it; a winner that ends without
+    finishing is claimed again (up to :data:`CLAIM_ROUNDS` rounds, then FAILED). See :func:`_execute_once`."""
+    from mlflow import MlflowClient
+
+    from lab.tracking import claims
+
+    out: dict = {}
+    for _ in range(CLAIM_ROUNDS):
+        try:
+            out = _execute_once(task, kernels, more)
+        except Exception as exc:  # noqa: BLE001 - the store failed (full, read-only): this config FAILED, go on
+            from lab.tracking.store import storage_fault
+
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            return {**{k: task[k] for k in ("index", "config_hash", "label", "config")}, "status": "FAILED",
+                    "run_id": None, "notebook": task["output_path"], "seconds": 0.0,
+                    "error": storage_fault(exc) or f"{type(exc).__name__}: {first}"}
+        winner = out.pop("yielded_to", None)
+        if not winner:
+            return out
+        cl = MlflowClient(tracking_uri=task["tracking_uri"])
+        claims.yield_to(cl, out["run_id"], winner)
+        status, why = claims.wait_for(cl, winner)
+        if status == "FINISHED":
+            out.update(status="SKIPPED", run_id=winner, error="",
+                       reason=f"run by another sweep at the same time (run {winner[:8]}); not run twice")
+            return out
+        out.update(status="FAILED", run_id=None,
+                   error=f"claimed by run {winner[:8]} of another sweep, which ended {status}"
+                   + (f": {why}" if why else ""))
+    return out
+
+
+def _execute_once(task: dict, kernels=None, more: bool = False) -> dict:
     """Run one config: create its child run, execute the notebook, log, end the run. Returns the outcome as a
     plain dict (fields of :class:`ConfigOutcome`). The same function runs in-process, in pool workers and in
     Ray tasks; ``task`` holds only plain values (see :func:`_tasks`). ``kernels``: a
@@ -228,6 +272,11 @@ def execute_config(task: dict, kernels=None, more: bool = False) -> dict:
             "sweep.index": str(task["index"]), "sweep.host": os.uname().nodename, "sweep.pid": str(os.getpid()),
             "mlflow.source.name": task["notebook_rel"], "mlflow.source.type": "NOTEBOOK",
             RUN_TYPE_TAG: RUN_TYPE_EVALUATION, **task.get("tags", {})}
+    key = task.get("claim_key")
+    if key:
+        from lab.tracking import claims
+
+        tags.update(claims.claim_tags(key))
     # FINISHED, or FAILED with tag error; KeyboardInterrupt: KILLED; anything else that raises here: FAILED (tag
     # error) and re-raised. keep_ended: never revive a run something else ended (a rerun marked it KILLED)
     with tracked_run(experiment_id=task["experiment_id"], run_name=task.get("run_name", task["label"])[:240],
@@ -235,6 +284,15 @@ def execute_config(task: dict, kernels=None, more: bool = False) -> dict:
         run_id = run.run_id
         out = {k: task[k] for k in ("index", "config_hash", "label", "config")}
         out.update(run_id=run_id, notebook=task["output_path"], error="")
+        beat = None
+        if key:  # create, then check: another sweep's claim on this config may be older (lab.tracking.claims)
+            verdict = claims.elect(cl, task["experiment_id"], key, run_id)
+            if not verdict.won:  # ended KILLED here; execute_config deletes it and waits for the winner
+                run.status = "KILLED"
+                out.update(status="KILLED", error="", seconds=time.perf_counter() - t0,
+                           yielded_to=verdict.winner_run_id)
+                return out
+            beat = claims.Heartbeat(cl, run_id).start()
         log_params(run_id, flatten(task["config"]), cl=cl)
 
         parameters = dict(task["config"])
@@ -278,17 +336,30 @@ def execute_config(task: dict, kernels=None, more: bool = False) -> dict:
                 error = f"{type(exc).__name__}: {exc}"
                 details = traceback.format_exc()
 
-        if Path(task["output_path"]).is_file():
-            cl.log_artifact(run_id, task["output_path"], NOTEBOOK_ARTIFACT_DIR)
-        if error:
-            import tempfile
+        try:  # a store that cannot take the artifacts (a full disk) fails this config, not the sweep
+            if Path(task["output_path"]).is_file():
+                cl.log_artifact(run_id, task["output_path"], NOTEBOOK_ARTIFACT_DIR)
+            if error:
+                import tempfile
 
-            with tempfile.TemporaryDirectory(prefix="lab-err-") as tmp:
-                path = Path(tmp) / ERROR_ARTIFACT
-                path.write_text(f"{error}\n\nconfig: {task['label']}\nnotebook: {task['output_path']}\n\n{details}\n",
-                                encoding="utf-8")
-                cl.log_artifact(run_id, str(path))
+                with tempfile.TemporaryDirectory(prefix="lab-err-") as tmp:
+                    path = Path(tmp) / ERROR_ARTIFACT
+                    path.write_text(f"{error}\n\nconfig: {task['label']}\nnotebook: {task['output_path']}\n\n"
+                                    f"{details}\n", encoding="utf-8")
+                    cl.log_artifact(run_id, str(path))
+        except OSError as exc:
+            from lab.tracking.store import storage_fault
+
+            error = error or f"logging the executed notebook failed: {storage_fault(exc) or exc}"
+        if error:
             run.fail(error)  # tag TAG_ERROR ("error"), status FAILED
+        if beat is not None:
+            beat.stop()
+            if not error:  # elect again before finishing: a claim made at the same instant is seen by now
+                verdict = claims.elect(cl, task["experiment_id"], key, run_id)
+                if not verdict.won:
+                    run.status = "KILLED"
+                    out["yielded_to"] = verdict.winner_run_id
     status = run.final_status
     out.update(status=status, error=error, seconds=time.perf_counter() - t0)
     return out
@@ -372,6 +443,7 @@ def mark_stale(cl, experiment_id: str, sweep_name: str) -> list[str]:
     """End as KILLED the runs of sweep ``sweep_name`` left RUNNING (their process died): child runs get an
     ``error`` tag and their configs run again; parents stay reusable. Returns the child run ids.
     Only call while holding the sweep's lock (see :func:`_lock`): then no live process owns such a run."""
+    from lab.tracking import claims
     from lab.tracking.store import set_tags
 
     stale = []
@@ -379,6 +451,8 @@ def mark_stale(cl, experiment_id: str, sweep_name: str) -> list[str]:
         tags = r.data.tags
         if tags.get(TAG_NAME) != sweep_name:
             continue
+        if tags.get(claims.TAG_KEY) and not claims.stale_reason(r):
+            continue  # a live claim (a sweep of the same name on another host): lab.tracking.claims
         if tags.get(TAG_ROLE) != "parent":
             set_tags(r.info.run_id, {TAG_ERROR: "interrupted: left RUNNING by a sweep process that died; "
                                                 "the config was run again"}, cl=cl)
@@ -578,7 +652,12 @@ def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry
                 "mlflow.source.name": str(spec.path), **environment_tags(), **(parent_tags or {})}) as parent_run:
             parent = parent_run.run_id
             if reused is None:
-                cl.log_artifact(parent, str(spec.path), "spec")
+                try:
+                    cl.log_artifact(parent, str(spec.path), "spec")
+                except OSError as exc:  # no room for artifacts: each config records it; the sweep goes on
+                    from lab.tracking.store import storage_fault
+
+                    echo(f"spec not logged to the parent run: {storage_fault(exc) or exc}")
                 log_params(parent, {"sweep.notebook": str(spec.notebook.name), "sweep.n_configs": len(configs),
                                     "sweep.varying": ",".join(keys), "sweep.executor": executor, "sweep.jobs": jobs,
                                     "sweep.rerun_on_code_change": rerun_on_code_change,
@@ -591,6 +670,8 @@ def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry
                     for i in todo}
             tasks = _tasks(spec, todo, configs, hashes, labels, out_dir, uri, exp_id, parent, root, kernel_name,
                            execution_timeout, {i: {k: v for k, v in t.items() if v} for i, t in tags.items()})
+            for t in tasks:  # a claim per config and identity: no other sweep runs it at the same time
+                t["claim_key"] = identities[t["index"]].claim_key()
             stream = (_run_ray(tasks, jobs, ray_address) if executor == "ray" else _run_local(tasks, jobs, warm_kernels)) if tasks \
                 else iter(())
             failed = 0
@@ -598,9 +679,12 @@ def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry
                        unit="config")
             for res in pbar:
                 o = ConfigOutcome(**{k: res[k] for k in ConfigOutcome.__dataclass_fields__ if k in res})
-                o.reason, o.previous_run_id = decisions[o.index].reason, decisions[o.index].previous_run_id
+                o.reason = res.get("reason") or decisions[o.index].reason  # a claim's reason: who ran it
+                o.previous_run_id = decisions[o.index].previous_run_id
                 outcomes[o.index] = o
-                if o.status != "FINISHED":
+                if o.status == "SKIPPED":  # another sweep ran it meanwhile (lab.tracking.claims)
+                    (pbar.write if hasattr(pbar, "write") else echo)(f"config {o.index} ({o.label}): {o.reason}")
+                elif o.status != "FINISHED":
                     failed += 1
                     if hasattr(pbar, "write"):
                         pbar.write(f"config {o.index} ({o.label}) {o.status}: {o.error}")

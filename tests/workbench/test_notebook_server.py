@@ -17,7 +17,7 @@ from pathlib import Path
 
 
 from lab.cli.main import main
-from lab.workbench.notebook_server import KERNEL_NAME, jupyterlab_command, lab_url
+from lab.workbench.notebook_server import KERNEL_NAME, jupyterlab_command, jupyterlab_env, lab_url
 from playwright_chromium import chromium, free_port, screenshot, server, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -25,9 +25,10 @@ NOTEBOOK = "03_strategy_comparison.ipynb"
 
 
 def test_command_is_local_with_a_token_and_the_raglab_kernel(tmp_path):
-    cmd = jupyterlab_command(tmp_path, port=8899, token="abc")
+    cmd = jupyterlab_command(tmp_path, port=8899)
     assert "--ServerApp.ip=127.0.0.1" in cmd and "--ServerApp.port=8899" in cmd and "--ServerApp.port_retries=0" in cmd
-    assert f"--ServerApp.root_dir={tmp_path}" in cmd and "--IdentityProvider.token=abc" in cmd
+    assert f"--ServerApp.root_dir={tmp_path}" in cmd and not any("token" in a.lower() for a in cmd)  # not in argv
+    assert jupyterlab_env("abc", {})["JUPYTER_TOKEN"] == "abc"
     assert f"--MultiKernelManager.default_kernel_name={KERNEL_NAME}" in cmd and "--no-browser" in cmd
     assert "--ServerApp.contents_manager_class=jupytext.AsyncTextFileContentsManager" in cmd
     assert lab_url("127.0.0.1", 8899, "abc", NOTEBOOK) == f"http://127.0.0.1:8899/lab/tree/{NOTEBOOK}?token=abc"
@@ -38,7 +39,7 @@ def test_cli_prints_the_command_and_refuses_a_busy_port(capsys):
 
     assert main(["notebook", "--print", "--token", "t0"]) == 0
     out = capsys.readouterr().out
-    assert str(REPO / "notebooks") in out and "--IdentityProvider.token=t0" in out
+    assert str(REPO / "notebooks") in out and out.startswith("JUPYTER_TOKEN=t0 ") and "--IdentityProvider" not in out
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()
@@ -84,8 +85,8 @@ def test_jupyterlab_keeps_the_ipynb_and_py_pair_in_sync(tmp_path):
         with urllib.request.urlopen(req, timeout=60) as r:
             return json.loads(r.read())
 
-    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
-    with server(jupyterlab_command(folder, port=port, token=token), env, tmp_path / "jupyterlab.log") as proc:
+    env = jupyterlab_env(token, {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")})
+    with server(jupyterlab_command(folder, port=port), env, tmp_path / "jupyterlab.log") as proc:
         wait_for(f"http://127.0.0.1:{port}/api/status?token={token}", proc, timeout=120)
         nb = contents("GET")["content"]
         assert [c["source"] for c in nb["cells"]] == [c.source for c in jupytext.read(ipynb).cells]
@@ -134,10 +135,10 @@ def test_notebook_03_runs_all_cells_in_jupyterlab(tmp_path, blank_mlflow_root):
     folder.mkdir()
     shutil.copy(REPO / "notebooks" / NOTEBOOK, folder / NOTEBOOK)
     port, token = free_port(), "raglab-test-token"
-    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
-           "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "workspaces"),
-           "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings")}
-    with server(jupyterlab_command(folder, port=port, token=token), env, tmp_path / "jupyterlab.log") as proc:
+    env = jupyterlab_env(token, {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
+                                 "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "workspaces"),
+                                 "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings")})
+    with server(jupyterlab_command(folder, port=port), env, tmp_path / "jupyterlab.log") as proc:
         wait_for(f"http://127.0.0.1:{port}/api/status?token={token}", proc, timeout=120)
         with chromium(viewport=(1400, 1000)) as page:
             page.goto(lab_url("127.0.0.1", port, token, NOTEBOOK))
