@@ -42,12 +42,42 @@ def cmd_sweep(args) -> int:
                 print(f"  [{o.index}] {o.label}: {o.status} {o.error} (run {o.run_id}, notebook {o.notebook})")
         if rep.publish_error:
             print(f"error: publishing metrics failed: {rep.publish_error}", file=sys.stderr)
+        if rep.n_finished + rep.count("SKIPPED"):
+            _print_sweep_board(rep.experiment, args.tracking_root)
         if rep.experiment_id:
             from lab.tracking.ui import runs_url
             from lab.tracking.store import client
 
             print(f"runs in the MLflow UI (`lab ui`): {runs_url(rep.experiment_id, cl=client(args.tracking_root))}")
     return 0 if (args.dry_run or rep.ok) else 1
+
+
+def _board_text(df, experiment: str, metric: str) -> str:
+    """The text leaderboard `lab compare` prints: a header line, the trust lines (lab.analysis.trust), the table."""
+    from lab.analysis.compare import format_leaderboard
+    from lab.analysis.trust import trust_lines
+
+    lines = [f"experiment {experiment!r}, {len(df)} finished runs, by {metric}"]
+    if df.attrs.get("trust"):
+        lines += trust_lines(df.attrs["trust"], metric)
+    return "\n".join([*lines, format_leaderboard(df)])
+
+
+def _print_sweep_board(experiment: str, root, metric: str = "ndcg@10") -> None:
+    """After a sweep: the leaderboard `lab compare --experiment EXPERIMENT` would print (its warnings on stderr)."""
+    import warnings
+
+    from lab.analysis.compare import CompareWarning, experiment_leaderboard
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CompareWarning)
+        df = experiment_leaderboard(experiment, metric=metric, root=root)
+    if df.empty:
+        return
+    for note in df.attrs.get("warnings", []):
+        print(f"warning: {note}", file=sys.stderr)
+    print(f"\n{_board_text(df, experiment, metric)}\n(the same as `lab compare --experiment {experiment}`; "
+          "--metric ranks by another metric)")
 
 
 def _halving(args) -> int:
@@ -96,9 +126,8 @@ def _scheduled(args, common) -> int:
 def cmd_compare(args) -> int:
     import warnings
 
-    from lab.analysis.compare import (CompareWarning, experiment_leaderboard, format_leaderboard,
-                                      format_leaderboard_by, latest_experiment, leaderboard_by, plot_leaderboard,
-                                      query_groups, runs_overlap)
+    from lab.analysis.compare import (CompareWarning, experiment_leaderboard, format_leaderboard_by,
+                                      latest_experiment, leaderboard_by, plot_leaderboard, query_groups, runs_overlap)
     from lab.core.errors import ConfigError
     from lab.core.paths import existing_or_repo_path
 
@@ -132,12 +161,7 @@ def cmd_compare(args) -> int:
         print(json.dumps({**{k: df.attrs.get(k) for k in keys}, "trust": df.attrs.get("trust"),
                           "rows": to_records(df), **extra}, indent=2))
     else:
-        from lab.analysis.trust import trust_lines
-
-        print(f"experiment {experiment!r}, {len(df)} finished runs, by {metrics[0]}")
-        if df.attrs.get("trust"):
-            print("\n".join(trust_lines(df.attrs["trust"], metrics[0])))
-        print(format_leaderboard(df))
+        print(_board_text(df, experiment, metrics[0]))
         if args.overlap and len(df) > 1:
             from lab.metrics.overlap import P
 

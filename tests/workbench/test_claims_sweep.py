@@ -45,6 +45,9 @@ def test_two_sweeps_with_different_names_run_each_config_once(tmp_path, pytestco
     yielded = said.count("run by another sweep at the same time")
     ran = sum(o.count("finished,") and int(o.split(" configs, ")[1].split(" finished")[0]) for o in outs)
     assert ran == len(hashes) and yielded + ran == 2 * len(hashes), outs
+    for o in outs:  # each sweep ends with the leaderboard `lab compare` prints, trust lines first
+        board = o.split("experiment 'shared', ")[1]
+        assert "labels human" in board and "(the same as `lab compare --experiment shared`" in board, o
 
     compare = subprocess.run([sys.executable, "-m", "lab", "compare", "--experiment", "shared", "--root", str(root),
                               "--json"], env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
