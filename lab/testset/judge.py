@@ -416,7 +416,7 @@ def check_judge(ds, llm, runs: dict, check, cfg: JudgeConfig, *, sources: dict |
     with the judge's identity, the prompt version, what drew the pairs and the seconds it took."""
     from lab.testset.judgecheck import RELEVANT_GRADE, build_pairs, card_figures, summary
 
-    t0 = time.perf_counter()
+    t0, usage0 = time.perf_counter(), llm.usage()
     pairs = build_pairs(ds, runs, check, sources)
     prompts = [make_prompt(ds.queries[p.query_id], p.passage) for p in pairs]
     answers, grades, counts, first_error = grade_prompts(llm, prompts, cfg, concurrency or llm.concurrency, progress,
@@ -429,7 +429,9 @@ def check_judge(ds, llm, runs: dict, check, cfg: JudgeConfig, *, sources: dict |
             "judge": llm.identity, "prompt_version": PROMPT_VERSION, "relevant_grade": RELEVANT_GRADE,
             "split": check.split, "negatives_from": list(runs), "depth": check.depth, "seed": check.seed,
             "pairs_requested": check.pairs, "parse_failures": counts.get("first_parse_failures", 0),
-            "llm_errors": counts.get("llm_errors", 0), "seconds": round(time.perf_counter() - t0, 1)}
+            "llm_errors": counts.get("llm_errors", 0), "seconds": round(time.perf_counter() - t0, 1),
+            "llm_usage": {k: round(v - usage0.get(k, 0), 3) for k, v in llm.usage().items()
+                          if k in ("calls", "cache_hits", "generated", "seconds", "cold_seconds")}}
     card["summary"] = summary(card)
     return card, pairs
 

@@ -372,6 +372,10 @@ def format_card(card: dict) -> str:
         lines.append(f"  stress {kind.replace('_', ' ')}: false positive rate "
                      f"{_fmt(card['stress'][kind]['false_positive_rate'])}")
     lines.append(f"  consistency (repeats graded the same) {_fmt(card['consistency'])}")
+    use = card.get("llm_usage")
+    if use:
+        lines.append(f"  LLM calls {use.get('calls', 0):.0f} ({use.get('cache_hits', 0):.0f} from the cache); generation "
+                     f"{use.get('cold_seconds', 0):.0f} s when cold")
     if card.get("folder"):
         lines.append(f"written to {card['folder']} ({PAIRS}, {CARD})")
     return "\n".join(lines)
