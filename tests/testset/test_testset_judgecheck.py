@@ -161,3 +161,18 @@ def test_cli_errors_are_one_line_exit_2_before_any_work(checked, tmp_path, capsy
     err = capsys.readouterr().err
     assert rc == 2 and message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "out").exists() and not (tmp_path / "cache").exists()
+
+
+def test_known_labels_take_evidence_spans_and_leave_out_judged_labels():
+    from types import SimpleNamespace
+
+    from lab.data.types import EvidenceSpan
+    from lab.testset.judgecheck import known_labels
+
+    ds = SimpleNamespace(corpus={"d1": 1, "d2": 1, "d3": 1}, evidence=[
+        EvidenceSpan("q", "d2", 0, 5), EvidenceSpan("q", "d1", 0, 5, grade=3), EvidenceSpan("other", "d3", 0, 5),
+        EvidenceSpan("q", "gone", 0, 5)])
+    qrels = {"q": {"d1": 1, "d3": 2}}
+    sources = {("q", "d1"): "generated", ("q", "d3"): "judged"}
+    # d2: a generated set's evidence span counts as a known positive; d3 was written by a judge: not known
+    assert known_labels(ds, "test", qrels, sources) == {("q", "d1"): 3, ("q", "d2"): 1}
