@@ -1,6 +1,6 @@
 """`lab testset ...`: generate (generated questions), export-review / import-review (spot check), import-logs
-(FAQ import), export-annotation / import-annotation (annotation sheet), judge (pooled LLM judgements), perturb
-(robustness variants); thin commands over lab.testset."""
+(FAQ import), export-annotation / import-annotation (annotation sheet), judge (pooled LLM judgements),
+judge-check (the judge's card on known labels), perturb (robustness variants); thin commands over lab.testset."""
 from __future__ import annotations
 
 import json
@@ -133,17 +133,33 @@ def cmd_judge(args) -> int:
     names = [s.strip() for s in args.strategies.split(",") if s.strip()]
     cfg = JudgeConfig(strategies=names, depth=args.depth, split=args.split, max_queries=args.max_queries,
                       max_passage_chars=args.max_passage_chars, max_tokens=args.max_tokens, grammar=args.grammar,
-                      seed=args.seed)
+                      seed=args.seed, check_pairs=args.check_pairs, min_kappa=args.min_kappa)
     meta = judge_dataset(args.dataset, out=args.out, in_place=args.in_place, config=cfg, llm=args.llm,
                          concurrency=args.concurrency, annotation=args.annotation, cache_dir=args.cache_dir,
-                         max_consecutive_failures=args.max_consecutive_failures,
+                         max_consecutive_failures=args.max_consecutive_failures, force=args.force,
                          progress=_progress(args), tracking_root=_root(args), experiment=args.experiment)
     print(json.dumps({k: v for k, v in meta.items() if k != "answers_sample"}, indent=1, default=str)
           if args.json else format_report(meta))
     return 0
 
 
+def cmd_judge_check(args) -> int:
+    from lab.testset.judge import judge_check
+    from lab.testset.judgecheck import CheckConfig, format_card
+
+    names = [s.strip() for s in args.strategies.split(",") if s.strip()]
+    cfg = CheckConfig(pairs=args.pairs, split=args.split, strategies=names, depth=args.depth,
+                      max_passage_chars=args.max_passage_chars, max_tokens=args.max_tokens, grammar=args.grammar,
+                      seed=args.seed)
+    card = judge_check(args.dataset, out=args.out, config=cfg, llm=args.llm, concurrency=args.concurrency,
+                       cache_dir=args.cache_dir, progress=_progress(args))
+    print(json.dumps(card, indent=1, ensure_ascii=False) if args.json else format_card(card))
+    return 0
+
+
 def add_parsers(sub) -> None:
+    from lab.testset.judge import MIN_KAPPA
+
     t = sub.add_parser("testset", help="build test sets: generate, review, import logs, annotate")
     tsub = t.add_subparsers(dest="testset_command", required=True)
 
@@ -269,11 +285,43 @@ def add_parsers(sub) -> None:
                     help="fallback: a local GGUF judge is asked again under a grammar when its answer has no grade; "
                          "always: every answer constrained; never: the prompt alone")
     jd.add_argument("--seed", type=int, default=0)
+    jd.add_argument("--check-pairs", type=non_negative_int, default=20,
+                    help="judge check first: known positives drawn (and as many negatives, stress pairs, repeats) "
+                         "to measure the judge on the set's own labels (default 20; 0 skips it: no card)")
+    jd.add_argument("--min-kappa", type=float, default=MIN_KAPPA,
+                    help=f"refuse to merge labels when the check's kappa is below this or undefined (default "
+                         f"{MIN_KAPPA}, the lower edge of moderate agreement)")
+    jd.add_argument("--force", action="store_true", help="merge the labels even when the judge is below --min-kappa")
     add_max_consecutive_failures(jd)
     _common(jd)
     jd.set_defaults(func=cmd_judge)
 
+    _add_judge_check(tsub)
     _add_perturb(tsub)
+
+
+def _add_judge_check(tsub) -> None:
+    """``lab testset judge-check``."""
+    jc = tsub.add_parser("judge-check", help="measure a relevance judge on the set's known labels: kappa, recall, "
+                                             "false positives, stress pairs, consistency (the judge's card)")
+    jc.add_argument("--dataset", required=True, help="BEIR folder with qrels, e.g. data/scifact or data/ord-qa")
+    jc.add_argument("--pairs", type=positive_int, default=20,
+                    help="known positives drawn, and as many negatives (default 20); stress pairs and repeats add "
+                         "as many again each")
+    jc.add_argument("--llm", "--judge", dest="llm", default="local",
+                    help="judge LLM: local (packaged SmolLM2-135M), a .gguf path, openai:MODEL")
+    jc.add_argument("--out", help="folder for pairs.jsonl and judge_check.json "
+                                  "(default results/judge-check/<dataset folder name>)")
+    jc.add_argument("--strategies", default="bm25,dense", help="strategies whose top passages give the negatives")
+    jc.add_argument("--depth", type=positive_int, default=10, help="ranks searched for negatives (default 10)")
+    jc.add_argument("--split", default="test")
+    jc.add_argument("--concurrency", type=positive_int, help="LLM requests in flight")
+    jc.add_argument("--max-passage-chars", type=positive_int, default=2000)
+    jc.add_argument("--max-tokens", type=positive_int, default=32)
+    jc.add_argument("--grammar", default="fallback", choices=["fallback", "always", "never"])
+    jc.add_argument("--seed", type=int, default=0)
+    _common(jc, mlflow=False)
+    jc.set_defaults(func=cmd_judge_check)
 
 
 def _variants(text: str) -> list[str]:

@@ -170,6 +170,8 @@ def label_provenance(folder: str | Path, split: str = "test") -> LabelProvenance
     generator = _generator(prov) if "generated" in present else None
     prompt = prov.get("prompt", {}).get("version") if isinstance(prov.get("prompt"), Mapping) else None
     kappa = card.get("kappa") if card else None
+    if isinstance(kappa, Mapping):  # the judge-check card: {"value", "n", "ci", ...}
+        kappa = kappa.get("value")
     return LabelProvenance(source=source, generator=generator, judge=judge, judge_check=summary,
                            judge_kappa=float(kappa) if isinstance(kappa, (int, float)) else None, judge_card=card,
                            prompt_version=str(prompt) if prompt and generator else None, reviewed=reviewed,

@@ -6,6 +6,12 @@ as proportions, ``expected`` the outer product of their marginals, and w the dis
 diagonal and 1 elsewhere (unweighted), |i - j| (linear) or (i - j)^2 (quadratic), over the index of the labels
 in ``labels``. Same definition as scikit-learn's ``cohen_kappa_score`` (checked in tests). When the expected
 disagreement is 0 (both raters always give the same single label) kappa is undefined: NaN.
+
+Interval (:func:`kappa_interval`): percentile bootstrap over the rated items (Efron & Tibshirani 1993): the items
+are resampled with replacement ``n_resamples`` times (seeded), kappa is computed on each resample, and the
+``(1 - confidence) / 2`` and ``1 - (1 - confidence) / 2`` quantiles are the bounds. Resamples where kappa is
+undefined (every resampled item got one label from a rater) are dropped; when more than half are dropped the
+interval is undefined (NaN, NaN): the items are too few or too uniform to say anything.
 """
 from __future__ import annotations
 
@@ -42,3 +48,24 @@ def cohen_kappa(a: Sequence, b: Sequence, labels: Sequence | None = None, weight
     if den == 0:
         return math.nan
     return 1.0 - float((w * observed).sum()) / den
+
+
+def kappa_interval(a: Sequence, b: Sequence, labels: Sequence | None = None, weights: str | None = None,
+                   n_resamples: int = 1000, confidence: float = 0.95, seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval of :func:`cohen_kappa` (see the module docstring); (NaN, NaN) when undefined."""
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence={confidence}: must lie strictly between 0 and 1, e.g. 0.95")
+    if len(a) != len(b):
+        raise ValueError(f"kappa_interval: {len(a)} labels against {len(b)}; pass one label per item from each rater")
+    if not len(a):
+        return math.nan, math.nan
+    labels = list(labels) if labels is not None else sorted(set(a) | set(b))
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, len(a), size=(n_resamples, len(a)))
+    values = np.array([cohen_kappa([a[i] for i in row], [b[i] for i in row], labels, weights) for row in draws])
+    values = values[~np.isnan(values)]
+    if values.size * 2 < n_resamples:
+        return math.nan, math.nan
+    alpha = 1.0 - confidence
+    lo, hi = np.quantile(values, [alpha / 2.0, 1.0 - alpha / 2.0])
+    return float(lo), float(hi)

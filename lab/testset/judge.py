@@ -29,6 +29,14 @@ set already had: from an earlier sidecar when there is one, else "generated" for
 ``lab testset generate`` or ``import-logs`` (provenance.json kind "generated" or "logs": machine-made links),
 else "human" (annotation imports and the dataset's own qrels). The report (``judge_report.json``) is written beside it.
 
+Judge card first (:mod:`lab.testset.judgecheck`): before the pool is graded, the judge is checked on the set's
+own known labels (``check_pairs`` known positives, a generated set's evidence spans included, as many highly
+ranked negatives from the pooled runs, stress pairs and repeats). The card goes into ``judge_report.json`` and
+into the judged set's ``provenance.json`` under ``"judge"``: ``{identity, prompt_version, card, summary}``
+(``card`` and ``summary`` only when a check ran; ``check_pairs=0`` skips it). A card whose kappa is below
+``min_kappa`` (default :data:`MIN_KAPPA`) or undefined stops the run before the pool is graded, nothing written,
+unless ``force``.
+
 Trust report: recall of the known positives (pairs of the pool whose existing, not judged, label is >= 1 that the
 judge grades >= 1); the judge's grades on known negatives; Cohen's kappa (unweighted, linear and quadratic
 weighted on 0-3, and on relevant / not relevant) against the human grades of an annotation sheet
@@ -50,6 +58,8 @@ from pathlib import Path
 from typing import Sequence
 
 from lab.core.errors import ConfigError, DataError, LabError
+from lab.data.labels import MIN_KAPPA  # the floor on the judge card's kappa (known relevant vs grade >= 2); one home
+from lab.metrics.stats import wilson_interval
 
 PROMPT_VERSION = "umbrela-v1"
 GRADES = (0, 1, 2, 3)
@@ -138,6 +148,8 @@ class JudgeConfig:
     max_tokens: int = 32
     grammar: str = "fallback"
     seed: int = 0
+    check_pairs: int = 20
+    min_kappa: float = MIN_KAPPA
     extra: dict = field(default_factory=dict)
 
     def check(self) -> None:
@@ -157,9 +169,13 @@ class JudgeConfig:
             raise ConfigError("--max-passage-chars must be >= 100 and --max-tokens >= 8")
         if self.max_queries is not None and self.max_queries < 1:
             raise ConfigError(f"--max-queries {self.max_queries}: must be >= 1")
+        if self.check_pairs < 0:
+            raise ConfigError(f"--check-pairs {self.check_pairs}: must be >= 0 (0 skips the judge check)")
+        if not -1.0 <= self.min_kappa <= 1.0:
+            raise ConfigError(f"--min-kappa {self.min_kappa}: a kappa lies in [-1, 1]")
 
 
-def _grade_all(llm, prompts: list[str], cfg: JudgeConfig, concurrency: int, progress: bool, breaker=None):
+def grade_prompts(llm, prompts: list[str], cfg: JudgeConfig, concurrency: int, progress: bool, breaker=None):
     """(first answers, final grades, counters) for ``prompts``; an LLM error on one pair leaves it ungraded.
     With a :class:`lab.models.breaker.FailureBreaker`, calls that failed for good are counted; once it trips,
     pairs not yet sent are skipped and :class:`lab.models.breaker.EndpointDown` is raised."""
@@ -211,9 +227,10 @@ def _grade_all(llm, prompts: list[str], cfg: JudgeConfig, concurrency: int, prog
 def judge_dataset(dataset, *, out: str | Path | None = None, in_place: bool = False, config: JudgeConfig | None = None,
                   llm="local", concurrency: int | None = None, annotation: str | Path | None = None,
                   cache_dir: str | Path = ".cache", progress: bool = True, tracking_root: str | Path | None = "mlruns",
-                  experiment: str = "testset", max_consecutive_failures: int = 3) -> dict:
+                  experiment: str = "testset", max_consecutive_failures: int = 3, force: bool = False) -> dict:
     """Judge the pool of ``dataset``'s split and write the set with the new labels to ``out`` (a copy of the
-    dataset folder) or, with ``in_place``, into the dataset folder; returns the report (module docstring)."""
+    dataset folder) or, with ``in_place``, into the dataset folder; returns the report (module docstring).
+    The judge is checked first; below ``config.min_kappa`` it raises JudgeBelowFloor unless ``force``."""
     from lab.data.types import Qrels
     from lab.experiment.run import load, run_experiment, split_queries
     from lab.metrics import evaluate
@@ -255,6 +272,12 @@ def judge_dataset(dataset, *, out: str | Path | None = None, in_place: bool = Fa
     for name in dict.fromkeys(cfg.strategies):
         runs[name] = run_experiment(ds, name, {}, split=cfg.split, k=cfg.depth, ctx=ctx,
                                     max_queries=cfg.max_queries).run
+    breaker = FailureBreaker(max_consecutive_failures, what="judging")
+    try:
+        card = check_card(ds, judge, runs, cfg, sources, concurrency, progress, force, breaker)
+    except EndpointDown as exc:
+        raise EndpointDown(f"{exc} (while checking the judge on known labels); nothing was written: the grades "
+                           f"finished so far are kept in the LLM cache ({cache_dir})") from None
     pool = pool_runs(runs, cfg.depth)
     pairs = [(q, d) for q in sorted(pool) if q in queries for d in sorted(pool[q])]
     cut = 0
@@ -266,9 +289,8 @@ def judge_dataset(dataset, *, out: str | Path | None = None, in_place: bool = Fa
         prompts.append(make_prompt(queries[q], text))
     t_judge = time.perf_counter()
     usage0 = judge.usage()
-    breaker = FailureBreaker(max_consecutive_failures, what="judging")
     try:
-        answers, grades, counts, first_error = _grade_all(judge, prompts, cfg, concurrency or judge.concurrency,
+        answers, grades, counts, first_error = grade_prompts(judge, prompts, cfg, concurrency or judge.concurrency,
                                                           progress, breaker)
     except EndpointDown as exc:
         raise EndpointDown(f"{exc}; nothing was written: the grades finished so far are kept in the LLM cache "
@@ -305,8 +327,11 @@ def judge_dataset(dataset, *, out: str | Path | None = None, in_place: bool = Fa
         "labels_added_by_grade": {str(g): added.get(g, 0) for g in GRADES},
         "known_positives_in_pool": len(known_pos_in_pool), "known_positives_graded": len(pos),
         "recall_known_positives": (sum(judged[p] >= 1 for p in pos) / len(pos)) if pos else None,
+        "recall_known_positives_ci": list(wilson_interval(sum(judged[p] >= 1 for p in pos), len(pos))) if pos else None,
         "known_negatives_graded": len(neg),
         "known_negatives_judged_relevant": sum(judged[p] >= 1 for p in neg),
+        "known_negatives_judged_relevant_ci": list(wilson_interval(sum(judged[p] >= 1 for p in neg), len(neg)))
+        if neg else None,
     }
     if first_error:
         report["first_llm_error"] = first_error
@@ -348,7 +373,9 @@ def judge_dataset(dataset, *, out: str | Path | None = None, in_place: bool = Fa
             "grammar": cfg.grammar, "max_tokens": cfg.max_tokens, "max_passage_chars": cfg.max_passage_chars,
             "seed": cfg.seed, "annotation": str(annotation) if annotation else None,
             "seconds": round(time.perf_counter() - t0, 1), "judge_seconds": round(judge_seconds, 1),
-            "llm_usage": usage, "report": report}
+            "llm_usage": usage, "report": report, "min_kappa": cfg.min_kappa, "forced": bool(force),
+            "judge_card": card}
+    write_judge_provenance(folder, judge.identity, card)
     (folder / REPORT).write_text(json.dumps(meta, indent=1, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
     if tracking_root is not None:
         from lab.data.fingerprint import fingerprint
@@ -361,12 +388,14 @@ def judge_dataset(dataset, *, out: str | Path | None = None, in_place: bool = Fa
                      if isinstance(v, (int, float)) and v is not None and not (isinstance(v, float) and math.isnan(v))})
         flat.update({"seconds": meta["seconds"], "judge_seconds": meta["judge_seconds"],
                      **{f"llm_{k2}": v for k2, v in usage.items()}})
+        flat.update(card_metrics(card))
         meta["mlflow_run_id"] = log_testset_run(
             "judge", f"judge {ds.name} ({'+'.join(runs)}, depth {cfg.depth})",
             {"dataset": ds.name, "split": cfg.split, "strategies": list(runs), "depth": cfg.depth,
              "max_queries": cfg.max_queries, "judge": judge.identity, "prompt_version": PROMPT_VERSION,
              "prompt_sha256": prompt_sha256(), "grammar": cfg.grammar, "max_tokens": cfg.max_tokens,
-             "max_passage_chars": cfg.max_passage_chars, "seed": cfg.seed, "in_place": bool(in_place)}, flat,
+             "max_passage_chars": cfg.max_passage_chars, "seed": cfg.seed, "in_place": bool(in_place),
+             "check_pairs": cfg.check_pairs, "min_kappa": cfg.min_kappa, "force": bool(force)}, flat,
             {"dataset": ds.name, "dataset_fingerprint": fingerprint(src)},
             [folder / REPORT, folder / "qrels" / f"{cfg.split}.tsv", sidecar_path(folder, cfg.split)],
             root=tracking_root, experiment=experiment)
@@ -376,6 +405,127 @@ def judge_dataset(dataset, *, out: str | Path | None = None, in_place: bool = Fa
     if judge_close:
         judge_close()
     return {**meta, "answers_sample": answers[:5]}
+
+
+def check_judge(ds, llm, runs: dict, check, cfg: JudgeConfig, *, sources: dict | None = None,
+                concurrency: int | None = None, progress: bool = True, breaker=None) -> tuple[dict, list]:
+    """(card, pairs): the pairs of :func:`lab.testset.judgecheck.build_pairs` (``check``: its CheckConfig) graded
+    by ``llm`` with ``cfg``'s prompt settings, and the card's figures (:func:`lab.testset.judgecheck.card_figures`)
+    with the judge's identity, the prompt version, what drew the pairs and the seconds it took."""
+    from lab.testset.judgecheck import RELEVANT_GRADE, build_pairs, card_figures, summary
+
+    t0, usage0 = time.perf_counter(), llm.usage()
+    pairs = build_pairs(ds, runs, check, sources)
+    prompts = [make_prompt(ds.queries[p.query_id], p.passage) for p in pairs]
+    answers, grades, counts, first_error = grade_prompts(llm, prompts, cfg, concurrency or llm.concurrency, progress,
+                                                         breaker)
+    if pairs and counts.get("llm_errors", 0) == len(pairs):
+        raise LabError(f"judge check: every judgement failed, nothing was written; first error: {first_error}")
+    for p, a, g in zip(pairs, answers, grades):
+        p.grade, p.answer = g, a
+    card = {**card_figures([p.record() for p in pairs], check.resamples, check.seed),
+            "judge": llm.identity, "prompt_version": PROMPT_VERSION, "relevant_grade": RELEVANT_GRADE,
+            "split": check.split, "negatives_from": list(runs), "depth": check.depth, "seed": check.seed,
+            "pairs_requested": check.pairs, "parse_failures": counts.get("first_parse_failures", 0),
+            "llm_errors": counts.get("llm_errors", 0), "seconds": round(time.perf_counter() - t0, 1),
+            "llm_usage": {k: round(v - usage0.get(k, 0), 3) for k, v in llm.usage().items()
+                          if k in ("calls", "cache_hits", "generated", "seconds", "cold_seconds")}}
+    card["summary"] = summary(card)
+    return card, pairs
+
+
+def judge_check(dataset, *, out: str | Path | None = None, config=None, llm="local", concurrency: int | None = None,
+                cache_dir: str | Path = ".cache", progress: bool = True) -> dict:
+    """`lab testset judge-check`: check ``llm`` on ``dataset``'s known labels (``config``: a
+    :class:`lab.testset.judgecheck.CheckConfig`), write ``pairs.jsonl`` and the card (``judge_check.json``) to
+    ``out`` (default ``results/judge-check/<dataset folder name>``); returns the card plus ``folder``."""
+    from lab.core.paths import existing_or_repo_path
+    from lab.experiment.run import load, split_queries
+    from lab.models.llm import load_llm
+    from lab.retrievers.base import Context
+    from lab.testset.judgecheck import CheckConfig, known_labels, negative_runs, query_order, write_check
+
+    check = config or CheckConfig()
+    check.check()
+    cfg = JudgeConfig(strategies=list(check.strategies), depth=check.depth, split=check.split,
+                      max_passage_chars=check.max_passage_chars, max_tokens=check.max_tokens, grammar=check.grammar,
+                      seed=check.seed)
+    cfg.check()
+    if concurrency is not None and concurrency < 1:
+        raise ConfigError(f"--concurrency {concurrency}: must be >= 1")
+    src = Path(existing_or_repo_path(dataset))
+    if not src.is_dir():
+        raise ConfigError(f"--dataset {dataset}: no such folder (a BEIR folder: corpus.jsonl, queries.jsonl, qrels/)")
+    if not (src / "qrels").is_dir():
+        raise ConfigError(f"--dataset {dataset}: no qrels/ folder; judge-check measures a judge against known "
+                          "labels (qrels/<split>.tsv), so it needs a set that has some")
+    ds = load(src, progress=progress)
+    _, qrels = split_queries(ds, check.split)
+    qrels = {q: dict(qrels[q]) for q in qrels}
+    sources = label_sources(src, check.split, qrels)
+    order = query_order(known_labels(ds, check.split, qrels, sources), check.seed)
+    if not order:
+        raise ConfigError(f"--dataset {dataset}: no known positive (a label >= 1 not written by a judge) in split "
+                          f"{check.split}; judge-check needs some")
+    t0 = time.perf_counter()
+    judge = load_llm(llm, cache_dir=cache_dir, progress=progress, seed=check.seed,
+                     **({"concurrency": concurrency} if concurrency else {}))
+    runs = negative_runs(ds, check, order[: check.pairs], Context(cache_dir=Path(cache_dir), progress=progress,
+                                                                    seed=check.seed))
+    card, pairs = check_judge(ds, judge, runs, check, cfg, sources=sources, concurrency=concurrency,
+                              progress=progress)
+    card.update(dataset=ds.name or src.name, seconds=round(time.perf_counter() - t0, 1))
+    folder = Path(out) if out is not None else Path("results") / "judge-check" / src.name
+    write_check(folder, card, pairs)
+    judge_close = getattr(judge, "close", None)
+    if judge_close:
+        judge_close()
+    return {**card, "folder": str(folder)}
+
+
+def check_card(ds, judge, runs: dict, cfg: JudgeConfig, sources: dict, concurrency: int | None, progress: bool,
+               force: bool, breaker=None) -> dict | None:
+    """The judge's card on ``ds``'s known labels (None with ``cfg.check_pairs`` 0); raises JudgeBelowFloor when
+    its kappa is under ``cfg.min_kappa`` or undefined, unless ``force``."""
+    from lab.testset.judgecheck import CheckConfig, JudgeBelowFloor, below_floor
+
+    if not cfg.check_pairs:
+        return None
+    check = CheckConfig(pairs=cfg.check_pairs, split=cfg.split, strategies=list(runs), depth=cfg.depth,
+                        max_passage_chars=cfg.max_passage_chars, max_tokens=cfg.max_tokens, grammar=cfg.grammar,
+                        seed=cfg.seed)
+    card, _ = check_judge(ds, judge, runs, check, cfg, sources=sources, concurrency=concurrency, progress=progress,
+                          breaker=breaker)
+    if below_floor(card, cfg.min_kappa) and not force:
+        raise JudgeBelowFloor(f"the judge {judge.identity} is below the --min-kappa {cfg.min_kappa:g} floor on the "
+                              f"set's known labels: {card['summary']}; nothing was written: use a stronger --llm, "
+                              "or --force to merge its labels anyway")
+    return card
+
+
+def card_metrics(card: dict | None) -> dict:
+    """The card's figures as flat MLflow metrics (``card.kappa``, ``card.recall_of_positives``, ...)."""
+    if not card:
+        return {}
+    rows = {"kappa": card["kappa"], "weighted_kappa": card["weighted_kappa"],
+            "recall_of_positives": card["recall_of_positives"], "false_positive_rate": card["false_positive_rate"],
+            "consistency": card["consistency"],
+            **{f"{k}_false_positive_rate": v["false_positive_rate"] for k, v in card["stress"].items()}}
+    return {f"card.{name}": fig["value"] for name, fig in rows.items() if fig["value"] is not None}
+
+
+def write_judge_provenance(folder: Path, identity: str, card: dict | None) -> None:
+    """Add ``"judge": {identity, prompt_version[, card, summary]}`` to the set's ``provenance.json`` (written
+    atomically; the file's other keys are kept)."""
+    from lab.testset.io import PROVENANCE, read_provenance
+    from lab.testset.judgecheck import write_atomic
+
+    prov = read_provenance(folder)
+    entry = {"identity": identity, "prompt_version": PROMPT_VERSION}
+    if card is not None:
+        entry.update(card=card, summary=card["summary"])
+    prov["judge"] = entry
+    write_atomic(Path(folder) / PROVENANCE, json.dumps(prov, indent=1, ensure_ascii=False, default=str) + "\n")
 
 
 def _write_qrels(folder: Path, split: str, qrels: dict[str, dict[str, int]], sources: dict, judged: dict,
@@ -406,7 +556,7 @@ def _write_qrels(folder: Path, split: str, qrels: dict[str, dict[str, int]], sou
 
 def human_agreement(rows: list[dict], judged: dict[tuple[str, str], int]) -> dict:
     """Cohen's kappa of the judge against the graded rows of an annotation sheet, on the pairs both graded."""
-    from lab.metrics.agreement import cohen_kappa
+    from lab.metrics.agreement import cohen_kappa, kappa_interval
 
     both = [(r["grade"], judged[r["qid"], r["unit_id"]]) for r in rows
             if r["grade"] is not None and (r["qid"], r["unit_id"]) in judged]
@@ -417,7 +567,10 @@ def human_agreement(rows: list[dict], judged: dict[tuple[str, str], int]) -> dic
         out["note"] = "no pair of the sheet was both graded by people and judged; export the sheet from the same pool"
         return out
     out["exact_agreement"] = sum(a == b for a, b in both) / len(both)
+    out["exact_agreement_ci"] = list(wilson_interval(sum(a == b for a, b in both), len(both)))
     out["kappa"] = cohen_kappa(h, j, labels=GRADES)
+    lo, hi = kappa_interval(h, j, labels=GRADES)
+    out["kappa_ci"] = None if math.isnan(lo) else [lo, hi]
     out["kappa_linear"] = cohen_kappa(h, j, labels=GRADES, weights="linear")
     out["kappa_quadratic"] = cohen_kappa(h, j, labels=GRADES, weights="quadratic")
     out["kappa_binary"] = cohen_kappa([a >= 1 for a in h], [b >= 1 for b in j], labels=[False, True])
@@ -436,17 +589,32 @@ def format_report(meta: dict) -> str:
              + (f"; LLM errors {r['llm_errors']} (first: {r.get('first_llm_error')})" if r["llm_errors"] else ""),
              f"  judge grades 0/1/2/3: {'/'.join(str(r['judge_grades'][str(g)]) for g in GRADES)}",
              f"  labels added: {r['labels_added']} ({r['labels_added_relevant']} relevant)",
-             "  trust: recall of the known positives "
-             + (f"{r['recall_known_positives']:.3f} ({r['known_positives_graded']} known positives in the pool)"
+             "  in the pool: known positives graded >= 1 "
+             + (f"{r['recall_known_positives']:.2f} [{r['recall_known_positives_ci'][0]:.2f}, "
+                f"{r['recall_known_positives_ci'][1]:.2f}] (n={r['known_positives_graded']}, Wilson 95%)"
                 if r["recall_known_positives"] is not None else "n/a (no known positive in the pool)")
-             + f"; known negatives judged relevant: {r['known_negatives_judged_relevant']} of "
-               f"{r['known_negatives_graded']}"]
+             + f"; known negatives graded >= 1: {r['known_negatives_judged_relevant']} of "
+               f"{r['known_negatives_graded']}"
+             + (f" [{r['known_negatives_judged_relevant_ci'][0]:.2f}, {r['known_negatives_judged_relevant_ci'][1]:.2f}]"
+                if r.get("known_negatives_judged_relevant_ci") else "")]
+    card = meta.get("judge_card")
+    if card:
+        from lab.testset.judgecheck import below_floor
+
+        note = (f"; below the --min-kappa {meta['min_kappa']:g} floor, merged with --force"
+                if meta.get("forced") and below_floor(card, meta["min_kappa"]) else "")
+        lines.insert(1, f"  judge card (known labels, relevant = grade >= 2): {card['summary']}{note}")
+    else:
+        lines.insert(1, "  judge card: none (--check-pairs 0): the judge was not checked on known labels")
     agree = r.get("human_agreement")
     if agree:
         if agree.get("pairs"):
-            lines.append(f"  agreement with people ({agree['pairs']} pairs): kappa {agree['kappa']:.3f}, "
-                         f"quadratic-weighted {agree['kappa_quadratic']:.3f}, relevant/not {agree['kappa_binary']:.3f},"
-                         f" exact {agree['exact_agreement']:.2f}")
+            ci = agree.get("kappa_ci")
+            lines.append(f"  agreement with people ({agree['pairs']} pairs): kappa {agree['kappa']:.3f}"
+                         + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else " [CI undefined]")
+                         + f", quadratic-weighted {agree['kappa_quadratic']:.3f}, relevant/not "
+                         f"{agree['kappa_binary']:.3f}, exact {agree['exact_agreement']:.2f} "
+                         f"[{agree['exact_agreement_ci'][0]:.2f}, {agree['exact_agreement_ci'][1]:.2f}]")
         else:
             lines.append(f"  agreement with people: {agree['note']}")
     k = meta["depth"]

@@ -36,3 +36,24 @@ def test_edge_cases():
         cohen_kappa([5], [1], labels=[0, 1])
     with pytest.raises(ValueError, match="weights"):
         cohen_kappa([1], [1], weights="cubic")
+
+
+def test_kappa_interval_brackets_kappa_and_is_seeded():
+    from lab.metrics.agreement import kappa_interval
+
+    rng = np.random.default_rng(3)
+    a = rng.integers(0, 2, size=60).tolist()
+    b = [x if rng.random() < 0.8 else 1 - x for x in a]
+    k = cohen_kappa(a, b)
+    lo, hi = kappa_interval(a, b, n_resamples=500, seed=1)
+    assert -1 <= lo < k < hi <= 1
+    assert kappa_interval(a, b, n_resamples=500, seed=1) == (lo, hi)
+    lo2, hi2 = kappa_interval(a * 4, b * 4, n_resamples=500, seed=1)  # four times the items: a narrower interval
+    assert hi2 - lo2 < hi - lo
+
+
+def test_kappa_interval_undefined_when_one_label():
+    from lab.metrics.agreement import kappa_interval
+
+    assert all(math.isnan(x) for x in kappa_interval([1, 1, 1], [1, 1, 1]))
+    assert all(math.isnan(x) for x in kappa_interval([], []))

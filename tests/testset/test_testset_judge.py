@@ -42,9 +42,9 @@ def test_prompt_is_umbrela_and_versioned():
 def judged(tmp_path_factory):
     base = tmp_path_factory.mktemp("judge")
     ds_dir = mini_ordqa(base / "mini", n_queries=2, n_other=6)
-    cfg = JudgeConfig(strategies=["bm25"], depth=2, grammar="always", max_passage_chars=500)
+    cfg = JudgeConfig(strategies=["bm25"], depth=2, grammar="always", max_passage_chars=500, check_pairs=1)
     meta = judge_dataset(ds_dir, out=base / "judged", config=cfg, cache_dir=base / "cache", progress=False,
-                         tracking_root=None)
+                         tracking_root=None, force=True)  # the 135M judge is below any floor: --force
     return base, ds_dir, meta
 
 
@@ -94,8 +94,8 @@ def test_rerun_is_answered_from_the_cache_and_in_place_keeps_sources(judged, tmp
     shutil.copytree(base / "judged", tmp_path / "set")
     again = judge_dataset(tmp_path / "set", in_place=True, config=JudgeConfig(strategies=["bm25"], depth=2,
                                                                                grammar="always",
-                                                                               max_passage_chars=500),
-                          cache_dir=base / "cache", progress=False, tracking_root=None)
+                                                                               max_passage_chars=500, check_pairs=1),
+                          cache_dir=base / "cache", progress=False, tracking_root=None, force=True)
     assert again["llm_usage"]["generated"] == 0 and again["llm_usage"]["cache_hits"] == meta["report"]["pool_pairs"]
     assert again["report"]["labels_added"] == 0
     # labels judged by the first run are not counted as known positives of the second
@@ -124,7 +124,8 @@ def test_cli_judge_with_annotation_sheet_logs_to_mlflow(judged, tmp_path, capsys
         for s in side:
             w.writerow([s["query_id"], "", s["doc_id"], "", s["grade"], "", ""])
     rc = main(["testset", "judge", "--dataset", str(ds_dir), "--strategies", "bm25", "--depth", "2", "--out",
-               str(tmp_path / "out"), "--grammar", "always", "--max-passage-chars", "500", "--annotation",
+               str(tmp_path / "out"), "--grammar", "always", "--max-passage-chars", "500", "--check-pairs", "1",
+               "--force", "--annotation",
                str(sheet), "--cache-dir",
                str(base / "cache"), "--tracking-root", str(blank_mlflow_root), "--json"])
     assert rc == 0
@@ -188,7 +189,7 @@ def test_unreachable_judge_is_one_line_exit_2_and_writes_nothing(judged, tmp_pat
     monkeypatch.setenv("LAB_LLM_API_KEY", "test-key")
     rc = main(["testset", "judge", "--dataset", str(ds_dir), "--strategies", "bm25", "--depth", "1", "--llm",
                "openai:some-model", "--out", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "c"),
-               "--no-mlflow", "--no-progress"])
+               "--check-pairs", "0", "--no-mlflow", "--no-progress"])
     err = capsys.readouterr().err
     assert rc == 2 and "every judgement failed" in err and "Traceback" not in err
     assert not (tmp_path / "out").exists()
@@ -207,3 +208,46 @@ def test_judging_stops_after_consecutive_endpoint_failures(judged, tmp_path, cap
     assert rc == 1 and "judging stopped after" in err and "--max-consecutive-failures 2" in err, err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "out").exists()
+
+
+def test_judged_set_carries_the_judge_card_in_its_provenance(judged):
+    """The contract read by `lab compare`'s trust block: provenance.json "judge" = {identity, prompt_version,
+    card, summary}; every rate printed with its n and interval."""
+    base, _, meta = judged
+    prov = json.loads((base / "judged" / "provenance.json").read_text(encoding="utf-8"))
+    j = prov["judge"]
+    assert j["identity"] == meta["judge"] and j["prompt_version"] == PROMPT_VERSION
+    card = j["card"]
+    assert card["judge"] == meta["judge"] and card["kinds"]["positive"] == 1 and card["n_pairs"] >= 2
+    assert j["summary"].startswith("kappa ") and f"on {card['kappa']['n']} pairs" in j["summary"]
+    assert "recall of positives" in j["summary"] and "(n=1)" in j["summary"] and "injected instruction" in j["summary"]
+    assert meta["judge_card"]["summary"] == j["summary"] and meta["forced"] is True
+    text = format_report(meta)
+    assert "judge card" in text and j["summary"] in text
+    r = meta["report"]
+    if r["recall_known_positives"] is not None:  # the old "recall of the known positives 1.000" had no n, no CI
+        assert f"(n={r['known_positives_graded']}, Wilson 95%)" in text
+
+
+def test_judge_below_the_floor_refuses_to_merge(judged, tmp_path, capsys):
+    base, ds_dir, meta = judged
+    kappa = meta["judge_card"]["kappa"]["value"]
+    if kappa is not None and kappa >= 1.0:
+        pytest.skip("the judge agreed perfectly on the check pairs: no floor is above it")
+    rc = main(["testset", "judge", "--dataset", str(ds_dir), "--strategies", "bm25", "--depth", "2", "--out",
+               str(tmp_path / "out"), "--grammar", "always", "--max-passage-chars", "500", "--check-pairs", "1",
+               "--min-kappa", "1.0", "--cache-dir", str(base / "cache"), "--no-mlflow", "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "below the --min-kappa 1 floor" in err and meta["judge_card"]["summary"] in err, err
+    assert "--force" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_no_check_no_card(judged, tmp_path):
+    base, ds_dir, _ = judged
+    cfg = JudgeConfig(strategies=["bm25"], depth=2, grammar="always", max_passage_chars=500, check_pairs=0)
+    meta = judge_dataset(ds_dir, out=tmp_path / "out", config=cfg, cache_dir=base / "cache", progress=False,
+                         tracking_root=None)
+    j = json.loads((tmp_path / "out" / "provenance.json").read_text(encoding="utf-8"))["judge"]
+    assert set(j) == {"identity", "prompt_version"} and meta["judge_card"] is None
+    assert "not checked" in format_report(meta)
