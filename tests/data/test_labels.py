@@ -41,7 +41,7 @@ def test_a_generated_set_names_its_generator_and_prompt_but_no_path():
     prov = label_provenance(REPO / "data" / "ord-qa-generated", "test")
     assert prov.source == "generated"
     assert prov.generator.startswith("gguf:SmolLM2-135M-Instruct") and "/" not in prov.generator
-    assert prov.prompt_version == "seed000-qa-v1" and prov.judge is None
+    assert prov.prompt_version == "passage-question-answer-v1" and prov.judge is None
     reviewed = label_provenance(REPO / "data" / "ord-qa-generated-reviewed", "test")
     assert reviewed.source == "generated" and reviewed.reviewed == "40 of 115 queries reviewed by people"
     assert "/work" not in json.dumps(prov.as_dict())
@@ -82,3 +82,21 @@ def test_tags_round_trip(tmp_path):
     assert tags == {"labels.source": "judged", "labels.judge": "j", "labels.judge_check": "kappa 0.5",
                     "labels.judge_kappa": "0.5"}
     assert from_tags(tags) == prov and from_tags({}) is None
+
+
+def test_the_card_lab_testset_judge_writes_is_read_back(tmp_path):
+    """The judge writes its card ({value, n, ci, ...} per figure) with write_judge_provenance; the trust block reads
+    the same file: judge identity, one-line summary, kappa as a number."""
+    from lab.testset.judge import write_judge_provenance
+    from lab.testset.judgecheck import card_figures, summary
+
+    records = [{"query_id": f"q{i}", "doc_id": f"d{i}", "kind": kind, "known": known, "grade": grade}
+               for i, (kind, known, grade) in enumerate([("positive", 1, 3), ("positive", 1, 2), ("positive", 1, 0),
+                                                          ("negative", 0, 0), ("negative", 0, 0), ("negative", 0, 3)])]
+    card = card_figures(records, resamples=200)
+    card["summary"] = summary(card)
+    folder = _set(tmp_path, {"kind": "annotation"}, ["human", "human", "judged", "judged"])
+    write_judge_provenance(folder, "gguf:judge@1", card)
+    prov = label_provenance(folder, "test")
+    assert prov.judge == "gguf:judge@1" and prov.judge_check == card["summary"]
+    assert prov.judge_kappa == card["kappa"]["value"] and isinstance(prov.judge_kappa, float)
