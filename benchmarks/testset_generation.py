@@ -21,7 +21,6 @@ def main(argv=None) -> int:
     from lab.data.beir import load_dataset
     from lab.models.llm import LocalLLM
     from lab.testset.generate import GenerationConfig, _gen_params, _safe_map, build_prompt, sample_order
-    from lab.testset.io import unit_text
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--prompts", type=int, default=8)
@@ -33,8 +32,8 @@ def main(argv=None) -> int:
         args.prompts, args.concurrency = 2, 2
     ds = load_dataset(args.dataset, progress=False)
     cfg = GenerationConfig()
-    order, _, _ = sample_order(ds.corpus, cfg.seed, cfg.stratify, cfg.min_passage_words)
-    prompts = [build_prompt(unit_text(ds.corpus[u]), "en", cfg.max_passage_chars) for u in order[:args.prompts]]
+    order, _, _ = sample_order(ds.corpus, cfg.seed, cfg.stratify, cfg.min_passage_words, cfg.max_passage_chars)
+    prompts = [build_prompt(p.text, "en") for p in order[:args.prompts]]  # what generation sends (a passage window)
     gen = _gen_params(cfg, 0, 0, "en")
     rows = []
     for slots in (1, args.concurrency):
