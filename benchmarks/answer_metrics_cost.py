@@ -31,7 +31,10 @@ def main() -> None:
     ap.add_argument("--context-tokens", type=int, default=512)
     ap.add_argument("--answer-tokens", type=int, default=96)
     ap.add_argument("--claims", type=int, default=4)
+    ap.add_argument("--smoke", action="store_true", help="128 context tokens, 16 answer tokens, 1 claim (CI)")
     args = ap.parse_args()
+    if args.smoke:
+        args.context_tokens, args.answer_tokens, args.claims = 128, 16, 1
 
     from lab.analysis.answer_metrics import Judge, split_claims
     from lab.experiment.answers import (

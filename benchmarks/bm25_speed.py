@@ -3,7 +3,9 @@
 Prints tokenisation time, index time and queries per second (one query at a time, as ``search`` does, and
 batched), then the ratios bm25s / rank_bm25. Also checks that both backends return the same top 10.
 
-    .venv/bin/python benchmarks/bm25_speed.py [--data data/scifact] [--split test] [--k 100]
+    .venv/bin/python benchmarks/bm25_speed.py [--data data/scifact] [--split test] [--k 100] [--smoke]
+
+``--smoke``: ORD-QA (290 docs) and 20 queries, to check that the script runs; its figures mean nothing.
 """
 from __future__ import annotations
 
@@ -36,10 +38,15 @@ def main() -> None:
     ap.add_argument("--data", default="data/scifact")
     ap.add_argument("--split", default="test")
     ap.add_argument("--k", type=int, default=100)
+    ap.add_argument("--smoke", action="store_true", help="ORD-QA, 20 queries: checks that the script runs (CI)")
     args = ap.parse_args()
+    if args.smoke:
+        args.data = "data/ord-qa"
 
     ds = load_dataset(args.data, progress=False)
     queries, _ = ds.split(args.split)
+    if args.smoke:
+        queries = queries.subset(list(queries)[:20])
     docs = list(ds.corpus)
     ctx = Context(cache_dir=Path(".cache"), progress=False)
     print(f"BM25 speed: {args.data} ({len(docs)} docs, {len(queries)} {args.split} queries, k={args.k}); "

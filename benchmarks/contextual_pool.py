@@ -111,7 +111,12 @@ def main() -> None:
     ap.add_argument("--json", help="also write the rows here")
     ap.add_argument("--experiment", help="also log each run to this MLflow experiment (lab compare --experiment)")
     ap.add_argument("--tracking-root", default="mlruns")
+    ap.add_argument("--smoke", action="store_true",
+                    help="ORD-QA, pool depth 1, --status: builds the pool and counts cached contexts, generates "
+                         "nothing (CI: checks that the script runs up to the LLM calls)")
     args = ap.parse_args()
+    if args.smoke:
+        args.dataset, args.pool_depth, args.status = "data/ord-qa", 1, True
     ctx = Context(cache_dir=Path(args.cache_dir), progress=sys.stderr.isatty(), seed=args.seed)
     ds = load(args.dataset, progress=False)
     ids = pool_ids(ds, args.split, args.pool_depth, ctx)

@@ -10,7 +10,7 @@ the other folds; the picked weights per fold are printed.
 Each row: nDCG@10 with its 95% percentile-bootstrap CI, Recall@100, P50 latency, and the paired difference to
 hybrid RRF (bootstrap CI, two-sided sign-flip randomisation p; lab.metrics.compare).
 
-    .venv/bin/python benchmarks/fusion_variants.py --dataset data/ord-qa [--seed 0]
+    .venv/bin/python benchmarks/fusion_variants.py --dataset data/ord-qa [--seed 0] [--smoke: 20 queries, 2 folds]
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import numpy as np
 
 from lab.data.types import Run
-from lab.experiment.run import load, run_experiment
+from lab.experiment.run import load, run_experiment, split_queries
 from lab.metrics import bootstrap_ci, compare, evaluate
 from lab.retrievers import Context
 from lab.retrievers.fusion import fuse
@@ -45,11 +45,16 @@ def main() -> None:
     ap.add_argument("--split", default="test")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--smoke", action="store_true", help="the first 20 queries, 2 folds: checks that it runs (CI)")
     args = ap.parse_args()
+    max_queries = 20 if args.smoke else None
+    if args.smoke:
+        args.folds = 2
     ctx = Context(progress=False, seed=args.seed)
     ds = load(args.dataset, progress=False)
-    _, qrels = ds.split(args.split)
-    parts = {name: run_experiment(ds, name, {}, split=args.split, k=100, ctx=ctx) for name in ("bm25", "dense")}
+    _, qrels = split_queries(ds, args.split, max_queries)
+    parts = {name: run_experiment(ds, name, {}, split=args.split, k=100, ctx=ctx, max_queries=max_queries)
+             for name in ("bm25", "dense")}
     runs = [Run(r.run.scores, name=n) for n, r in parts.items()]
     base_latency = {q: sum(r.run.latency.get(q, 0.0) for r in parts.values()) for q in runs[0]}
     rows, evals = [], {}

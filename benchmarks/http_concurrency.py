@@ -9,6 +9,7 @@ explain the gap) and prints wall seconds, queries per second, per-request P50/P9
 Also checks that every run returns the same hits as BM25 searched in this process.
 
     .venv/bin/python benchmarks/http_concurrency.py [--data data/scifact] [--split train] [--n 500] [--delay-ms 20]
+    .venv/bin/python benchmarks/http_concurrency.py --smoke   # ORD-QA, 16 queries: checks that it runs (CI)
 """
 from __future__ import annotations
 
@@ -74,7 +75,10 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=500)
     ap.add_argument("--k", type=int, default=100)
     ap.add_argument("--delay-ms", type=float, default=20.0)
+    ap.add_argument("--smoke", action="store_true", help="ORD-QA, 16 test queries: checks that it runs (CI)")
     args = ap.parse_args()
+    if args.smoke:
+        args.data, args.split, args.n = "data/ord-qa", "test", 16
 
     ds = load_dataset(args.data, progress=False)
     queries, _ = ds.split(args.split)

@@ -8,7 +8,7 @@ machine hits both; the 2-thread peer runs apart, after them (llama.cpp's spinnin
 them). The best round of each is reported. Generation tok/s = completion tokens / wall seconds of the calls
 (prompt evaluation included, as a caller sees it).
 
-    .venv/bin/python benchmarks/llm_speed.py [--n 5] [--max-tokens 64] [--rounds 2] [--skip-threads2]
+    .venv/bin/python benchmarks/llm_speed.py [--n 5] [--max-tokens 64] [--rounds 2] [--skip-threads2] [--smoke]
 """
 from __future__ import annotations
 
@@ -73,7 +73,10 @@ def main(argv=None) -> int:
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--skip-threads2", action="store_true", help="leave out the (slow on a busy machine) 2-thread peer")
+    ap.add_argument("--smoke", action="store_true", help="1 prompt, 4 tokens, 1 round, no 2-thread peer (CI)")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.n, args.max_tokens, args.rounds, args.skip_threads2 = 1, 4, 1, True
     prompts = scifact_prompts(args.n)
     server, url = http_server(threads=1)
     # part 1: the same engine in-process and behind its HTTP server; alternating rounds, best of each

@@ -6,7 +6,7 @@ ORD-QA with BM25 (cheap, so what is left is mostly overhead), ``--max-queries`` 
 skipped as finished. Prints wall seconds per config and in all, and the ratio. A third figure times one bare
 Papermill execution of notebook 03's parameters-and-imports cells (what every config pays before retrieval).
 
-    nice -n 5 .venv/bin/python benchmarks/papermill_overhead.py [--configs 8] [--max-queries 10]
+    nice -n 5 .venv/bin/python benchmarks/papermill_overhead.py [--configs 8] [--max-queries 10] [--smoke]
 """
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def one_sweep(spec: Path, work: Path, warm: bool) -> tuple[float, list[float]]:
     return total, [o.seconds for o in rep.outcomes]
 
 
-def bare_execution(work: Path) -> float:
+def bare_execution(work: Path, repeat: int = 3) -> float:
     import json
 
     import papermill as pm
@@ -57,7 +57,7 @@ def bare_execution(work: Path) -> float:
     path = work / "imports_only.ipynb"
     path.write_text(json.dumps(nb))
     times = []
-    for i in range(3):
+    for i in range(repeat):
         t0 = time.perf_counter()
         pm.execute_notebook(str(path), str(work / f"imports_only_{i}.ipynb"), kernel_name=default_kernel(),
                             progress_bar=False, log_output=False, cwd=str(REPO / "notebooks"))
@@ -69,14 +69,18 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--configs", type=int, default=8)
     ap.add_argument("--max-queries", type=int, default=10)
+    ap.add_argument("--smoke", action="store_true", help="2 configs of 2 queries, one bare execution (CI)")
     args = ap.parse_args()
+    if args.smoke:
+        args.configs, args.max_queries = 2, 2
     with tempfile.TemporaryDirectory(prefix="lab-pm-overhead-") as tmp:
         work = Path(tmp)
         spec = work / "overhead.yaml"
         spec.write_text(spec_text(args.configs, args.max_queries))
-        bare = bare_execution(work)
+        repeat = 1 if args.smoke else 3
+        bare = bare_execution(work, repeat)
         print(f"one Papermill execution of notebook 03's parameters + imports (kernel start, imports, write): "
-              f"median of 3 {bare:.2f} s")
+              f"median of {repeat} {bare:.2f} s")
         cold_total, cold = one_sweep(spec, work, warm=False)
         warm_total, warm = one_sweep(spec, work, warm=True)
     print(f"{'kernels':<10} {'configs':>7} {'total s':>8} {'median s/config':>16} {'min':>6} {'max':>6}")

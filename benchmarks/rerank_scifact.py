@@ -54,7 +54,15 @@ def main() -> None:
     ap.add_argument("--no-hybrid", action="store_true")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--cache-dir", default=os.environ.get("LAB_CACHE_DIR", ".cache"))
+    ap.add_argument("--smoke", action="store_true",
+                    help="ORD-QA, 5 queries, top 5, no hybrid rows, the packaged MiniLM as an untrained "
+                         "cross-encoder unless --model: checks that it runs (CI)")
     args = ap.parse_args()
+    if args.smoke:  # the packaged MiniLM as an (untrained) cross-encoder: CI has no trained reranker
+        from lab.models.crossencoder import packaged_minilm_path
+
+        args.data, args.max_queries, args.top_n, args.no_hybrid = "data/ord-qa", 5, 5, True
+        args.model = args.model or packaged_minilm_path()
 
     import torch
 

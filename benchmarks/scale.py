@@ -77,8 +77,8 @@ def vectors(n: int, base: np.ndarray, noise: float, seed: int = 0) -> np.ndarray
     return out
 
 
-def base_vectors(cache_dir: str) -> np.ndarray:
-    """Encoder vectors of the SciFact corpus (5,183 passages; through the embedding cache)."""
+def base_vectors(cache_dir: str, limit: int | None = None) -> np.ndarray:
+    """Encoder vectors of the SciFact corpus (5,183 passages, or the first ``limit``; through the embedding cache)."""
     from lab.core.cache import EmbeddingCache
     from lab.data.beir import read_corpus
     from lab.models.embedders import load_embedder
@@ -86,7 +86,8 @@ def base_vectors(cache_dir: str) -> np.ndarray:
 
     corpus = read_corpus(REPO / "data" / "scifact" / "corpus.jsonl.gz", progress=False)
     emb = load_embedder("all-MiniLM-L6-v2", cache_dir=cache_dir, progress=False, backend="torch")
-    return EmbeddingCache(cache_dir, progress=True).encode(emb, [passage_text(d.title, d.text) for d in corpus])
+    docs = list(corpus)[:limit]
+    return EmbeddingCache(cache_dir, progress=True).encode(emb, [passage_text(d.title, d.text) for d in docs])
 
 
 def query_vectors(n: int, cache_dir: str) -> np.ndarray:
@@ -216,18 +217,27 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=str(REPO / "results" / "scale.json"))
     ap.add_argument("--png", default=str(REPO / "docs" / "img" / "scale.png"))
     ap.add_argument("--child", nargs=2, metavar=("METHOD", "N"), help=argparse.SUPPRESS)
+    ap.add_argument("--smoke", action="store_true",
+                    help="2,000 passages from a 300-passage encoder sample, 10 queries, outputs in a temporary "
+                         "folder: checks that it runs (CI)")
     args = ap.parse_args(argv)
+    if args.smoke:
+        import tempfile
+
+        tmp = Path(tempfile.mkdtemp(prefix="scale-smoke-"))
+        args.sizes, args.queries = [2_000], 10
+        args.work, args.json, args.png = str(tmp / "work"), str(tmp / "scale.json"), str(tmp / "scale.png")
     if args.child:
         print("RESULT " + json.dumps(child(args.child[0], int(args.child[1]), args)), flush=True)
         return 0
 
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    np.save(work / "pool.npy", base_vectors(args.cache_dir))
+    np.save(work / "pool.npy", base_vectors(args.cache_dir, 300 if args.smoke else None))
     qv, qtexts = query_vectors(args.queries, args.cache_dir)
     np.save(work / "queries.npy", qv)
     (work / "queries.json").write_text(json.dumps(qtexts))
-    rows = []
+    rows, failed = [], False
     for n in args.sizes:
         for m in args.methods:
             cmd = [sys.executable, __file__, "--child", m, str(n), "--queries", str(args.queries), "--work",
@@ -238,6 +248,7 @@ def main(argv=None) -> int:
             line = next((x for x in p.stdout.splitlines() if x.startswith("RESULT ")), None)
             if p.returncode or line is None:
                 print(f"{m} at {n}: failed ({p.stderr.strip().splitlines()[-1:]})", flush=True)
+                failed = True
                 continue
             r = json.loads(line[7:])
             rows.append(r)
@@ -259,7 +270,7 @@ def main(argv=None) -> int:
         print(f"| {m} | {exponent(ns, [r['index_s'] for r in rs]):.2f} | {exponent(ns, [r['peak_mb'] for r in rs]):.2f}"
               f" | {exponent(ns, [r['p50_ms'] for r in rs]):.2f} |")
     plot(rows, args.methods, args.png)
-    return 0
+    return 1 if failed else 0
 
 
 def plot(rows, methods, png: str) -> None:

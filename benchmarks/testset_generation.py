@@ -1,7 +1,7 @@
 """Throughput of question generation with the packaged SmolLM2-135M: one llama.cpp slot vs several slots decoded
 in one batch (``lab testset generate --concurrency N``), on the same ord-qa prompts, cache off.
 
-    .venv/bin/python benchmarks/testset_generation.py [--prompts 8] [--concurrency 4]
+    .venv/bin/python benchmarks/testset_generation.py [--prompts 8] [--concurrency 4] [--smoke]
 
 Prints seconds per candidate for each setting and their ratio (same process, same prompts, back to back). The
 outputs may differ in the last digits of the logits between batch shapes, so a candidate's text can change; the
@@ -26,7 +26,10 @@ def main(argv=None) -> int:
     ap.add_argument("--prompts", type=int, default=8)
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--dataset", default=str(Path(__file__).resolve().parents[1] / "data" / "ord-qa"))
+    ap.add_argument("--smoke", action="store_true", help="2 prompts, 2 slots: checks that it runs (CI)")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.prompts, args.concurrency = 2, 2
     ds = load_dataset(args.dataset, progress=False)
     cfg = GenerationConfig()
     order = sample_order(ds.corpus, cfg.seed, cfg.stratify, cfg.min_passage_words, cfg.max_passage_chars,

@@ -37,6 +37,7 @@ import sqlite3
 import tempfile
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Sequence
 
@@ -47,6 +48,8 @@ INLINE_MAX = 1 << 20
 #: keys per ``IN (...)`` lookup; SQLite's default limit on bound parameters is 32766 (>= 3.32).
 _LOOKUP_CHUNK = 500
 _BUSY_TIMEOUT_S = 120.0
+
+_MEMOS: "weakref.WeakSet" = weakref.WeakSet()  # every Memo of the process, for clear_memos()
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, dim INTEGER NOT NULL, data BLOB NOT NULL);
@@ -302,3 +305,60 @@ def _encode(embedder, texts: list[str], kind: str) -> np.ndarray:
                          f"of dim {embedder.dim}")
     return out
 
+
+
+def clear_memos() -> None:
+    """Empty every :class:`Memo` of this process (e.g. to time a pass as a fresh process would run it)."""
+    for memo in list(_MEMOS):
+        memo.clear()
+
+
+class Memo:
+    """An in-process memo of values computed from content: ``key -> value``, the least recently used entries
+    dropped beyond ``max_items``. For cheap-to-keep results that every config of a sweep recomputes (a document's
+    token offsets, a chunk text's BM25 tokens): keys must name the content and everything that shapes the value
+    (e.g. ``(tokenizer identity, text)``), as the on-disk :class:`Cache`'s keys do; values are shared, never
+    mutated by callers. ``hits``/``misses`` count lookups over the memo's life."""
+
+    def __init__(self, max_items: int = 1_000_000):
+        from collections import OrderedDict
+
+        self.max_items = int(max_items)
+        self._items: "OrderedDict" = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+        _MEMOS.add(self)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get_many(self, keys: Sequence) -> list:
+        """The value of each key, None where absent (counted as misses)."""
+        out = []
+        with self._lock:
+            items = self._items
+            for k in keys:
+                v = items.get(k)
+                if v is None:
+                    self.misses += 1
+                else:
+                    items.move_to_end(k)
+                    self.hits += 1
+                out.append(v)
+        return out
+
+    def put_many(self, keys: Sequence, values: Sequence) -> None:
+        """Store ``values`` under ``keys`` (None values are not stored), then drop the oldest beyond ``max_items``."""
+        with self._lock:
+            items = self._items
+            for k, v in zip(keys, values):
+                if v is not None:
+                    items[k] = v
+                    items.move_to_end(k)
+            while len(items) > self.max_items:
+                items.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self.hits = self.misses = 0

@@ -351,9 +351,11 @@ class IndexedExperiment:
 
 def _span_judged(rel, doc_qrels: Qrels, queries) -> dict[str, set[str]]:
     """Chunks that count as judged per query in span mode: those of documents in the query's document qrels."""
+    wanted = {d for q in queries if q in doc_qrels for d in doc_qrels[q]}
     by_doc: dict[str, list[str]] = {}
     for cid, doc in rel.chunk_to_doc.items():
-        by_doc.setdefault(doc, []).append(cid)
+        if doc in wanted:
+            by_doc.setdefault(doc, []).append(cid)
     return {q: {c for d in doc_qrels[q] for c in by_doc.get(d, ())} for q in queries if q in doc_qrels}
 
 

@@ -230,7 +230,8 @@ class BM25Retriever(BaseRetriever):
         docs = list(corpus)
         if not docs:
             raise ConfigError("bm25: the corpus is empty; nothing to index")
-        tokens = self.tokenizer.tokenize([doc_text(d.title, d.text) for d in docs], show_progress=self.ctx.progress)
+        tokens = self.tokenizer.tokenize([doc_text(d.title, d.text) for d in docs], show_progress=self.ctx.progress,
+                                         memo=True)  # texts seen by an earlier config (sweeps) are not tokenised again
         self.index_tokens(tokens, [d.id for d in docs])
 
     def index_tokens(self, corpus_tokens: list[list[str]], doc_ids: list[str]) -> None:

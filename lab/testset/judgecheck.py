@@ -49,7 +49,6 @@ import os
 import random
 import re
 import tempfile
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence

@@ -41,6 +41,7 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 
 from lab.data.types import Corpus, Dataset, Document, EvidenceSpan, Qrels, Run
+from lab.core.cache import Memo
 from lab.core.errors import ConfigError
 
 CHUNKERS = ("recursive", "fixed", "none")
@@ -120,6 +121,22 @@ def load_tokenizer(tokenizer=None):
     return backend
 
 
+_DEFAULT_BACKEND: list = []  # the packaged tokenizer, loaded once (see shared_tokenizer)
+
+
+def shared_tokenizer(tokenizer=None):
+    """:func:`load_tokenizer`'s tokenizer, for reading only: the packaged default (None or "all-MiniLM-L6-v2") is
+    loaded once per process and shared, so each config of a sweep does not pay for loading it; a ready
+    ``tokenizers.Tokenizer`` is used as given; anything else is loaded by :func:`load_tokenizer`."""
+    if _ready(tokenizer):
+        return tokenizer
+    if tokenizer is None or (isinstance(tokenizer, str) and tokenizer == DEFAULT_TOKENIZER):
+        if not _DEFAULT_BACKEND:
+            _DEFAULT_BACKEND.append(load_tokenizer(None))
+        return _DEFAULT_BACKEND[0]
+    return load_tokenizer(tokenizer)
+
+
 def _ready(tokenizer) -> bool:
     """True for a ``tokenizers.Tokenizer`` with truncation and padding off (as :func:`load_tokenizer` returns)."""
     from tokenizers import Tokenizer
@@ -140,7 +157,8 @@ def unit_offsets(texts: Sequence[str], size_unit: str, tokenizer=None) -> list[n
     """For each text, an (n, 2) int64 array of the [start, end) char offsets of its units, in text order.
 
     tokens: the tokenizer's offsets mapping (no special tokens, units with empty offsets dropped), texts encoded
-    in one batch (pass a batch of a few hundred texts; ``tokenizer`` as for :func:`load_tokenizer`);
+    in one batch (pass a batch of a few hundred texts; ``tokenizer`` as for :func:`load_tokenizer`), each text
+    once per process and tokenizer (:data:`TOKEN_OFFSETS`; the arrays returned are shared and read-only);
     words: ``\\S+`` runs; chars: one unit per character.
     """
     if size_unit == "chars":
@@ -150,12 +168,47 @@ def unit_offsets(texts: Sequence[str], size_unit: str, tokenizer=None) -> list[n
                 .reshape(-1, 2) for t in texts]
     if size_unit != "tokens":
         raise ConfigError(f"unknown size_unit {size_unit!r}; choose one of {', '.join(SIZE_UNITS)}")
-    backend = tokenizer if _ready(tokenizer) else load_tokenizer(tokenizer)
-    out = []
-    for enc in backend.encode_batch(list(texts), add_special_tokens=False):
-        off = np.fromiter(itertools.chain.from_iterable(enc.offsets), np.int64, count=2 * len(enc)).reshape(-1, 2)
-        out.append(off[off[:, 1] > off[:, 0]])
+    backend = shared_tokenizer(tokenizer)
+    keys = [(tokenizer_identity(backend), t) for t in texts]
+    out = TOKEN_OFFSETS.get_many(keys)
+    todo = [i for i, off in enumerate(out) if off is None]
+    if todo:
+        encoded = [_token_offsets(enc) for enc in backend.encode_batch([texts[i] for i in todo],
+                                                                        add_special_tokens=False)]
+        TOKEN_OFFSETS.put_many([keys[i] for i in todo], encoded)
+        for i, off in zip(todo, encoded):
+            out[i] = off
     return out
+
+
+#: Token offsets of the texts :func:`unit_offsets` has tokenised in this process, keyed by (tokenizer identity,
+#: text): every config of a sweep cuts its chunks from the same tokens, so each document is tokenised once per
+#: tokenizer. The arrays are shared and read-only.
+TOKEN_OFFSETS = Memo(max_items=200_000)
+_IDENTITIES: dict[int, tuple[object, str]] = {}  # id(tokenizer) -> (the tokenizer, kept alive; its identity)
+
+
+def tokenizer_identity(backend) -> str:
+    """The sha256 of a ``tokenizers.Tokenizer``'s full serialisation (vocabulary, normaliser, pre-tokeniser, model,
+    truncation and padding): two tokenizers with the same identity give the same offsets."""
+    known = _IDENTITIES.get(id(backend))
+    if known is not None and known[0] is backend:
+        return known[1]
+    import hashlib
+
+    ident = hashlib.sha256(backend.to_str().encode("utf-8")).hexdigest()
+    if len(_IDENTITIES) >= 16:
+        _IDENTITIES.pop(next(iter(_IDENTITIES)))
+    _IDENTITIES[id(backend)] = (backend, ident)
+    return ident
+
+
+def _token_offsets(enc) -> np.ndarray:
+    """The (n, 2) offsets of one encoding, units with empty offsets dropped, made read-only (they are shared)."""
+    off = np.fromiter(itertools.chain.from_iterable(enc.offsets), np.int64, count=2 * len(enc)).reshape(-1, 2)
+    off = off[off[:, 1] > off[:, 0]]
+    off.flags.writeable = False
+    return off
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -421,7 +474,7 @@ class Chunker:
         from lab.core.progress import progress
 
         docs = list(docs)
-        backend = load_tokenizer(self.tokenizer) if self.size_unit == "tokens" and self.chunker != "none" else None
+        backend = shared_tokenizer(self.tokenizer) if self.size_unit == "tokens" and self.chunker != "none" else None
         out: list[Chunk] = []
         batches = range(0, len(docs), batch_size)
         for b in progress(batches, desc=f"chunk ({self.chunker}, {self.size} {self.size_unit})",
@@ -493,9 +546,12 @@ def span_qrels(chunks: Iterable[Chunk], evidence: Iterable[EvidenceSpan], doc_qr
     ignored). ``tiers`` keeps only spans of those tiers ("core", "auxiliary", "edge"). Queries without evidence
     get no entry: they are out of span-mode evaluation (see :class:`Relevance`).
     """
+    evidence = list(evidence)
+    cited = {sp.doc_id for sp in evidence}
     by_doc: dict[str, list[Chunk]] = {}
     for c in chunks:
-        by_doc.setdefault(c.doc_id, []).append(c)
+        if c.doc_id in cited:  # only the documents evidence points into (a few hundred of thousands)
+            by_doc.setdefault(c.doc_id, []).append(c)
     for lst in by_doc.values():
         lst.sort(key=lambda c: (c.start, c.end))
     keep = set(tiers) if tiers is not None else None

@@ -29,6 +29,7 @@ import unicodedata
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from lab.core.cache import Memo
 from lab.core.errors import ConfigError
 
 # --- scripts ---------------------------------------------------------------------------------------------
@@ -164,6 +165,7 @@ class Tokenizer:
             self._stemmer = Stemmer.Stemmer(self.stemmer_name)
         self._stems: dict[str, str] = {}
         self._jieba = None
+        self._identity: str | None = None
         if language == "zh":
             self._jieba_tokenizer()  # fail early on a bad dictionary
 
@@ -242,13 +244,36 @@ class Tokenizer:
         """Tokens of one text, in text order."""
         return self._text_tokens(text)
 
-    def tokenize(self, texts: Sequence[str] | Iterable[str], show_progress: bool = False) -> list[list[str]]:
-        """Tokens of each text (same order as ``texts``). Each distinct word is stemmed once per Tokenizer."""
+    def tokenize(self, texts: Sequence[str] | Iterable[str], show_progress: bool = False,
+                 memo: bool = False) -> list[list[str]]:
+        """Tokens of each text (same order as ``texts``). Each distinct word is stemmed once per Tokenizer.
+
+        ``memo``: look each text up in :data:`TEXT_TOKENS` first (key: :attr:`identity` and the text's digest) and
+        tokenise only the texts no tokenizer of the same identity has tokenised in this process (index texts that
+        recur across the configs of a sweep: a chunk identical under several chunk sizes). Same tokens either way.
+        """
         from lab.core.progress import progress
 
         texts = list(texts)
-        enabled = show_progress and len(texts) > 2000
-        return [self._text_tokens(t) for t in progress(texts, desc="tokenize", enabled=enabled)]
+        keys = [(self.identity, _digest(t)) for t in texts] if memo else []
+        out = TEXT_TOKENS.get_many(keys) if memo else [None] * len(texts)
+        todo = [i for i, tokens in enumerate(out) if tokens is None]
+        enabled = show_progress and len(todo) > 2000
+        for i in progress(todo, desc="tokenize", enabled=enabled):
+            out[i] = self._text_tokens(texts[i])
+        if memo:
+            TEXT_TOKENS.put_many([keys[i] for i in todo], [tuple(out[i]) for i in todo])
+            out = [list(tokens) for tokens in out]
+        return out
+
+    @property
+    def identity(self) -> str:
+        """What shapes this tokenizer's output, as one string (its :meth:`describe`, dictionaries by digest)."""
+        if self._identity is None:
+            import json
+
+            self._identity = json.dumps(self.describe(), sort_keys=True)
+        return self._identity
 
     def describe(self) -> dict:
         """What to log: language mode, stemmer, stopword list, dictionaries (with content digests)."""
@@ -266,6 +291,14 @@ class Tokenizer:
         if self.jieba_dict is not None:
             d["jieba_dict"] = f"{self.jieba_dict.name}@{_file_digest(self.jieba_dict)}"
         return d
+
+
+#: Tokens of the texts tokenised with ``memo=True`` in this process, keyed by (tokenizer identity, text digest).
+TEXT_TOKENS = Memo(max_items=500_000)
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
 
 
 def tokenize(texts: Sequence[str] | Iterable[str], language: str = "auto", **options) -> list[list[str]]:

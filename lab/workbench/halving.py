@@ -28,6 +28,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from lab.core.cache import clear_memos
 from lab.core.errors import ConfigError
 
 
@@ -242,6 +243,7 @@ def run_halving_sweep(spec_path, metric: str = "ndcg@10", eta: int = 2, min_quer
         echo(f"logged to MLflow experiment {spec.experiment!r}: halving run {out['parent_run_id']}, the winner's "
              f"full result as its child {out['winner_run_id']}")
     if compare_full:
+        clear_memos()  # the full grid starts as a fresh process would: no tokens nor offsets left by the halving
         t0 = time.perf_counter()
         fresh = experiment_scorer(configs, metric)  # nothing reused from the halving: a fair wall time
         full = [float(fresh(i, qids)) for i in range(len(configs))]

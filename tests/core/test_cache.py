@@ -8,7 +8,7 @@ import sqlite3
 import numpy as np
 import pytest
 
-from lab.core.cache import INLINE_MAX, Cache, EmbeddingCache, content_key
+from lab.core.cache import INLINE_MAX, Cache, EmbeddingCache, Memo, clear_memos, content_key
 
 
 # ------------------------------------------------------------------------------------------------ keys
@@ -196,3 +196,14 @@ def test_embedding_cache_keys_depend_on_kind_and_prefix(tmp_path, minilm):
     assert emb.calls == 2  # a query and a passage are different entries
     with pytest.raises(ValueError, match="kind"):
         ec.encode(emb, ["x"], kind="doc")
+
+
+def test_memo_keeps_the_most_recently_used_and_clears():
+    m = Memo(max_items=2)
+    m.put_many(["a", "b"], [1, 2])
+    assert m.get_many(["a", "x"]) == [1, None]  # "a" is now the most recent
+    m.put_many(["c", "skipped"], [3, None])
+    assert m.get_many(["a", "b", "c"]) == [1, None, 3] and len(m) == 2
+    assert (m.hits, m.misses) == (3, 2)
+    clear_memos()
+    assert len(m) == 0 and m.get_many(["a"]) == [None]

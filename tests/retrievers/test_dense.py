@@ -194,3 +194,19 @@ def test_scifact_minilm_reproduces_mteb():
         return
     ours = evaluate(qrels, run, metrics=["ndcg@10"]).means["ndcg@10"]
     assert ours == pytest.approx(ndcg, abs=1e-6)
+
+
+def test_a_chunk_identical_across_chunk_sizes_is_encoded_once(tmp_path, corpus, minilm):
+    from lab.text.chunking import chunk_corpus, chunks_to_corpus
+
+    long = Document("long", " ".join(f"{t} {b}" for t, b in DOCS.values()), "Mixed")  # ~80 words: cut at both sizes
+    docs = list(corpus) + [long]
+    ctx = Context(cache_dir=tmp_path, progress=False)
+    small, big = (chunks_to_corpus(chunk_corpus(docs, "recursive", n, 0, "words", progress=False)) for n in (16, 48))
+    build("dense", {"embedder": minilm}, ctx).index(small)
+    second = build("dense", {"embedder": minilm}, ctx)
+    second.index(big)
+    seen = {passage_text(d.title, d.text) for d in small}
+    new = {passage_text(d.title, d.text) for d in big} - seen
+    assert 0 < len(new) < len(big) - len(DOCS) + 1  # the toy documents are whole chunks under both sizes
+    assert second.embeddings.encoded == len(new) and second.embeddings.hits == len(big) - len(new)

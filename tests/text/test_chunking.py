@@ -9,7 +9,7 @@ import pytest
 
 from lab.text.chunking import (Chunker, aggregate_to_docs, chunk_corpus, chunk_id, chunk_to_doc, chunks_to_corpus,
                           describe_chunking, doc_id_of, load_tokenizer, relevance_for, sentences, span_qrels,
-                          unit_offsets)
+                          unit_offsets, TOKEN_OFFSETS, tokenizer_identity)
 from lab.data.types import Document, EvidenceSpan, Qrels, Run
 from lab.core.errors import ConfigError
 
@@ -354,3 +354,28 @@ def test_whole_scifact_chunks_in_seconds(scifact, tokenizer):
     assert len({c.id for c in chunks}) == len(chunks) >= len(scifact.corpus)
     assert cpu < 30, f"chunking SciFact took {cpu:.1f} s of CPU"
     assert all(re.fullmatch(r".+@\d+-\d+", c.id) for c in chunks[:1000])
+
+
+def test_token_offsets_are_tokenised_once_per_tokenizer_identity(sample_docs, tokenizer):
+    texts = [d.text for d in sample_docs[:20]]
+    direct = [np.array(e.offsets, dtype=np.int64).reshape(-1, 2) for e in
+              tokenizer.encode_batch(texts, add_special_tokens=False)]
+    TOKEN_OFFSETS.clear()
+    first = unit_offsets(texts, "tokens", tokenizer)
+    again = unit_offsets(texts[:5], "tokens", load_tokenizer())  # another copy of the same tokenizer: memo hits
+    assert (TOKEN_OFFSETS.misses, TOKEN_OFFSETS.hits) == (20, 5)
+    for off, ref in zip(first, direct):
+        assert np.array_equal(off, ref[ref[:, 1] > ref[:, 0]])
+    assert all(a is b for a, b in zip(again, first)) and not first[0].flags.writeable
+    cased = load_tokenizer()
+    cased.normalizer = None  # no lower-casing nor accent stripping: another identity, its own offsets
+    assert tokenizer_identity(cased) != tokenizer_identity(tokenizer)
+    unit_offsets(texts[:1], "tokens", cased)
+    assert TOKEN_OFFSETS.misses == 21
+
+
+def test_chunks_are_the_same_with_the_memo_warm_or_cold(sample_docs):
+    TOKEN_OFFSETS.clear()
+    cold = chunk_corpus(sample_docs, "recursive", 64, 16, progress=False)
+    warm = chunk_corpus(sample_docs, "recursive", 64, 16, progress=False)
+    assert TOKEN_OFFSETS.hits == len(sample_docs) and cold == warm

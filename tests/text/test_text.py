@@ -7,6 +7,7 @@ from lab.core.errors import ConfigError
 from lab.text.tokenize import (
     LUCENE_STOPWORDS,
     NLTK_STOPWORDS,
+    TEXT_TOKENS,
     Tokenizer,
     detect_language,
     han_share,
@@ -157,3 +158,20 @@ def test_bad_user_dict_encoding(tmp_path, cache):
     ud.write_bytes("战国无双 3\n".encode("gbk"))
     with pytest.raises(ConfigError, match="bad.txt"):
         Tokenizer(language="zh", user_dict=ud, cache_dir=cache)
+
+
+def test_memo_gives_the_same_tokens_and_tokenises_each_text_once_per_identity(zh):
+    texts = ["The cells' running", "中文 text", "The cells' running", "unseen words here"]
+    plain = zh.tokenize(texts)
+    TEXT_TOKENS.clear()
+    assert zh.tokenize(texts[:2], memo=True) == plain[:2]
+    assert (TEXT_TOKENS.hits, TEXT_TOKENS.misses) == (0, 2)
+    other = Tokenizer(language="zh", cache_dir=zh.cache_dir)  # a new instance of the same settings shares them
+    assert other.tokenize(texts, memo=True) == plain
+    assert (TEXT_TOKENS.hits, TEXT_TOKENS.misses) == (3, 3)
+    out = other.tokenize(texts, memo=True)
+    out[0].append("changed")  # callers get their own lists
+    assert other.tokenize(texts[:1], memo=True) == plain[:1]
+    unstemmed = Tokenizer(language="zh", stem=False, cache_dir=zh.cache_dir)
+    assert unstemmed.identity != zh.identity
+    assert unstemmed.tokenize(texts[:1], memo=True) == [["cells", "running"]]  # not the stemmed tokens memoised
