@@ -22,10 +22,10 @@ browser:
 
 setup: $(STAMP)
 
-$(STAMP): requirements.txt requirements-test.txt requirements-nodeps.txt constraints.txt pyproject.toml
+$(STAMP): requirements.txt requirements-extras.txt requirements-test.txt requirements-nodeps.txt constraints.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade "pip>=24"
-	$(PIP) install --quiet -c constraints.txt -r requirements.txt -r requirements-test.txt 2>&1 | { grep -v "is ignored: it is neither" || true; }
+	$(PIP) install --quiet -c constraints.txt -r requirements.txt -r requirements-extras.txt -r requirements-test.txt 2>&1 | { grep -v "is ignored: it is neither" || true; }
 	$(PIP) install --quiet --no-deps -r requirements-nodeps.txt 2>&1 | { grep -v "is ignored: it is neither" || true; }
 	$(PIP) install --quiet --no-deps --no-build-isolation -e .
 	$(PY) -m ipykernel install --sys-prefix --name raglab --display-name "raglab (.venv)" >/dev/null
