@@ -454,7 +454,7 @@ def _stage_for_ray(tasks: list[dict], stage: Path) -> list[dict]:
 
     def place(src: str, kind: str) -> str:
         if src not in places:
-            rel = f"{kind}/{len(places):02d}_{Path(src).name}"
+            rel = f"{kind}/{sum(v.startswith(kind + '/') for v in places.values()):02d}_{Path(src).name}"
             copy = shutil.copytree if Path(src).is_dir() else shutil.copy2
             (stage / kind).mkdir(parents=True, exist_ok=True)
             copy(src, stage / rel)

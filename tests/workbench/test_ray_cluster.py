@@ -151,3 +151,40 @@ def test_lab_sweep_ray_address_to_a_ray_start_head_cluster_with_token_auth(tmp_p
     runs = [r for r in cl.search_runs([exp.experiment_id]) if r.data.tags.get(TAG_ROLE) != "parent"]
     assert sorted(r.info.status for r in runs) == ["FINISHED", "FINISHED"]
     assert all(r.data.tags[TAG_RAY_NODE_IP] == "127.0.0.1" and r.data.tags[TAG_STAGED] == "runtime_env" for r in runs)
+
+
+def test_staging_copies_notebook_and_each_dataset_once_with_paths_relative_to_the_working_dir(tmp_path):
+    from lab.workbench.sweep import _stage_for_ray
+
+    data = REPO / "data" / "ord-qa"
+    tasks = [{"notebook": str(NOTEBOOK), "inject": {"dataset": str(data), "experiment": "x"}, "output_path": "o"}
+             for _ in range(3)]
+    staged = _stage_for_ray(tasks, tmp_path)
+    assert {t["notebook"] for t in staged} == {"notebook/00_tiny_experiment.ipynb"}
+    assert {t["inject"]["dataset"] for t in staged} == {"data/00_ord-qa"}
+    assert all(t["staged"] and t["inject"]["experiment"] == "x" for t in staged)
+    assert (tmp_path / "notebook" / "00_tiny_experiment.ipynb").read_bytes() == NOTEBOOK.read_bytes()
+    assert sorted(p.name for p in (tmp_path / "data" / "00_ord-qa").iterdir()) == sorted(p.name for p in data.iterdir())
+    assert tasks[0]["notebook"] == str(NOTEBOOK)  # the caller's tasks are left as they were
+
+
+def test_driver_settings_for_a_loopback_cluster_with_a_token(tmp_path, monkeypatch):
+    """What `lab sweep --ray-address 127.0.0.1:PORT` sets so the user sets no Ray variable by hand."""
+    from lab.workbench.sweep import _import_ray, _ray_init_args
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for var in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+        monkeypatch.setenv(var, "")  # recorded, so the teardown restores what was there (the code sets it directly)
+        monkeypatch.delenv(var)
+    _import_ray("127.0.0.1:6379")  # no token on this machine: auth left as Ray decides
+    assert "RAY_AUTH_MODE" not in os.environ
+    (tmp_path / ".ray").mkdir()
+    (tmp_path / ".ray" / "auth_token").write_text("t" * 32)
+    _import_ray("127.0.0.1:6379")
+    assert os.environ["RAY_AUTH_MODE"] == "token" and os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] == "0"
+    assert _ray_init_args("127.0.0.1:6379") == {"address": "127.0.0.1:6379", "_node_ip_address": "127.0.0.1"}
+    assert _ray_init_args("head.example:6379") == {"address": "head.example:6379"}
+    assert _ray_init_args(None) == {"num_cpus": 2, "include_dashboard": False}
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")  # the user's own choice is kept
+    _import_ray("127.0.0.1:6379")
+    assert os.environ["RAY_AUTH_MODE"] == "disabled"
