@@ -48,16 +48,19 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def two_nodes():
-    """A head and a second node on 127.0.0.1, one CPU each: two one-CPU tasks at once must use both."""
+    """A head and a second node on 127.0.0.1, one CPU each: two one-CPU tasks at once must use both. Token
+    authentication is off for this in-process cluster (loopback only; the `ray start` test below keeps it on)."""
     from ray.cluster_utils import Cluster
 
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "node_ip_address": "127.0.0.1"})
-    try:
-        cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1")
-        cluster.wait_for_nodes()
-        yield cluster
-    finally:
-        cluster.shutdown()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RAY_AUTH_MODE", "disabled")
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "node_ip_address": "127.0.0.1"})
+        try:
+            cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1")
+            cluster.wait_for_nodes()
+            yield cluster
+        finally:
+            cluster.shutdown()
 
 
 def test_configs_land_on_both_nodes_and_get_notebook_and_data_through_runtime_env(two_nodes, tmp_path, pytestconfig):
