@@ -314,30 +314,42 @@ def _run_local(tasks: list[dict], jobs: int, warm_kernels: bool = True) -> Itera
     ctx = mp.get_context("spawn")
     run = _execute_warm if warm_kernels else execute_config
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_die_with_parent) as pool:
-        futures = {pool.submit(run, t): t for t in tasks}
+        futures = {pool.submit(run, t): t for t in _mark_last(tasks, jobs)}
         for f in as_completed(futures):
             yield _future_result(f, futures[f])
 
 
-#: This worker process's :class:`lab.workbench.kernels.WarmKernels` per (kernel name, notebook), for pool and Ray
-#: workers (see :func:`_execute_warm`); closed when the process exits.
+#: This worker process's :class:`lab.workbench.kernels.WarmKernels` per (kernel name, notebook), with whether it is
+#: warming a next kernel, for pool and Ray workers (see :func:`_execute_warm`); closed when the process exits.
 _WORKER_KERNELS: dict = {}
+
+
+def _mark_last(tasks: list[dict], jobs: int) -> list[dict]:
+    """The tasks with ``warm_next``: False for the last ``jobs`` of them (handed out in this order, each is the last
+    its worker gets, so warming a kernel after it would be wasted work at the end of the sweep)."""
+    return [{**t, "warm_next": i < len(tasks) - max(jobs, 1)} for i, t in enumerate(tasks)]
 
 
 def _execute_warm(task: dict) -> dict:
     """:func:`execute_config` in a pool or Ray worker, with a kernel this worker warmed while its previous config
-    ran (the first config of a worker waits for its own). The worker does not know whether another config will
-    come, so it always warms one more; the last one is shut down when the worker exits."""
+    ran (the first config of a worker waits for its own). The worker warms one more unless the task says it is
+    among the last (``warm_next``, :func:`_mark_last`); a kernel warmed for nothing is shut down when the worker
+    exits, and a config that finds none runs on a cold kernel (tag ``sweep.kernel=cold``)."""
     import atexit
 
     from lab.workbench.kernels import WarmKernels
 
     key = (task.get("kernel_name") or default_kernel(), task["notebook"])
-    if key not in _WORKER_KERNELS:
-        if not _WORKER_KERNELS:
-            atexit.register(lambda: [k.close() for k in _WORKER_KERNELS.values()])
-        _WORKER_KERNELS[key] = WarmKernels(key[0], task["notebook"], extra_arguments=KERNEL_ARGUMENTS)
-    return execute_config(task, kernels=_WORKER_KERNELS[key], more=True)
+    if not _WORKER_KERNELS:
+        atexit.register(lambda: [k.close() for k, _ in _WORKER_KERNELS.values()])
+    kernels, warming = _WORKER_KERNELS.get(key, (None, False))
+    if not warming:  # first config here, or the one before was marked last: start one now
+        if kernels is not None:
+            kernels.close()
+        kernels = WarmKernels(key[0], task["notebook"], extra_arguments=KERNEL_ARGUMENTS)
+    more = task.get("warm_next", True)
+    _WORKER_KERNELS[key] = (kernels, more)
+    return execute_config(task, kernels=kernels, more=more)
 
 
 def _future_result(future, task: dict) -> dict:
@@ -387,7 +399,7 @@ def _run_ray(tasks: list[dict], jobs: int, address: str | None, warm_kernels: bo
 
 def _ray_loop(ray, tasks: list[dict], jobs: int, warm_kernels: bool) -> Iterator[dict]:
     remote = ray.remote(num_cpus=1, max_retries=0)(_execute_on_ray)
-    queue = list(tasks)
+    queue = _mark_last(tasks, jobs)
     inflight: dict = {}
     while queue or inflight:
         while queue and len(inflight) < max(jobs, 1):
