@@ -95,3 +95,14 @@ def test_postgres_two_sweeps_from_two_processes_run_each_config_once(postgres_se
                            "--tracking-root", postgres_server.url], capture_output=True, text=True, env=env,
                           timeout=300)
     assert proc.returncode == 0 and len(json.loads(proc.stdout)["rows"]) == 4, proc.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="as root only: the database then runs as the postgres user")
+def test_lab_server_refuses_a_folder_the_postgres_user_cannot_reach(tmp_path):
+    """pytest's tmp folders are private to root: `lab server` says so in one line, exit 2, no server started."""
+    proc = subprocess.run([sys.executable, "-m", "lab", "server", "--folder", str(tmp_path / "srv"),
+                           "--port", str(_free_port()), "--db-port", str(_free_port())],
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("error: ") and len(proc.stderr.strip().splitlines()) == 1
+    assert "postgres user cannot reach" in proc.stderr and not (tmp_path / "srv" / "pgdata" / "PG_VERSION").exists()
