@@ -90,8 +90,8 @@ def main() -> int:
         server = start_server(folder, port=_free_port(), db_port=_free_port(), workers=args.workers)
     url = args.url or server.url
     try:
-        print(f"server {url} ({'started here: PostgreSQL + mlflow server, %d workers' % args.workers if server else 'given'}),"
-              f" {os.cpu_count()} CPUs, {args.seconds:.0f} s per measurement")
+        where = f"started here: PostgreSQL + mlflow server, {args.workers} workers" if server else "given"
+        print(f"server {url} ({where}), {os.cpu_count()} CPUs, {args.seconds:.0f} s per measurement")
         print(f"{'loggers':>7} {'writes':>7} {'writes/s':>9} {'p50 ms':>7} {'p95 ms':>7}")
         for n in args.loggers:
             r = measure(url, n, args.seconds)

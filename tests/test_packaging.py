@@ -22,8 +22,8 @@ def _canon(name: str) -> str:
 
 
 def _pins() -> dict[str, str]:
-    return {_canon(n): v for n, v in (ln.strip().split("==") for ln in (ROOT / "constraints.txt").read_text().splitlines()
-                                      if "==" in ln and not ln.startswith("#"))}
+    lines = (ROOT / "constraints.txt").read_text().splitlines()
+    return {_canon(n): v for n, v in (ln.strip().split("==") for ln in lines if "==" in ln and not ln.startswith("#"))}
 
 
 def _names(requirements_file: str) -> set[str]:
@@ -41,7 +41,8 @@ def test_dependencies_cover_requirements_and_admit_the_tested_pins():
     assert {_canon(r.name) for r in deps} == _names("requirements.txt")
     extras = project["optional-dependencies"]
     assert {"ray", "postgres", "docs", "dev"} <= set(extras)
-    assert {_canon(Requirement(d).name) for d in extras["ray"] + extras["postgres"]} == _names("requirements-extras.txt")
+    runtime_extras = extras["ray"] + extras["postgres"]
+    assert {_canon(Requirement(d).name) for d in runtime_extras} == _names("requirements-extras.txt")
     for req in deps + [Requirement(d) for group in extras.values() for d in group]:
         pin = pins.get(_canon(req.name))
         assert pin is not None, f"{req.name}: no pin in constraints.txt"

@@ -739,7 +739,8 @@ def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry
                         "sweep.previous_run_id": decisions[i].previous_run_id} for i in todo}
             tasks = _tasks(spec, todo, configs, hashes, labels, out_dir, uri, exp_id, parent, root, kernel_name,
                            execution_timeout, {i: {k: v for k, v in t.items() if v} for i, t in tags.items()})
-            stream = (_run_ray(tasks, jobs, ray_address, warm_kernels) if executor == "ray" else _run_local(tasks, jobs, warm_kernels)) if tasks \
+            stream = (_run_ray(tasks, jobs, ray_address, warm_kernels) if executor == "ray"
+                      else _run_local(tasks, jobs, warm_kernels)) if tasks \
                 else iter(())
             failed = 0
             pbar = bar(stream, desc=f"sweep {spec.name}", total=len(tasks), enabled=progress and bool(tasks),

@@ -25,8 +25,8 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'raglab[ray]'")
 
 from lab.tracking.store import client  # noqa: E402
-from lab.workbench.sweep import (NOTEBOOK_ARTIFACT_DIR, TAG_ERROR, TAG_RAY_NODE, TAG_RAY_NODE_IP, TAG_ROLE,  # noqa: E402
-                                 TAG_STAGED, run_sweep)
+from lab.workbench.sweep import (NOTEBOOK_ARTIFACT_DIR, TAG_ERROR, TAG_RAY_NODE,  # noqa: E402
+                                 TAG_RAY_NODE_IP, TAG_ROLE, TAG_STAGED, run_sweep)
 
 NOTEBOOK = Path(__file__).parents[1] / "fixtures" / "notebooks" / "tiny_experiment.ipynb"
 REPO = Path(__file__).resolve().parents[2]
