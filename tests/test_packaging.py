@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -53,9 +54,13 @@ def test_dependencies_cover_requirements_and_admit_the_tested_pins():
 def test_wheel_installs_into_a_fresh_venv_and_lab_works(tmp_path):
     """Builds the wheel, installs it with constraints.txt into a new venv (no system site-packages) and runs
     `lab --help` and `lab evaluate` there, from a folder outside the repository. ~10 min on two cores."""
-    dist, venv = tmp_path / "dist", tmp_path / "venv"
+    dist, venv, src = tmp_path / "dist", tmp_path / "venv", tmp_path / "src"
+    src.mkdir()  # build from a copy: setuptools leaves build/ and *.egg-info beside the sources it builds
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, src / name)
+    shutil.copytree(ROOT / "lab", src / "lab", ignore=shutil.ignore_patterns("__pycache__"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist),
-                    str(ROOT)], check=True, timeout=600)
+                    str(src)], check=True, timeout=600)
     wheel = next(dist.glob("raglab-*.whl"))
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
