@@ -485,6 +485,7 @@ def _stage_for_ray(tasks: list[dict], stage: Path) -> list[dict]:
 def _execute_on_ray(task: dict, warm_kernels: bool = True) -> dict:
     """A Ray task: tag the run with this node, resolve the staged paths in this worker's working_dir, run the
     config (:func:`execute_config`, with a prewarmed kernel unless ``warm_kernels`` is False)."""
+    import shutil
     import tempfile
 
     import ray
@@ -499,9 +500,16 @@ def _execute_on_ray(task: dict, warm_kernels: bool = True) -> dict:
         if isinstance(inject.get("dataset"), str) and not Path(inject["dataset"]).is_absolute():
             inject["dataset"] = str(here / inject["dataset"])
         task["inject"] = inject
-        task["output_path"] = str(Path(tempfile.mkdtemp(prefix="lab-ray-nb-")) / Path(task["output_path"]).name)
+        scratch = tempfile.mkdtemp(prefix="lab-ray-nb-")  # removed after: the notebook goes to the run's artifacts
+        task["output_path"] = str(Path(scratch) / Path(task["output_path"]).name)
         task["tags"][TAG_STAGED] = "runtime_env"
         _default_cache_dir()
+        try:
+            out = _execute_warm(task) if warm_kernels else execute_config(task)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        name = Path(task["output_path"]).name
+        return {**out, "notebook": f"artifact {NOTEBOOK_ARTIFACT_DIR}/{name} of run {out.get('run_id')}"}
     return _execute_warm(task) if warm_kernels else execute_config(task)
 
 
