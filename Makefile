@@ -13,19 +13,23 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup demo test test-all bench clean-cache ui lab browser notebooks docs docs-serve
+.PHONY: setup demo test test-all bench clean-cache ui lab browser postgres server notebooks docs docs-serve
 
 # Headless Chromium (Debian package) for the browser tests (report, JupyterLab, MLflow UI; Playwright drives it
 # by its path, no browser download); installed when missing and we are root.
 browser:
 	@command -v chromium >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
+# PostgreSQL (Debian package) for the shared-server tests and `make server`; installed when missing and we are root.
+postgres:
+	@command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; }
+
 setup: $(STAMP)
 
-$(STAMP): requirements.txt requirements-test.txt requirements-nodeps.txt constraints.txt pyproject.toml
+$(STAMP): requirements.txt requirements-extras.txt requirements-test.txt requirements-nodeps.txt constraints.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade "pip>=24"
-	$(PIP) install --quiet -c constraints.txt -r requirements.txt -r requirements-test.txt 2>&1 | { grep -v "is ignored: it is neither" || true; }
+	$(PIP) install --quiet -c constraints.txt -r requirements.txt -r requirements-extras.txt -r requirements-test.txt 2>&1 | { grep -v "is ignored: it is neither" || true; }
 	$(PIP) install --quiet --no-deps -r requirements-nodeps.txt 2>&1 | { grep -v "is ignored: it is neither" || true; }
 	$(PIP) install --quiet --no-deps --no-build-isolation -e .
 	$(PY) -m ipykernel install --sys-prefix --name raglab --display-name "raglab (.venv)" >/dev/null
@@ -34,10 +38,10 @@ $(STAMP): requirements.txt requirements-test.txt requirements-nodeps.txt constra
 demo: setup
 	$(VENV)/bin/lab demo
 
-test: setup browser
+test: setup browser postgres
 	$(PY) -m pytest -m "not slow" -q
 
-test-all: setup browser
+test-all: setup browser postgres
 	$(PY) -m pytest -q
 
 bench: setup
@@ -47,6 +51,10 @@ bench: setup
 
 ui: setup
 	$(VENV)/bin/lab ui
+
+# A shared MLflow server for a team trial: PostgreSQL + mlflow server on 127.0.0.1:5000 (docs/scale-out.md).
+server: setup postgres
+	$(VENV)/bin/lab server
 
 # JupyterLab on notebooks/ (127.0.0.1, a token, the raglab kernel); prints the URL to open.
 lab: setup

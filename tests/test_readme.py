@@ -19,7 +19,7 @@ README = REPO / "README.md"
 MAX_LINES = 400
 #: Pages other branches add at the same time (reliability: hostile input and storage faults; scale-out: Ray and a
 #: shared MLflow server). A link to one is checked like any other once the page exists; drop it from here then.
-ADDED_ELSEWHERE = {"docs/reliability.md", "docs/scale-out.md"}
+ADDED_ELSEWHERE: set[str] = set()  # pages another branch adds: allowed missing until it merges
 
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)

@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 #: Hidden aliases of ``--tracking-root`` (older spellings, kept so scripts keep working).
@@ -54,7 +55,11 @@ def non_negative_int(text: str) -> int:
 
 def add_tracking_root(parser, help: str = "MLflow tracking root: a folder (relative to the repo root) or a URI "
                                           "(default mlruns)", default: str | None = "mlruns") -> None:
-    """``--tracking-root`` (dest ``tracking_root``) plus its hidden aliases ``--root`` and ``--mlflow-root``."""
+    """``--tracking-root`` (dest ``tracking_root``) plus its hidden aliases ``--root`` and ``--mlflow-root``. The
+    default "mlruns" gives way to ``MLFLOW_TRACKING_URI`` when that is set (e.g. ``http://host:5000``, a shared
+    server: see docs/scale-out.md)."""
+    if default == "mlruns" and os.environ.get("MLFLOW_TRACKING_URI"):
+        default = os.environ["MLFLOW_TRACKING_URI"]
     parser.add_argument("--tracking-root", dest="tracking_root", default=default, metavar="ROOT", help=help)
     parser.add_argument(*TRACKING_ROOT_ALIASES, dest="tracking_root", default=argparse.SUPPRESS,
                         help=argparse.SUPPRESS)

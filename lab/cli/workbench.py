@@ -273,7 +273,9 @@ def add_parsers(sub) -> None:
     s.add_argument("spec", help="a sweep spec, e.g. params/chunk_size_grid.yaml")
     s.add_argument("--jobs", type=positive_int, default=1, help="configs run at once (processes or Ray tasks)")
     s.add_argument("--executor", default="local", choices=["local", "ray"])
-    s.add_argument("--ray-address", help="an existing Ray cluster (default: a local one, 2 CPUs)")
+    s.add_argument("--ray-address", help="an existing Ray cluster, HOST:PORT of its head (`ray start --head`); the "
+                   "token of a cluster with token authentication is read from ~/.ray/auth_token (or RAY_AUTH_TOKEN); "
+                   "default: a local instance, 2 CPUs. See docs/scale-out.md")
     s.add_argument("--dry-run", action="store_true", help="print the configs and which would be skipped")
     add_tracking_root(s)
     s.add_argument("--output-dir", help="executed notebooks (default results/sweeps/<name>)")

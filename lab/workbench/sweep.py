@@ -385,10 +385,44 @@ def _run_local(tasks: list[dict], jobs: int, warm_kernels: bool = True) -> Itera
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     ctx = mp.get_context("spawn")
+    run = _execute_warm if warm_kernels else execute_config
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_die_with_parent) as pool:
-        futures = {pool.submit(execute_config, t): t for t in tasks}
+        futures = {pool.submit(run, t): t for t in _mark_last(tasks, jobs)}
         for f in as_completed(futures):
             yield _future_result(f, futures[f])
+
+
+#: This worker process's :class:`lab.workbench.kernels.WarmKernels` per (kernel name, notebook), with whether it is
+#: warming a next kernel, for pool and Ray workers (see :func:`_execute_warm`); closed when the process exits.
+_WORKER_KERNELS: dict = {}
+
+
+def _mark_last(tasks: list[dict], jobs: int) -> list[dict]:
+    """The tasks with ``warm_next``: False for the last ``jobs`` of them (handed out in this order, each is the last
+    its worker gets, so warming a kernel after it would be wasted work at the end of the sweep)."""
+    return [{**t, "warm_next": i < len(tasks) - max(jobs, 1)} for i, t in enumerate(tasks)]
+
+
+def _execute_warm(task: dict) -> dict:
+    """:func:`execute_config` in a pool or Ray worker, with a kernel this worker warmed while its previous config
+    ran (the first config of a worker waits for its own). The worker warms one more unless the task says it is
+    among the last (``warm_next``, :func:`_mark_last`); a kernel warmed for nothing is shut down when the worker
+    exits, and a config that finds none runs on a cold kernel (tag ``sweep.kernel=cold``)."""
+    import atexit
+
+    from lab.workbench.kernels import WarmKernels
+
+    key = (task.get("kernel_name") or default_kernel(), task["notebook"])
+    if not _WORKER_KERNELS:
+        atexit.register(lambda: [k.close() for k, _ in _WORKER_KERNELS.values()])
+    kernels, warming = _WORKER_KERNELS.get(key, (None, False))
+    if not warming:  # first config here, or the one before was marked last: start one now
+        if kernels is not None:
+            kernels.close()
+        kernels = WarmKernels(key[0], task["notebook"], extra_arguments=KERNEL_ARGUMENTS)
+    more = task.get("warm_next", True)
+    _WORKER_KERNELS[key] = (kernels, more)
+    return execute_config(task, kernels=kernels, more=more)
 
 
 def _future_result(future, task: dict) -> dict:
@@ -401,39 +435,183 @@ def _future_result(future, task: dict) -> dict:
                 "seconds": 0.0}
 
 
-def _run_ray(tasks: list[dict], jobs: int, address: str | None) -> Iterator[dict]:
+#: Tags a Ray task adds to its run: the Ray node it ran on (id and IP address) and where its notebook and dataset
+#: came from ("runtime_env": Ray's working_dir, see :func:`_stage_for_ray`).
+TAG_RAY_NODE = "sweep.ray_node_id"
+TAG_RAY_NODE_IP = "sweep.ray_node_ip"
+TAG_STAGED = "sweep.staged"
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def _run_ray(tasks: list[dict], jobs: int, address: str | None, warm_kernels: bool = True) -> Iterator[dict]:
     """Configs as Ray tasks (one CPU each), at most ``max(jobs, 1)`` in flight, on the cluster at ``address``
-    or on a local instance started here (2 CPUs, no dashboard) and shut down afterwards."""
+    or on a local instance started here (2 CPUs, no dashboard) and shut down afterwards.
+
+    Workers need no shared filesystem: the notebook and each config's dataset folder travel in the job's
+    ``runtime_env`` working_dir (:func:`_stage_for_ray`); runs and the executed notebook go to the tracking store
+    (use an ``http://`` server when workers are on other machines). A task whose worker dies (killed, out of memory,
+    node lost) is not retried: its run, left RUNNING by the dead worker, is ended FAILED with tag ``error`` and the
+    sweep goes on; a rerun runs that config again."""
+    import tempfile
+
+    ray = _import_ray(address)
+    started = False
+    with tempfile.TemporaryDirectory(prefix="lab-ray-stage-") as stage:
+        staged = _stage_for_ray(tasks, Path(stage))
+        if not ray.is_initialized():
+            ray.init(**_ray_init_args(address), runtime_env={"working_dir": stage}, log_to_driver=False)
+            started = True
+        else:  # a Ray session the caller started: the job's runtime_env is the caller's; send ours per task
+            staged = [{**t, "runtime_env": {"working_dir": stage}} for t in staged]
+        try:
+            yield from _ray_loop(ray, staged, jobs, warm_kernels)
+        finally:
+            if started:
+                ray.shutdown()
+
+
+def _ray_loop(ray, tasks: list[dict], jobs: int, warm_kernels: bool) -> Iterator[dict]:
+    remote = ray.remote(num_cpus=1, max_retries=0)(_execute_on_ray)
+    queue = _mark_last(tasks, jobs)
+    inflight: dict = {}
+    while queue or inflight:
+        while queue and len(inflight) < max(jobs, 1):
+            t = queue.pop(0)
+            env = t.pop("runtime_env", None)
+            inflight[(remote.options(runtime_env=env) if env else remote).remote(t, warm_kernels)] = t
+        done, _ = ray.wait(list(inflight), num_returns=1)
+        t = inflight.pop(done[0])
+        try:
+            yield ray.get(done[0])
+        except Exception as exc:  # noqa: BLE001 - a task whose worker died: recorded, the sweep goes on
+            error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            yield {**{k: t[k] for k in ("index", "config_hash", "label", "config")}, "status": "FAILED",
+                   "run_id": _fail_orphan_run(t, f"Ray worker died: {error}"), "error": error,
+                   "notebook": t["output_path"], "seconds": 0.0}
+
+
+def _import_ray(address: str | None):
+    """Ray, imported with what raglab needs set first: on a loopback address, Ray keeps 127.0.0.1 (it otherwise
+    swaps it for the machine's network address: ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``); with an explicit
+    address and a token on this machine (``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH`` or ``~/.ray/auth_token``),
+    token authentication is turned on for the driver (Ray turns it on by itself only for a cluster it finds
+    without an address). Variables the user set are left as they are."""
+    if address and _ray_host(address) in _LOOPBACK:
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    if address and "RAY_AUTH_MODE" not in os.environ and _ray_token_available():
+        os.environ["RAY_AUTH_MODE"] = "token"
     try:
         import ray
     except ImportError:
         raise ConfigError("executor 'ray' needs Ray: pip install 'raglab[ray]' (or pip install ray)") from None
-    started = False
-    if not ray.is_initialized():
-        if address:
-            ray.init(address=address, log_to_driver=False)
-        else:
-            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-        started = True
+    return ray
+
+
+def _ray_host(address: str) -> str:
+    host = address.split("://", 1)[-1].rsplit(":", 1)[0]
+    return host.strip("[]")
+
+
+def _ray_token_available() -> bool:
+    path = os.environ.get("RAY_AUTH_TOKEN_PATH")
+    return bool(os.environ.get("RAY_AUTH_TOKEN")) or Path(path or Path.home() / ".ray" / "auth_token").is_file()
+
+
+def _ray_init_args(address: str | None) -> dict:
+    """ray.init arguments: the cluster at ``address`` (this driver on 127.0.0.1 when the address is loopback), or
+    a local instance of 2 CPUs without a dashboard."""
+    if not address:
+        return {"num_cpus": 2, "include_dashboard": False}
+    args: dict = {"address": address}
+    if _ray_host(address) in _LOOPBACK:
+        args["_node_ip_address"] = "127.0.0.1"
+    return args
+
+
+def _stage_for_ray(tasks: list[dict], stage: Path) -> list[dict]:
+    """Copy each task's notebook and dataset folder under ``stage`` (the job's working_dir: Ray uploads it to the
+    cluster and unpacks it for every worker) and return the tasks with those paths made relative to it; the
+    executed notebook is written in the worker's own temporary folder (it reaches the driver as the run's
+    artifact). Other files a config names must be on a path every node sees."""
+    import shutil
+
+    places: dict[str, str] = {}
+
+    def place(src: str, kind: str) -> str:
+        if src not in places:
+            rel = f"{kind}/{sum(v.startswith(kind + '/') for v in places.values()):02d}_{Path(src).name}"
+            copy = shutil.copytree if Path(src).is_dir() else shutil.copy2
+            (stage / kind).mkdir(parents=True, exist_ok=True)
+            copy(src, stage / rel)
+            places[src] = rel
+        return places[src]
+
+    out = []
+    for t in tasks:
+        inject = dict(t["inject"])
+        if isinstance(inject.get("dataset"), str) and Path(inject["dataset"]).is_dir():
+            inject["dataset"] = place(inject["dataset"], "data")
+        out.append({**t, "inject": inject, "notebook": place(t["notebook"], "notebook"), "staged": True})
+    return out
+
+
+def _execute_on_ray(task: dict, warm_kernels: bool = True) -> dict:
+    """A Ray task: tag the run with this node, resolve the staged paths in this worker's working_dir, run the
+    config (:func:`execute_config`, with a prewarmed kernel unless ``warm_kernels`` is False)."""
+    import shutil
+    import tempfile
+
+    import ray
+
+    task = dict(task)
+    task["tags"] = {**task.get("tags", {}), TAG_RAY_NODE: ray.get_runtime_context().get_node_id(),
+                    TAG_RAY_NODE_IP: ray.util.get_node_ip_address()}
+    if task.pop("staged", False):
+        here = Path.cwd()  # the job's working_dir, unpacked by Ray on this node
+        task["notebook"] = str(here / task["notebook"])
+        inject = dict(task["inject"])
+        if isinstance(inject.get("dataset"), str) and not Path(inject["dataset"]).is_absolute():
+            inject["dataset"] = str(here / inject["dataset"])
+        task["inject"] = inject
+        scratch = tempfile.mkdtemp(prefix="lab-ray-nb-")  # removed after: the notebook goes to the run's artifacts
+        task["output_path"] = str(Path(scratch) / Path(task["output_path"]).name)
+        task["tags"][TAG_STAGED] = "runtime_env"
+        _default_cache_dir()
+        try:
+            out = _execute_warm(task) if warm_kernels else execute_config(task)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        name = Path(task["output_path"]).name
+        return {**out, "notebook": f"artifact {NOTEBOOK_ARTIFACT_DIR}/{name} of run {out.get('run_id')}"}
+    return _execute_warm(task) if warm_kernels else execute_config(task)
+
+
+def _default_cache_dir() -> None:
+    """Outside a raglab checkout (raglab installed from a wheel on a worker node) ``.cache`` has no repo root to
+    sit under: LAB_CACHE_DIR defaults to ``~/.cache/raglab`` then (kernels inherit it)."""
+    from lab.core.paths import repo_root
+
     try:
-        remote = ray.remote(num_cpus=1, max_retries=0)(execute_config)
-        queue = list(tasks)
-        inflight: dict = {}
-        while queue or inflight:
-            while queue and len(inflight) < max(jobs, 1):
-                t = queue.pop(0)
-                inflight[remote.remote(t)] = t
-            done, _ = ray.wait(list(inflight), num_returns=1)
-            t = inflight.pop(done[0])
-            try:
-                yield ray.get(done[0])
-            except Exception as exc:  # noqa: BLE001 - a task that died: recorded, the sweep goes on
-                yield {**{k: t[k] for k in ("index", "config_hash", "label", "config")}, "status": "FAILED",
-                       "run_id": None, "error": f"{type(exc).__name__}: {exc}", "notebook": t["output_path"],
-                       "seconds": 0.0}
-    finally:
-        if started:
-            ray.shutdown()
+        repo_root()
+    except ConfigError:
+        os.environ.setdefault("LAB_CACHE_DIR", str(Path.home() / ".cache" / "raglab"))
+
+
+def _fail_orphan_run(task: dict, error: str) -> str | None:
+    """End FAILED (tag ``error``) the run a dead worker left RUNNING for this task's config; returns its id (None
+    when the worker died before creating it)."""
+    from mlflow import MlflowClient
+
+    from lab.tracking.store import set_tags
+
+    cl = MlflowClient(tracking_uri=task["tracking_uri"])
+    found = None
+    for r in search_all_runs(cl, task["experiment_id"], f"tags.`{TAG_HASH}` = '{task['config_hash']}'"):
+        if r.data.tags.get(TAG_PARENT) == task["parent_run_id"] and r.info.status == "RUNNING":
+            set_tags(r.info.run_id, {TAG_ERROR: error}, cl=cl)
+            cl.set_terminated(r.info.run_id, "FAILED")
+            found = r.info.run_id
+    return found
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -672,7 +850,8 @@ def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry
                            execution_timeout, {i: {k: v for k, v in t.items() if v} for i, t in tags.items()})
             for t in tasks:  # a claim per config and identity: no other sweep runs it at the same time
                 t["claim_key"] = identities[t["index"]].claim_key()
-            stream = (_run_ray(tasks, jobs, ray_address) if executor == "ray" else _run_local(tasks, jobs, warm_kernels)) if tasks \
+            stream = (_run_ray(tasks, jobs, ray_address, warm_kernels) if executor == "ray"
+                      else _run_local(tasks, jobs, warm_kernels)) if tasks \
                 else iter(())
             failed = 0
             pbar = bar(stream, desc=f"sweep {spec.name}", total=len(tasks), enabled=progress and bool(tasks),

@@ -1,0 +1,107 @@
+"""One shared MLflow server: a real PostgreSQL (Debian's, started here into a temporary folder as the non-root
+``postgres`` user when the tests run as root) behind a real ``mlflow server --serve-artifacts``
+(lab.tracking.server, what `lab server` starts). A sweep and `lab compare` with ``--tracking-root http://...`` and with
+MLFLOW_TRACKING_URI; two sweeps from two processes into the one server."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from lab.tracking.server import start_server
+from lab.tracking.store import client
+from lab.workbench.sweep import NOTEBOOK_ARTIFACT_DIR, TAG_HASH, TAG_ROLE, run_sweep
+
+pytest.importorskip("psycopg2", reason="the postgres extra: pip install 'raglab[postgres]'")
+
+NOTEBOOK = Path(__file__).parents[1] / "fixtures" / "notebooks" / "tiny_experiment.ipynb"
+REPO = Path(__file__).resolve().parents[2]
+SPEC = ("notebook: {nb}\ndataset: data/ord-qa\nexperiment: {exp}\nfixed: {{strategy: bm25, k: 10, max_queries: 5}}\n"
+        "grid:\n  params.k1: {grid}\n")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def postgres_server():
+    """PostgreSQL + mlflow server in a temporary folder the ``postgres`` user can reach; stopped after the module."""
+    folder = Path(tempfile.mkdtemp(prefix="lab-pg-"))
+    folder.chmod(0o755)
+    try:
+        server = start_server(folder, port=_free_port(), db_port=_free_port(), workers=1)
+        try:
+            yield server
+        finally:
+            server.stop()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _children(url: str, experiment: str) -> list:
+    cl = client(url)
+    exp = cl.get_experiment_by_name(experiment)
+    return [r for r in cl.search_runs([exp.experiment_id], max_results=1000) if r.data.tags.get(TAG_ROLE) != "parent"]
+
+
+def test_postgres_server_takes_a_sweep_its_artifacts_and_lab_compare(postgres_server, tmp_path):
+    url = postgres_server.url
+    assert postgres_server.backend_uri.startswith("postgresql+psycopg2://")
+    spec = tmp_path / "shared.yaml"
+    spec.write_text(SPEC.format(nb=NOTEBOOK, exp="shared", grid="[0.9, 1.2]"))
+    rep = run_sweep(spec, root=url, output_dir=tmp_path / "out", progress=False, echo=None)
+    assert rep.ok, rep.table().to_string()
+    cl = client(url)
+    for o in rep.outcomes:
+        run = cl.get_run(o.run_id)
+        assert run.info.artifact_uri.startswith("mlflow-artifacts:"), run.info.artifact_uri  # proxied by the server
+        got = cl.download_artifacts(o.run_id, NOTEBOOK_ARTIFACT_DIR, str(tmp_path / "dl" / o.run_id))
+        assert any(p.suffix == ".ipynb" for p in Path(got).iterdir())
+    # no artifact written beside the driver: they all went through the server into its folder
+    assert list((postgres_server.folder / "artifacts").rglob("*.ipynb"))
+    env = {**os.environ, "MLFLOW_TRACKING_URI": url, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-m", "lab", "compare", "--experiment", "shared", "--json"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert {r["run_id"] for r in json.loads(proc.stdout)["rows"]} == {o.run_id for o in rep.outcomes}
+
+
+def test_postgres_two_sweeps_from_two_processes_run_each_config_once(postgres_server, tmp_path):
+    """Two machines, simulated: two `lab sweep` processes, each with its own output folder (so no shared lock file),
+    on the same spec into the one server: every config runs once, and `lab compare` sees them all."""
+    spec = tmp_path / "two.yaml"
+    spec.write_text(SPEC.format(nb=NOTEBOOK, exp="two-machines", grid="[0.6, 0.9, 1.2, 1.5]"))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    procs = [subprocess.Popen([sys.executable, "-m", "lab", "sweep", str(spec), "--tracking-root", postgres_server.url,
+                               "--output-dir", str(tmp_path / f"out{i}"), "--no-progress"], env=env, cwd=tmp_path,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for i in range(2)]
+    outs = [p.communicate(timeout=900)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    finished = [r for r in _children(postgres_server.url, "two-machines") if r.info.status == "FINISHED"]
+    hashes = [r.data.tags[TAG_HASH] for r in finished]
+    assert len(hashes) == 4 and len(set(hashes)) == 4, hashes
+    proc = subprocess.run([sys.executable, "-m", "lab", "compare", "--experiment", "two-machines", "--json",
+                           "--tracking-root", postgres_server.url], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert proc.returncode == 0 and len(json.loads(proc.stdout)["rows"]) == 4, proc.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="as root only: the database then runs as the postgres user")
+def test_lab_server_refuses_a_folder_the_postgres_user_cannot_reach(tmp_path):
+    """pytest's tmp folders are private to root: `lab server` says so in one line, exit 2, no server started."""
+    proc = subprocess.run([sys.executable, "-m", "lab", "server", "--folder", str(tmp_path / "srv"),
+                           "--port", str(_free_port()), "--db-port", str(_free_port())],
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("error: ") and len(proc.stderr.strip().splitlines()) == 1
+    assert "postgres user cannot reach" in proc.stderr and not (tmp_path / "srv" / "pgdata" / "PG_VERSION").exists()
