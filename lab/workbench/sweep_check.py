@@ -52,9 +52,27 @@ def key_lines(spec_path: str | Path) -> dict[str, int]:
     for key, value in root.value:
         out[str(key.value)] = key.start_mark.line + 1
         if key.value in ("fixed", "grid", "zip") and isinstance(value, yaml.MappingNode):
-            for k, _ in value.value:
-                out[f"{key.value}.{k.value}"] = k.start_mark.line + 1
+            _nested_lines(value, str(key.value), out)
     return out
+
+
+def _nested_lines(node, prefix: str, out: dict[str, int]) -> None:
+    """Lines of a section's keys, nested mappings included (``fixed.chunking.size``)."""
+    import yaml
+
+    for k, v in node.value:
+        name = f"{prefix}.{k.value}"
+        out[name] = k.start_mark.line + 1
+        if isinstance(v, yaml.MappingNode):
+            _nested_lines(v, name, out)
+
+
+def _problem_key(key: str | None, message: str) -> str | None:
+    """The most precise key a problem names: ``chunking.overlpa`` for "chunking: unknown key 'overlpa'"."""
+    import re
+
+    m = re.match(r"chunking: unknown key '([^']+)'", message) if key == "chunking" else None
+    return f"chunking.{m.group(1)}" if m else key
 
 
 def _kind(default) -> tuple[tuple[type, ...], str] | None:
@@ -159,6 +177,8 @@ def validate_sweep(spec, configs: list[dict], labels: list[str] | None = None) -
     out = []
     for (key, message), indices in found.items():
         where = str(spec.path)
+        precise = _problem_key(key, message)
+        key = precise if any(f"{s}.{precise}" in lines for s in ("fixed", "grid", "zip")) else key
         section = next((s for s in ("fixed", "grid", "zip") if key is not None and f"{s}.{key}" in lines), None)
         line_key = f"{section}.{key}" if section else key
         if line_key in lines:

@@ -92,3 +92,14 @@ def test_helpers():
     assert params["k"] == 100 and params["max_queries"] is None and params["strategies"][0] == "bm25"
     lines = key_lines(ROOT / "params" / "smoke.yaml")
     assert lines["notebook"] < lines["fixed"] < lines["fixed.k"] < lines["grid.strategy"]
+
+
+def test_an_unknown_chunking_key_names_its_own_line(tmp_path):
+    path = _spec(tmp_path, "notebook: notebooks/03_strategy_comparison.ipynb\ndataset: data/ord-qa\nexperiment: c\n"
+                           "fixed:\n  strategy: bm25\n  chunking:\n    chunker: recursive\n    size: 256\n"
+                           "    overlpa: 10\n")
+    spec = load_spec(path)
+    problems = validate_sweep(spec, expand(spec))
+    assert len(problems) == 1 and problems[0].startswith(
+        f"{path}, line 9, key 'fixed.chunking.overlpa': config 0: chunking: unknown key 'overlpa'"), problems
+    assert key_lines(path)["fixed.chunking.size"] == 8
