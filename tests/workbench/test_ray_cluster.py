@@ -50,10 +50,14 @@ def _free_port() -> int:
 def two_nodes():
     """A head and a second node on 127.0.0.1, one CPU each: two one-CPU tasks at once must use both. Token
     authentication is off for this in-process cluster (loopback only; the `ray start` test below keeps it on)."""
+    from ray._private.authentication_test_utils import reset_auth_token_state
     from ray.cluster_utils import Cluster
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("RAY_AUTH_MODE", "disabled")
+        # Ray keeps the auth mode it first read in this process (an earlier test's local instance, which turns token
+        # auth on by itself when ~/.ray/auth_token exists): read it again, or the driver waits on the GCS forever
+        reset_auth_token_state()
         cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "node_ip_address": "127.0.0.1"})
         try:
             cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1")
@@ -61,6 +65,8 @@ def two_nodes():
             yield cluster
         finally:
             cluster.shutdown()
+            mp.undo()
+            reset_auth_token_state()
 
 
 def test_configs_land_on_both_nodes_and_get_notebook_and_data_through_runtime_env(two_nodes, tmp_path, pytestconfig):
