@@ -221,7 +221,8 @@ def attach_per_query(result: ResultFile, table_path: str | Path) -> ResultFile:
     table = read_per_query(table_path)
     for m in sorted(set(table.columns) & set(result.means)):
         if abs(float(table[m].mean()) - result.means[m]) > MEAN_TOLERANCE:
-            raise DataError(table_path, f"mean {table[m].mean():.6f} differs from {result.path}'s {result.means[m]:.6f}",
+            raise DataError(table_path,
+                            f"mean {table[m].mean():.6f} differs from {result.path}'s {result.means[m]:.6f}",
                             field=m, hint="the per-query file does not belong to that summary; re-create both with "
                             "`lab run --json --per-query FILE`")
     result.per_query = table
@@ -286,7 +287,8 @@ def _evaluate_trec(path: Path, qrels, metrics, rel_threshold: int) -> ResultFile
 # ---------------------------------------------------------------------------------------------------------------
 def version_warning(versions: Iterable[str | None]) -> str | None:
     """A warning when the recorded metrics versions differ (or differ from this lab's), else None; inputs that
-    record none (per-query tables) are left out. Uses lab.analysis.compare.metrics_version_warning when it exists, else a
+    record none (per-query tables) are left out. Uses lab.analysis.compare.metrics_version_warning when it exists, else
+    a
     small check of its own."""
     import lab
 

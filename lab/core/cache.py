@@ -21,7 +21,8 @@ reads/s; one .npy file per text (temp file + os.replace) did 2,900 writes/s and 
 12x slower, plus 10^5 inodes to list and delete. At 10^5 texts SQLite still wrote 8,400/s and read 31,500/s
 (210 MB). A plain rowid table is used: WITHOUT ROWID was 2-5x slower for rows of this size (1.5 KB).
 WAL lets readers run while one writer commits; concurrent writers queue on SQLite's lock (``busy_timeout``),
-each batch is one transaction, and ``INSERT OR IGNORE`` makes a value written twice (two processes encoding the same text)
+each batch is one transaction, and ``INSERT OR IGNORE`` makes a value written twice (two processes encoding the same
+text)
 harmless because content-addressed values are equal. WAL needs a local file system (not NFS).
 
 Conventions: values are immutable (a key is never overwritten with different content); a process that
@@ -289,7 +290,7 @@ class EmbeddingCache:
                 vecs = _encode(embedder, batch_texts, kind)
                 self.cache.put_vectors(chunk, vecs)
                 self.encoded += len(chunk)
-                for k, v in zip(chunk, vecs):
+                for k, v in zip(chunk, vecs, strict=True):
                     matrix[miss_pos[k]] = v
         return matrix
 

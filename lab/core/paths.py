@@ -24,7 +24,8 @@ def repo_root(start: str | Path | None = None) -> Path:
     if env:
         root = Path(env).expanduser().resolve()
         if not _is_root(root):
-            raise ConfigError(f"LAB_REPO_ROOT={env}: no pyproject.toml and lab/ there; unset it or point it at the repo")
+            raise ConfigError(f"LAB_REPO_ROOT={env}: no pyproject.toml and lab/ there; "
+                              "unset it or point it at the repo")
         return root
     starts = [Path(start)] if start is not None else [Path.cwd(), Path(__file__).parent]
     for s in starts:

@@ -208,7 +208,7 @@ def _ambiguity(data: bytes, text: str, encoding: str, matches, best) -> dict | N
 
 def _first_difference(text: str, other: str) -> str:
     """The word of ``text`` around the first character where it differs from ``other`` (at most 40 chars)."""
-    i = next((k for k, (a, b) in enumerate(zip(text, other)) if a != b), min(len(text), len(other)))
+    i = next((k for k, (a, b) in enumerate(zip(text, other, strict=False)) if a != b), min(len(text), len(other)))
     lo, hi = i, i
     while lo > 0 and not text[lo - 1].isspace() and i - lo < 20:
         lo -= 1
@@ -584,7 +584,7 @@ def _dehyphenate(pages: list[list[str]]) -> list[list[str]]:
     uses the hyphenated form elsewhere."""
     hyphenated = set(re.findall(r"\w+-\w+", "\n".join("\n".join(p) for p in pages)))
     flat = [(pi, li) for pi, p in enumerate(pages) for li in range(len(p))]
-    for (pa, la), (pb, lb) in zip(flat, flat[1:]):
+    for (pa, la), (pb, lb) in zip(flat, flat[1:], strict=False):
         left, right = pages[pa][la], pages[pb][lb]
         m, n = re.search(r"(\w+)-$", left), re.match(r"^([a-z]\w*)(.*)$", right)
         if not m or not n or not m.group(1)[-1].isalpha():

@@ -32,7 +32,7 @@ def cohen_kappa(a: Sequence, b: Sequence, labels: Sequence | None = None, weight
         raise ValueError(f"cohen_kappa: labels {unknown} are not in labels={labels}")
     n = len(labels)
     observed = np.zeros((n, n))
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=True):
         observed[index[x], index[y]] += 1
     observed /= observed.sum()
     expected = np.outer(observed.sum(axis=1), observed.sum(axis=0))

@@ -463,7 +463,7 @@ def build_arrays(
     width = order.shape[1]
     total = int(n_retrieved.sum())
     hit_grades = np.fromiter(
-        chain.from_iterable(map(q.get, r, repeat(0)) for q, r in zip(qrel_dicts, run_dicts)),
+        chain.from_iterable(map(q.get, r, repeat(0)) for q, r in zip(qrel_dicts, run_dicts, strict=True)),
         dtype=np.float64, count=total,
     )
     grades = np.zeros((n, depth))
@@ -473,7 +473,7 @@ def build_arrays(
     extra = [judged_sets(judged, qid) for qid in qids]
     hit_judged = np.fromiter(
         chain.from_iterable((1.0 if (d in q or d in x) else 0.0 for d in r)
-                            for q, x, r in zip(qrel_dicts, extra, run_dicts)),
+                            for q, x, r in zip(qrel_dicts, extra, run_dicts, strict=True)),
         dtype=np.float64, count=total)
     judged_arr = np.zeros((n, depth))
     if width:
@@ -485,7 +485,7 @@ def build_arrays(
         if not all(isinstance(w, (int, float)) and math.isfinite(w) and w >= 0 for w in tw.values()):
             raise ValueError(f"tier_weights {tw}: weights must be finite numbers >= 0")
         weight_dicts = []  # per query: relevant doc id -> weight of its tier
-        for qid, q in zip(qids, qrel_dicts):
+        for qid, q in zip(qids, qrel_dicts, strict=True):
             t = tiers.get(qid, _EMPTY)
             wd = {}
             for d, g in q.items():
@@ -498,7 +498,7 @@ def build_arrays(
             weight_dicts.append(wd)
         total_weight = np.fromiter((sum(w.values()) for w in weight_dicts), dtype=np.float64, count=n)
         hit_w = np.fromiter(
-            chain.from_iterable(map(w.get, r, repeat(0.0)) for w, r in zip(weight_dicts, run_dicts)),
+            chain.from_iterable(map(w.get, r, repeat(0.0)) for w, r in zip(weight_dicts, run_dicts, strict=True)),
             dtype=np.float64, count=total)
         weights = np.zeros((n, depth))
         if width:
@@ -576,8 +576,8 @@ class Evaluation:
             out["condensed"] = True
         if per_query:
             out["per_query"] = {
-                str(q): {m: float(v) for m, v in zip(self.per_query.columns, row)}
-                for q, row in zip(self.per_query.index, self.per_query.to_numpy().tolist())
+                str(q): {m: float(v) for m, v in zip(self.per_query.columns, row, strict=True)}
+                for q, row in zip(self.per_query.index, self.per_query.to_numpy().tolist(), strict=True)
             }
         return out
 
@@ -630,7 +630,7 @@ def evaluate(
     arrays = build_arrays(qd, rd, depth, thr, query_ids=qids, tiers=tiers, tier_weights=tier_weights, judged=judged)
     scores = compute_metrics(arrays, specs)
     per_query = pd.DataFrame(scores, index=pd.Index(qids, name="query_id"), columns=labels)
-    means = {m: float(v) for m, v in zip(labels, per_query.to_numpy().mean(axis=0))}
+    means = {m: float(v) for m, v in zip(labels, per_query.to_numpy().mean(axis=0), strict=True)}
     return Evaluation(
         per_query=per_query,
         means=means,

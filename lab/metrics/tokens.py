@@ -78,7 +78,7 @@ class UnitCounter:
 
         ids = list(texts)
         offsets = unit_offsets([texts[d] for d in ids], size_unit, tokenizer)
-        return cls({d: off[:, 0] for d, off in zip(ids, offsets)})
+        return cls({d: off[:, 0] for d, off in zip(ids, offsets, strict=True)})
 
 
 def chunk_span(cid: str, doc_lengths: Mapping[str, int] | None = None) -> tuple[str, int, int]:

@@ -70,7 +70,7 @@ def merge(head: list[tuple[str, float]], rescored: np.ndarray, tail: list[tuple[
           ) -> dict[str, float]:
     """Hits of one query: the rescored head in its new order, then the first-stage tail in its order, with
     tail scores strictly below the head's minimum (min - 1 - position), cut to ``k``."""
-    out = {doc_id: float(s) for (doc_id, _), s in zip(head, rescored)}
+    out = {doc_id: float(s) for (doc_id, _), s in zip(head, rescored, strict=True)}
     floor = float(np.min(rescored)) if len(rescored) else 0.0
     for i, (doc_id, _) in enumerate(tail):
         out[doc_id] = floor - 1.0 - i
@@ -200,7 +200,8 @@ class RerankRetriever(BaseRetriever):
         """Strategy, top_n, alpha, the first stage's describe() and the reranker's identity."""
         out = {"strategy": self.name, "top_n": self.top_n, "reranker": self.kind, "cache_scores": self.cache_scores,
                "alpha": self.alpha if self._scorer is not None else self.alpha_param,
-               "first_stage": self.first.describe() if hasattr(self.first, "describe") else {"strategy": self.first_stage}}
+               "first_stage": self.first.describe() if hasattr(self.first,
+                                                               "describe") else {"strategy": self.first_stage}}
         out["reranker_model"] = self._scorer.describe() if self._scorer is not None else {"model": self.model_name}
         if self._scorer is not None and hasattr(self._scorer, "hits"):
             out["score_cache"] = {"hits": self._scorer.hits, "misses": self._scorer.misses}

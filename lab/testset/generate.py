@@ -180,8 +180,8 @@ def prompt_sha() -> dict:
 
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
 _KV = re.compile(r'["\']?(question|answer)["\']?\s*[:：]\s*"((?:[^"\\]|\\.)*)"?', re.IGNORECASE | re.DOTALL)
-_PLAIN = re.compile(r"(?:^|\n)\s*\**(?:Q|Question|问题)\**\s*[:：]\s*(?P<q>.+?)\s*(?:\n\s*)+\**(?:A|Answer|答案|回答)\**"
-                    r"\s*[:：]\s*(?P<a>.+?)\s*(?:\n\s*\n|$)", re.IGNORECASE | re.DOTALL)
+_PLAIN = re.compile(r"(?:^|\n)\s*\**(?:Q|Question|问题)\**\s*[:：]\s*(?P<q>.+?)\s*(?:\n\s*)+"
+                    r"\**(?:A|Answer|答案|回答)\**\s*[:：]\s*(?P<a>.+?)\s*(?:\n\s*\n|$)", re.IGNORECASE | re.DOTALL)
 
 
 def _qa_from(obj: Any) -> dict | None:
@@ -322,7 +322,8 @@ class Candidate:
     def record(self) -> dict:
         return {"index": self.index, "unit_id": self.unit_id, "passage_span": list(self.span), "section": self.section,
                 "round": self.round, "language": self.language,
-                "tries": self.tries, "raw": self.text[:2000], "error": self.error, "question": (self.qa or {}).get("question"),
+                "tries": self.tries, "raw": self.text[:2000], "error": self.error,
+                "question": (self.qa or {}).get("question"),
                 "answer": (self.qa or {}).get("answer"), "repaired": self.repaired, "results": self.results,
                 "measures": {k: round(v, 4) for k, v in self.measures.items()}, "dropped_at": self.dropped_at,
                 "accepted_as": self.qid}
@@ -422,7 +423,7 @@ def _generate_batch(llm, batch: list[Candidate], cfg: GenerationConfig, report: 
             groups.setdefault((c.round, c.language), []).append(c)
         for (r, lang), cands in groups.items():
             outs = _safe_map(llm, [c.prompt for c in cands], breaker, **_gen_params(cfg, r, attempt, lang))
-            for c, (text, error) in zip(cands, outs):
+            for c, (text, error) in zip(cands, outs, strict=True):
                 c.tries = attempt + 1
                 c.text = text if text is not None else ""
                 c.error = error
@@ -457,17 +458,17 @@ def _check_batch(batch: list[Candidate], models: _Models, llm, cfg: GenerationCo
         c.measures.update(meas)
     q = models.encode([c.qa["question"] for c in valid], "query")
     p = models.encode([c.passage for c in valid], "passage")
-    for c, sim in zip(valid, (q * p).sum(axis=1)):
+    for c, sim in zip(valid, (q * p).sum(axis=1), strict=True):
         c.measures["similarity"] = float(sim)
         c.results["on_topic"] = float(sim) >= g.min_similarity
     if g.answerability == "llm":
         ask = [c for c in valid if all(c.results.get(k) for k in ("is_question", "same_language", "length",
                                                                    "no_repetition", "no_markup", "low_overlap"))]
         for c, verdict in zip(ask, _judge(llm, [(c.passage, c.qa["question"], c.language) for c in ask], cfg,
-                                          breaker)):
+                                          breaker), strict=True):
             c.results["answerable"] = bool(verdict)
             c.measures["judge_unclear"] = float(verdict is None)
-    for c, v in zip(valid, q):
+    for c, v in zip(valid, q, strict=True):
         c.measures["_vec"] = v  # popped by the caller before anything is written
 
 
@@ -524,7 +525,7 @@ def generate_testset(dataset, out: str | Path, *, llm=None, config: GenerationCo
     stopped: EndpointDown | None = None
     while not done and len(checked) < cap:
         room = cap - len(checked)
-        batch = [c for _, c in zip(range(min(cfg.batch_size, room)), stream)]
+        batch = [c for _, c in zip(range(min(cfg.batch_size, room)), stream, strict=False)]
         if not batch:
             break
         try:
@@ -676,7 +677,7 @@ def _second_pass(llm, corpus: Corpus, accepted: list[Candidate], qrels: dict, cf
                                 c.language))
     verdicts = _judge(llm, triples, cfg) if triples else []
     added = 0
-    for (qid, did), v in zip(keys, verdicts):
+    for (qid, did), v in zip(keys, verdicts, strict=True):
         if v:
             qrels[qid][did] = cfg.extra_grade
             added += 1

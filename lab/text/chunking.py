@@ -300,7 +300,7 @@ def _word_pieces(text: str, units: np.ndarray, s: int, e: int, size: int) -> lis
     i0, i1 = int(np.searchsorted(starts, s, "left")), int(np.searchsorted(starts, e, "left"))
     bounds = [i0] + [k for k in range(i0 + 1, i1) if not _inside_word(text, int(starts[k]))] + [i1]
     pieces = []
-    for a, b in zip(bounds, bounds[1:]):
+    for a, b in zip(bounds, bounds[1:], strict=False):
         for c in range(a, b, size):
             d = min(c + size, b)
             pieces.append(strip_span(text, int(units[c, 0]) if c > i0 else s, int(units[d - 1, 1]) if d < i1 else e))
@@ -324,20 +324,20 @@ def recursive_spans(text: str, units: np.ndarray, size: int, overlap: int) -> li
     pieces: list[tuple[int, int]] = []
     new_group: list[bool] = []  # a piece that must start a chunk: the first piece of an over-long sentence
     paras = paragraphs(text)
-    for (ps, pe), n_para in zip(paras, counts(paras)):
+    for (ps, pe), n_para in zip(paras, counts(paras), strict=True):
         if n_para <= size:
             pieces.append((ps, pe))
             new_group.append(False)
             continue
         sents = sentences(text, ps, pe)
-        for (ss, se), n_sent in zip(sents, counts(sents)):
+        for (ss, se), n_sent in zip(sents, counts(sents), strict=True):
             if n_sent <= size:
                 pieces.append((ss, se))
                 new_group.append(False)
                 continue
             sub: list[tuple[int, int]] = []  # lines, then words of a line over size
             lines = _split(text, ss, se, (m.start() for m in _NEWLINE.finditer(text, ss, se)))
-            for (ls, le), n_line in zip(lines, counts(lines)):
+            for (ls, le), n_line in zip(lines, counts(lines), strict=True):
                 sub.extend([(ls, le)] if n_line <= size else _word_pieces(text, units, ls, le, size))
             pieces.extend(sub)
             new_group.extend([True] + [False] * (len(sub) - 1))
@@ -431,7 +431,7 @@ class Chunker:
                 units: list = [None] * len(batch)
             else:
                 units = unit_offsets([d.text for d in batch], self.size_unit, backend)
-            for doc, u in zip(batch, units):
+            for doc, u in zip(batch, units, strict=True):
                 out.extend(self._make_chunks(doc, self.spans(doc.text, u)))
         return out
 

@@ -156,7 +156,8 @@ class Tokenizer:
         self.user_dict = self._check_file(user_dict, "user_dict")
         self.jieba_dict = self._check_file(jieba_dict, "jieba_dict")
         if self.user_dict is not None and language == "en":
-            raise ConfigError("user_dict is a jieba dictionary; it has no effect with language='en' (use 'auto' or 'zh')")
+            raise ConfigError("user_dict is a jieba dictionary; it has no effect with language='en' "
+                              "(use 'auto' or 'zh')")
         self._stemmer = None
         if self.stemmer_name:
             import Stemmer
@@ -220,7 +221,8 @@ class Tokenizer:
             keep = [w for w in missing if w not in self.stopwords]
             memo.update(dict.fromkeys(missing, ""))
             if keep:
-                memo.update(zip(keep, self._stemmer.stemWords(keep) if self._stemmer is not None else keep))
+                memo.update(zip(keep, self._stemmer.stemWords(keep) if self._stemmer is not None else keep,
+                                strict=True))
         return list(filter(None, map(memo.__getitem__, words)))
 
     def _text_tokens(self, text: str) -> list[str]:
