@@ -13,7 +13,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup demo test test-all bench clean-cache ui lab browser notebooks
+.PHONY: setup demo test test-all lint bench clean-cache ui lab browser notebooks
 
 # Headless Chromium (Debian package) for the browser tests (report, JupyterLab, MLflow UI; Playwright drives it
 # by its path, no browser download); installed when missing and we are root.
@@ -34,7 +34,12 @@ $(STAMP): requirements.txt requirements-test.txt requirements-nodeps.txt constra
 demo: setup
 	$(VENV)/bin/lab demo
 
-test: setup browser
+# ruff (lint rules and thresholds in pyproject.toml) and mypy (strict on core, data, text, metrics); run before the tests.
+lint: setup
+	$(VENV)/bin/ruff check lab
+	$(VENV)/bin/mypy
+
+test: setup browser lint
 	$(PY) -m pytest -m "not slow" -q
 
 test-all: setup browser

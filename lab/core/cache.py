@@ -39,7 +39,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -117,14 +117,14 @@ class Cache:
     def __enter__(self) -> "Cache":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __getstate__(self):  # picklable: a child process opens its own connection
+    def __getstate__(self) -> dict[str, Any]:  # picklable: a child process opens its own connection
         return {"root": self.root}
 
-    def __setstate__(self, state):
-        self.__init__(state["root"])
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        type(self).__init__(self, state["root"])
 
     # ------------------------------------------------------------------ bytes / json / arrays
     def _blob_path(self, key: str) -> Path:
@@ -168,12 +168,12 @@ class Cache:
             row = self._db().execute("SELECT 1 FROM blobs WHERE key=?", (bytes.fromhex(key),)).fetchone()
         return row is not None or self._blob_path(key).exists()
 
-    def get_json(self, key: str):
+    def get_json(self, key: str) -> Any:
         """The JSON value stored under ``key``, or None."""
         data = self.get_bytes(key)
         return None if data is None else json.loads(data.decode("utf-8"))
 
-    def put_json(self, key: str, value) -> None:
+    def put_json(self, key: str, value: Any) -> None:
         """Store a JSON-serialisable value (canonical: sorted keys, UTF-8)."""
         self.put_bytes(key, json.dumps(value, sort_keys=True, ensure_ascii=False).encode("utf-8"))
 
@@ -262,7 +262,7 @@ class EmbeddingCache:
         self.progress = progress
         self.hits = self.misses = self.encoded = 0
 
-    def encode(self, embedder, texts: Sequence[str], kind: str = "passage") -> np.ndarray:
+    def encode(self, embedder: Any, texts: Sequence[str], kind: str = "passage") -> np.ndarray:
         """float32 matrix ``(len(texts), dim)`` in input order; misses are encoded in chunks (longest
         first) and each chunk is stored as soon as it is done, so an interrupted encode keeps its work."""
         if kind not in ("passage", "query"):
@@ -295,7 +295,7 @@ class EmbeddingCache:
         return matrix
 
 
-def _encode(embedder, texts: list[str], kind: str) -> np.ndarray:
+def _encode(embedder: Any, texts: list[str], kind: str) -> np.ndarray:
     out = embedder.encode_queries(texts) if kind == "query" else embedder.encode_passages(texts)
     out = np.asarray(out, dtype=np.float32)
     if out.shape != (len(texts), embedder.dim):

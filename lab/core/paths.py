@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from lab.core.errors import ConfigError
 
@@ -45,7 +46,7 @@ def resolve_repo_path(path: str | Path, root: str | Path | None = None) -> Path:
     return (Path(root) if root is not None else repo_root()) / p
 
 
-def existing_or_repo_path(path):
+def existing_or_repo_path(path: Any) -> Any:
     """``path`` as given when it exists from the working directory (or is absolute, or not a path at all), else the
     same relative path under the repo root: notebooks and sweeps run in notebooks/ and name ``data/...``. Outside
     the repo the path is returned as given, so the reader names the missing folder."""

@@ -49,7 +49,7 @@ import io
 import re
 import unicodedata
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 #: Bump when extraction output changes, so `lab ingest` re-reads files it would otherwise reuse.
 EXTRACTOR_VERSION = 2
@@ -190,7 +190,7 @@ def decode_text(data: bytes) -> tuple[str, str, dict | None]:
 def _ambiguity(data: bytes, text: str, encoding: str, matches, best) -> dict | None:
     """The low-confidence record of a detected encoding (see decode_text), or None when no other encoding that
     fits about as well reads the bytes differently."""
-    alternatives = []
+    alternatives: list[dict[str, Any]] = []
     for m in matches:
         if m.chaos > best.chaos + 0.1 or m.encoding == encoding:
             continue
@@ -517,7 +517,7 @@ def extract_docx(data: bytes, limits: Limits | None = None) -> Extracted:
     for item in document.iter_inner_content():
         if isinstance(item, Table):
             for row in item.rows:
-                cells = []
+                cells: list[str] = []
                 for cell in row.cells:
                     value = " ".join(cell.text.split())
                     if not cells or value != cells[-1]:  # merged cells repeat their text

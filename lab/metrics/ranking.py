@@ -230,7 +230,9 @@ def _compute(p: _Prefix, spec: MetricSpec) -> np.ndarray:
     if name == "ndcg_exp":
         return _safe_div(p.get("dcg_exp")[:, c], p.get("idcg_exp")[:, c])
     if name == "weighted_recall":
-        return _safe_div(p.get("wsum")[:, c], a.total_weight)
+        wsum = p.get("wsum")[:, c]  # raises without evidence tiers
+        assert a.total_weight is not None  # built with the weights
+        return _safe_div(wsum, a.total_weight)
     if name == "judged":
         den = a.n_retrieved if spec.k is None else np.full(n, spec.k)
         return _safe_div(p.get("judged_hits")[:, c], den)
@@ -405,7 +407,7 @@ def _rank_order(run_dicts: Sequence[Mapping[str, float]], qids: Sequence[str], d
         real = np.arange(1, look)[None, :] < lengths[:, None]
         tied = ((head[:, 1:] == head[:, :-1]) & real).any(axis=1)
         for i in np.flatnonzero(tied):
-            items = list(run_dicts[i].items())
+            items = list(run_dicts[int(i)].items())
             idx = sorted(range(len(items)), key=lambda j: (items[j][1], items[j][0]), reverse=True)[:depth]
             order[i, : len(idx)] = idx
     return order, lengths
@@ -414,7 +416,7 @@ def _rank_order(run_dicts: Sequence[Mapping[str, float]], qids: Sequence[str], d
 def build_arrays(
     qrels: Qrels | Mapping[str, Mapping[str, int]],
     run: Run | Mapping[str, Mapping[str, float]],
-    depth: int,
+    depth: int | None,
     rel_threshold: int = 1,
     query_ids: Sequence[str] | None = None,
     tiers: Mapping[str, Mapping[str, str]] | None = None,
@@ -626,7 +628,7 @@ def evaluate(
 
     if condensed:
         rd = condense(qd, rd, judged)
-    depth = None if any(s.k is None for s in specs) else max(s.k for s in specs)
+    depth = None if any(s.k is None for s in specs) else max(s.k for s in specs if s.k is not None)
     arrays = build_arrays(qd, rd, depth, thr, query_ids=qids, tiers=tiers, tier_weights=tier_weights, judged=judged)
     scores = compute_metrics(arrays, specs)
     per_query = pd.DataFrame(scores, index=pd.Index(qids, name="query_id"), columns=labels)

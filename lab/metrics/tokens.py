@@ -60,7 +60,7 @@ def intersect(a: Sequence[tuple[int, int]], b: Sequence[tuple[int, int]]) -> lis
 class UnitCounter:
     """Counts units (tokens, words or chars) in character spans of documents, from their unit start offsets."""
 
-    def __init__(self, starts: Mapping[str, Sequence[int]] | None = None):
+    def __init__(self, starts: Mapping[str, Sequence[int] | np.ndarray] | None = None):
         self._starts = {d: list(map(int, s)) for d, s in (starts or {}).items()}
 
     def __call__(self, doc_id: str, start: int, end: int) -> int:

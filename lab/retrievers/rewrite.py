@@ -308,7 +308,7 @@ class RewriteRetriever(BaseRetriever):
     def diagnostics(self) -> dict[str, float]:
         """Cumulative since built: queries rewritten, parse failures (original used alone), answers cut by
         max_tokens, rewrites used, and rewrites per query."""
-        d = dict(self._diag)
+        d: dict[str, float] = dict(self._diag)
         d["rewrites_per_query"] = round(d["rewrites"] / d["queries"], 3) if d["queries"] else 0.0
         return d
 

@@ -231,7 +231,8 @@ def sentences(text: str, s: int = 0, e: int | None = None) -> list[tuple[int, in
             if nxt and nxt.islower():
                 continue
             if mark == ".":
-                word = _WORD_BEFORE.search(text, max(s, m.start() - 12), m.start()).group()
+                before = _WORD_BEFORE.search(text, max(s, m.start() - 12), m.start())
+                word = before.group() if before else ""  # the pattern matches the empty string too
                 if word.lower().rstrip(".") in _ABBREVIATIONS or (len(word) == 1 and word.isalpha()):
                     continue
         cuts.append(m.end())
@@ -251,7 +252,9 @@ def markdown_headings(text: str) -> list[tuple[int, int, str]]:
 
 def _heading_paths(headings: list[tuple[int, int, str]], starts: list[int]) -> list[list[str]]:
     """For each start position (ascending), the heading path in force just before it."""
-    paths, stack, h = [], [], 0
+    paths: list[list[str]] = []
+    stack: list[tuple[int, str]] = []
+    h = 0
     for pos in starts:
         while h < len(headings) and headings[h][0] < pos:
             _, level, title = headings[h]

@@ -206,7 +206,7 @@ class Tokenizer:
     # -- English -------------------------------------------------------------------------------------------
     def _prepare(self, text: str) -> str:
         if self.normalize and not text.isascii():
-            text = unicodedata.normalize(self.normalize, text)
+            text = unicodedata.normalize(self.normalize, text)  # type: ignore[arg-type]  # a form name, as documented
         text = text.lower()
         if "'" in text or "\u2019" in text:
             text = _POSSESSIVE.sub(r"\1", text)
@@ -215,7 +215,7 @@ class Tokenizer:
     def _terms(self, words: list[str]) -> list[str]:
         """Stopword filter then stem, via one memo: surface word -> stem ("" for a stopword)."""
         memo = self._stems
-        missing = set(words).difference(memo)
+        missing: set[str] | list[str] = set(words).difference(memo)
         if missing:
             missing = list(missing)
             keep = [w for w in missing if w not in self.stopwords]
