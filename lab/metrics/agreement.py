@@ -10,14 +10,15 @@ disagreement is 0 (both raters always give the same single label) kappa is undef
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 WEIGHTS = (None, "linear", "quadratic")
 
 
-def cohen_kappa(a: Sequence, b: Sequence, labels: Sequence | None = None, weights: str | None = None) -> float:
+def cohen_kappa(a: Sequence[Any], b: Sequence[Any], labels: Sequence[Any] | None = None,
+                weights: str | None = None) -> float:
     """Cohen's kappa of two equal-length label sequences (see the module docstring); NaN when undefined."""
     if weights not in WEIGHTS:
         raise ValueError(f"weights={weights!r}: choose None, 'linear' or 'quadratic'")

