@@ -288,8 +288,7 @@ def _evaluate_trec(path: Path, qrels, metrics, rel_threshold: int) -> ResultFile
 def version_warning(versions: Iterable[str | None]) -> str | None:
     """A warning when the recorded metrics versions differ (or differ from this lab's), else None; inputs that
     record none (per-query tables) are left out. Uses lab.analysis.compare.metrics_version_warning when it exists, else
-    a
-    small check of its own."""
+    a small check of its own."""
     import lab
 
     vals = [str(v) for v in versions if v not in (None, "")]

@@ -387,8 +387,8 @@ CHART_LABEL_MAX = 24
 
 def chart_label(label: str, rank: int, width: int = CHART_LABEL_MAX) -> str:
     """A run's name in charts: the label when short, else "#rank" and its first characters (rank from 1, as in
-    the leaderboard's # column). Charts pass labels shortened to what varies (lab.analysis.labels.short_labels)
-    first."""
+    the leaderboard's # column). Charts pass labels shortened to what varies
+    (lab.analysis.labels.short_labels) first."""
     return label if len(label) <= width else f"#{rank} {label[: width - 4 - len(str(rank))]}\u2026"
 
 

@@ -22,8 +22,7 @@ reads/s; one .npy file per text (temp file + os.replace) did 2,900 writes/s and 
 (210 MB). A plain rowid table is used: WITHOUT ROWID was 2-5x slower for rows of this size (1.5 KB).
 WAL lets readers run while one writer commits; concurrent writers queue on SQLite's lock (``busy_timeout``),
 each batch is one transaction, and ``INSERT OR IGNORE`` makes a value written twice (two processes encoding the same
-text)
-harmless because content-addressed values are equal. WAL needs a local file system (not NFS).
+text) harmless because content-addressed values are equal. WAL needs a local file system (not NFS).
 
 Conventions: values are immutable (a key is never overwritten with different content); a process that
 forks reopens its own connection (the connection is tied to the pid that opened it).

@@ -2,9 +2,9 @@
 a base retriever (vector search by default).
 
 Index
-1. Entities of every chunk (``title + " " + text``) by an extractor of :mod:`lab.retrievers.entities` (param
-``extractor``:
-   "auto" (default: "jieba" when the corpus is Chinese, else "phrases"; ``Context.language`` "en"/"zh" decides
+1. Entities of every chunk (``title + " " + text``) by an extractor of :mod:`lab.retrievers.entities`
+   (param ``extractor``: "auto" (default: "jieba" when the corpus is Chinese, else "phrases"; ``Context.language``
+   "en"/"zh" decides
    when set), "phrases", "jieba", "llm"). The cheap extractors' output is cached per text in :mod:`lab.core.cache`;
    LLM answers are cached by the LLM layer.
 2. A networkx graph: a node ``("c", doc_id)`` per chunk, a node ``("e", key)`` per kept entity, an edge (weight 1)

@@ -4,9 +4,9 @@ the report, publish, and say (exit 1) when retrieval got worse.
 Flow of :func:`run_scheduled` (``lab sweep SPEC --scheduled``, one command for a cron line or a CI schedule)
 1. The sweep runs with a new parent run tagged ``raglab.scheduled=true``, ``raglab.schedule=<name>`` (default the
    sweep's name) and ``raglab.sequence=<n>`` (1 + the highest sequence of that schedule in the experiment). Configs
-   whose finished run still stands (same config, data, models, metrics version: :mod:`lab.workbench.resume`) are reused,
-   so
-   an unchanged rerun costs seconds. The parent holds ``schedule.json``: per config its run (run now or reused),
+   whose finished run still stands (same config, data, models, metrics version: :mod:`lab.workbench.resume`) are
+   reused, so an unchanged rerun costs seconds. The parent holds ``schedule.json``: per config its run (run now or
+   reused),
    why it ran again, and the dataset fingerprints and model weights that run recorded.
 2. A sweep that cannot finish (a dataset folder gone: before anything runs; an endpoint down: the config fails)
    stops here with one line and a non-zero exit: nothing is compared, written or published, its parent is ended
@@ -27,9 +27,9 @@ Flow of :func:`run_scheduled` (``lab sweep SPEC --scheduled``, one command for a
 6. Exit code: 0 every metric holds (or nothing to compare yet), 1 a metric dropped more than allowed or a config
    failed, 2 bad input (spec, options, a dataset folder gone), as ``lab gate``.
 
-Trends: :func:`lab.analysis.trends.schedule_history` lists each config's headline metric with its CI over the scheduled
-sweeps of an
-experiment, with ``dataset_changed`` / ``model_changed`` set where that config's run saw other data or weights than
+Trends: :func:`lab.analysis.trends.schedule_history` lists each config's headline metric with its CI over the
+scheduled sweeps of an experiment, with ``dataset_changed`` / ``model_changed`` set where that config's run saw other
+data or weights than
 in the sweep before; :func:`lab.analysis.plots.trend_lines` draws it (``lab report`` and notebook 03 show it).
 """
 from __future__ import annotations

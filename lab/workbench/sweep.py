@@ -5,8 +5,7 @@ Flow of :func:`run_sweep`
 2. Resume: a config is skipped when a FINISHED run of the same experiment (whatever sweep made it) can stand for
    it: same config hash, same dataset content, same model weights, same metrics version (and, with
    ``rerun_on_code_change``, the same git commit); see :mod:`lab.workbench.resume`. Every config that runs again says
-   why
-   ("dataset changed since run 1f44446e (corpus.jsonl)"), in the dry run too, and its run keeps the reason in
+   why ("dataset changed since run 1f44446e (corpus.jsonl)"), in the dry run too, and its run keeps the reason in
    tag ``sweep.rerun_reason``. A dataset folder that is gone stops the sweep before anything runs. Runs of this
    sweep left RUNNING by a process that died (kill -9, power loss) are marked KILLED with an ``error`` tag and
    their configs are run again. A lock file (under the tracking root) makes sure no live sweep of the same name
@@ -469,8 +468,7 @@ def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry
     pushgateway, job, metrics, headers_env) that override or add to the spec's. summary: log the leaderboard
     charts and the HTML report into the parent run (step 5). rerun_on_code_change: the git commit is part of a
     run's identity (see :mod:`lab.workbench.resume`). parent_tags: extra tags of the parent run. new_parent: always
-    create
-    a new parent run, even when every config is reused. defer_publish: do not publish here (the caller publishes
+    create a new parent run, even when every config is reused. defer_publish: do not publish here (the caller publishes
     with :func:`publish_report` once it has checked the outcome). warm_kernels: with ``jobs=1`` and the local
     executor, start the next config's kernel (and its notebook's imports) while the current config runs
     (:mod:`lab.workbench.kernels`); False: Papermill starts each kernel when its config begins.
