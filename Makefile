@@ -34,7 +34,7 @@ $(STAMP): requirements.txt requirements-test.txt requirements-nodeps.txt constra
 demo: setup
 	$(VENV)/bin/lab demo
 
-# ruff (lint rules and thresholds in pyproject.toml) and mypy (strict on core, data, text, metrics); run before the tests.
+# ruff and mypy (rules, thresholds and the strict layers in pyproject.toml; see docs/lint.md); run before the tests.
 lint: setup
 	$(VENV)/bin/ruff check lab
 	$(VENV)/bin/mypy
