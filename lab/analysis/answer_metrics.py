@@ -383,11 +383,11 @@ def score_sample(judge: Judge, sample: AnswerSample) -> tuple[dict, dict]:
         verdicts, raw, n_fallback = sv.values, sv.raw, sum(sv.fallback)
     else:
         verdicts, raw = [], []
-    a_v, r_v = verdicts[:len(a_judged)], verdicts[len(a_judged):]
+    a_v, r_v = verdicts[:len(a_judged)], verdicts[len(a_judged):]  # empty without a context: no claim is listed
     detail["answer_claims"] = [{"claim": c, "supported": v, "raw": r}
-                               for c, v, r in zip(a_judged, a_v, raw[:len(a_judged)], strict=True)]
+                               for c, v, r in zip(a_judged, a_v, raw[:len(a_judged)], strict=False)]
     detail["reference_claims"] = [{"claim": c, "attributed": v, "raw": r}
-                                  for c, v, r in zip(r_judged, r_v, raw[len(a_judged):], strict=True)]
+                                  for c, v, r in zip(r_judged, r_v, raw[len(a_judged):], strict=False)]
     if answer is None:
         status["faithfulness"] = f"failed: no answer ({sample.answer_error})"
     elif noncommittal:
