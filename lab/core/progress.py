@@ -3,9 +3,14 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
-def progress(iterable, desc: str = "", total: int | None = None, enabled: bool = True, **kw):
+def progress(iterable: Iterable[T], desc: str = "", total: int | None = None, enabled: bool = True,
+             **kw: Any) -> Iterable[T]:
     if not enabled or os.environ.get("LAB_NO_PROGRESS"):
         return iterable
     from tqdm.auto import tqdm

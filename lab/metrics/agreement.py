@@ -16,14 +16,15 @@ interval is undefined (NaN, NaN): the items are too few or too uniform to say an
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 WEIGHTS = (None, "linear", "quadratic")
 
 
-def cohen_kappa(a: Sequence, b: Sequence, labels: Sequence | None = None, weights: str | None = None) -> float:
+def cohen_kappa(a: Sequence[Any], b: Sequence[Any], labels: Sequence[Any] | None = None,
+                weights: str | None = None) -> float:
     """Cohen's kappa of two equal-length label sequences (see the module docstring); NaN when undefined."""
     if weights not in WEIGHTS:
         raise ValueError(f"weights={weights!r}: choose None, 'linear' or 'quadratic'")
@@ -38,7 +39,7 @@ def cohen_kappa(a: Sequence, b: Sequence, labels: Sequence | None = None, weight
         raise ValueError(f"cohen_kappa: labels {unknown} are not in labels={labels}")
     n = len(labels)
     observed = np.zeros((n, n))
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=True):
         observed[index[x], index[y]] += 1
     observed /= observed.sum()
     expected = np.outer(observed.sum(axis=1), observed.sum(axis=0))

@@ -32,8 +32,11 @@ from __future__ import annotations
 
 import contextlib
 
+from typing import Any, Iterator
+
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 
 #: Resamples drawn per block (memory: BLOCK x n indices); part of the seed -> resamples mapping, keep it fixed.
 BLOCK = 128
@@ -47,7 +50,7 @@ CI_RESAMPLES = 1000
 _TIE_TOL = 1e-12
 
 
-def _as_matrix(per_query) -> tuple[np.ndarray, list[str]]:
+def _as_matrix(per_query: Any) -> tuple[np.ndarray, list[str]]:
     """(n, m) float64 matrix and metric names from a DataFrame (numeric columns), Series or array."""
     if isinstance(per_query, pd.DataFrame):
         num = per_query.select_dtypes(include=[np.number, "bool"])
@@ -62,17 +65,19 @@ def _as_matrix(per_query) -> tuple[np.ndarray, list[str]]:
     return x, [str(i) for i in range(x.shape[1])]
 
 
-def _one_blas_thread():
+def _one_blas_thread() -> contextlib.AbstractContextManager[Any]:
     """Limit BLAS to one thread inside the resampling loop: the products are small (BLOCK x n x m), and on a
     shared machine a multi-threaded BLAS waiting for busy cores was measured 20x slower than one thread."""
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
         return contextlib.nullcontext()
-    return threadpool_limits(1, user_api="blas")
+    limits: contextlib.AbstractContextManager[Any] = threadpool_limits(1, user_api="blas")
+    return limits
 
 
-def bootstrap_indices(n: int, n_resamples: int, rng: np.random.Generator, block: int = BLOCK):
+def bootstrap_indices(n: int, n_resamples: int, rng: np.random.Generator, block: int = BLOCK
+                      ) -> Iterator[np.ndarray]:
     """Yield (b, n) int64 matrices of query indices drawn with replacement, b <= block, n_resamples rows in all."""
     done = 0
     while done < n_resamples:
@@ -106,7 +111,8 @@ def bootstrap_means(values: np.ndarray, n_resamples: int, seed: int = 0) -> np.n
                 counts = np.bincount(idx.ravel(), minlength=b * n).reshape(b, n)
                 out[row : row + b] = counts.astype(np.float64) @ values
             row += b
-    return out / n
+    means: np.ndarray = out / n
+    return means
 
 
 def _bounds(confidence: float) -> tuple[float, float]:
@@ -142,7 +148,7 @@ def bootstrap_ci(per_query, n_resamples: int = CI_RESAMPLES, confidence: float =
     return out
 
 
-def is_binary(values) -> bool:
+def is_binary(values: ArrayLike) -> bool:
     """True when every value is 0 or 1 (a per-query hit / miss)."""
     v = np.asarray(values, dtype=np.float64)
     return bool(np.all((v == 0.0) | (v == 1.0)))
@@ -168,7 +174,7 @@ def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, fl
     return max(0.0, float(mid - half)), min(1.0, float(mid + half))
 
 
-def questions_needed(values, half_width: float, confidence: float = 0.95, max_n: int = 10_000_000) -> int:
+def questions_needed(values: ArrayLike, half_width: float, confidence: float = 0.95, max_n: int = 10_000_000) -> int:
     """Questions needed for a CI of ``half_width`` on the mean of a metric, given its per-query ``values`` seen
     so far (see module conventions). 0/1 values: the smallest n whose Wilson interval at the observed rate is
     within ``half_width`` of it on both sides (at least the n of the worst case p = 0.5 when nothing varies yet
@@ -275,7 +281,8 @@ def sign_flip_means(diff: np.ndarray, n_resamples: int, seed: int = 0, block: in
         byte = np.frombuffer(rng.bytes(b * nbytes), dtype=np.uint8).reshape(b, nbytes)
         out[done : done + b] = np.take(table, byte + offsets).sum(axis=1)
         done += b
-    return (d.sum() - 2.0 * out) / n
+    flipped: np.ndarray = (d.sum() - 2.0 * out) / n
+    return flipped
 
 
 def paired_test(a, b, n_resamples: int = N_RESAMPLES, seed: int = 0, confidence: float = 0.95) -> dict:
@@ -347,7 +354,7 @@ def compare(eval_a, eval_b, metric: str, n_resamples: int = N_RESAMPLES, seed: i
 CORRECTIONS = ("none", "holm", "bh")
 
 
-def adjust_pvalues(p, method: str = "holm") -> np.ndarray:
+def adjust_pvalues(p: ArrayLike, method: str = "holm") -> np.ndarray:
     """p-values adjusted for multiple comparisons (one family: every non-NaN value of ``p``).
 
     method: ``"none"`` (the raw values), ``"holm"`` (Holm 1979, step-down) or ``"bh"`` (Benjamini & Hochberg

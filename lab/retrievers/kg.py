@@ -2,8 +2,9 @@
 a base retriever (vector search by default).
 
 Index
-1. Entities of every chunk (``title + " " + text``) by an extractor of :mod:`lab.retrievers.entities` (param ``extractor``:
-   "auto" (default: "jieba" when the corpus is Chinese, else "phrases"; ``Context.language`` "en"/"zh" decides
+1. Entities of every chunk (``title + " " + text``) by an extractor of :mod:`lab.retrievers.entities`
+   (param ``extractor``: "auto" (default: "jieba" when the corpus is Chinese, else "phrases"; ``Context.language``
+   "en"/"zh" decides
    when set), "phrases", "jieba", "llm"). The cheap extractors' output is cached per text in :mod:`lab.core.cache`;
    LLM answers are cached by the LLM layer.
 2. A networkx graph: a node ``("c", doc_id)`` per chunk, a node ``("e", key)`` per kept entity, an edge (weight 1)
@@ -211,7 +212,7 @@ class KGRetriever(BaseRetriever):
 
     name = "kg"
 
-    def __init__(self, ctx: Context | None = None, *, extractor: str = "auto", extractor_params: dict | None = None,
+    def __init__(self, ctx: Context | None = None, *, extractor: str = "auto", extractor_params: dict | None = None,  # noqa: PLR0913 - the strategy's registered params, keyword-only
                  base: str | None = "dense", base_params: dict | None = None, expand: str = "ppr",
                  alpha: float = 0.85, tol: float = 1e-4, max_iter: int = 30, hops: int = 2,
                  max_df: float = 0.05, min_df: int = 1, cooccurrence: bool = False, min_cooccurrence: int = 2,
@@ -286,7 +287,7 @@ class KGRetriever(BaseRetriever):
                               desc=f"kg entities ({self.extractor.name})")
         self.index_seconds["extract"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        chunk_entities = dict(zip(corpus.ids, ents))
+        chunk_entities = dict(zip(corpus.ids, ents, strict=True))
         self.graph, self.graph_info = build_graph(chunk_entities, self.params["max_df"], self.params["min_df"],
                                                   self.params["cooccurrence"], **self.cooccurrence_opts)
         self._index = GraphIndex(self.graph)

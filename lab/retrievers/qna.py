@@ -271,7 +271,8 @@ def max_by_chunk(hits: Iterable[tuple[str, float]], owner: Mapping[str, str], k:
 
 # ------------------------------------------------------------------------------------------------ strategy
 @register("qna", rules={"generate": one_of(*GENERATE), "n_questions": COUNT, "n_ctx": COUNT,
-                        "question_max_tokens": COUNT, "summary_max_tokens": COUNT, "depth": COUNT, "concurrency": COUNT},
+                        "question_max_tokens": COUNT, "summary_max_tokens": COUNT, "depth": COUNT,
+                        "concurrency": COUNT},
           nested={"base_params": "base"})
 class QnARetriever(BaseRetriever):
     """QnA-summary retrieval; see the module docstring for params and conventions."""
@@ -336,7 +337,7 @@ class QnARetriever(BaseRetriever):
             answers, stats["truncated"], refits = self._generate(corpus, QUESTIONS_PROMPT, self.question_max_tokens,
                                                                  "questions", {}, n=self.n_questions)
             stats["refits"] += refits
-            for cid, c in zip(ids, answers):
+            for cid, c in zip(ids, answers, strict=True):
                 qs = parse_questions(c.text, self.n_questions)
                 self.questions[cid] = qs
                 stats["questions_kept"] += len(qs)
@@ -346,7 +347,7 @@ class QnARetriever(BaseRetriever):
                                                   self.summary_gen)
             stats["truncated"] = max(stats["truncated"], cut)
             stats["refits"] += refits
-            for cid, c in zip(ids, answers):
+            for cid, c in zip(ids, answers, strict=True):
                 s = parse_summary(c.text)
                 self.summaries[cid] = s
                 stats["summaries_unusable"] += s is None

@@ -262,8 +262,8 @@ def prompt_sha() -> dict:
 
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
 _KV = re.compile(r'["\']?(question|answer)["\']?\s*[:：]\s*"((?:[^"\\]|\\.)*)"?', re.IGNORECASE | re.DOTALL)
-_PLAIN = re.compile(r"(?:^|\n)\s*\**(?:Q|Question|问题)\**\s*[:：]\s*(?P<q>.+?)\s*(?:\n\s*)+\**(?:A|Answer|答案|回答)\**"
-                    r"\s*[:：]\s*(?P<a>.+?)\s*(?:\n\s*\n|$)", re.IGNORECASE | re.DOTALL)
+_PLAIN = re.compile(r"(?:^|\n)\s*\**(?:Q|Question|问题)\**\s*[:：]\s*(?P<q>.+?)\s*(?:\n\s*)+"
+                    r"\**(?:A|Answer|答案|回答)\**\s*[:：]\s*(?P<a>.+?)\s*(?:\n\s*\n|$)", re.IGNORECASE | re.DOTALL)
 
 
 def _qa_from(obj: Any) -> dict | None:
@@ -557,7 +557,7 @@ def _check_batch(batch: list[Candidate], models: _Models, llm, cfg: GenerationCo
             c.results["prose_evidence"] = not_prose_span(text[c.support.start:c.support.end]) is None
     q = models.encode([c.qa["question"] for c in valid], "query")
     p = models.encode([c.passage for c in valid], "passage")
-    for c, sim in zip(valid, (q * p).sum(axis=1)):
+    for c, sim in zip(valid, (q * p).sum(axis=1), strict=True):
         c.measures["similarity"] = float(sim)
         c.results["on_topic"] = float(sim) >= g.min_similarity
     if g.answerability == "llm":
@@ -565,10 +565,10 @@ def _check_batch(batch: list[Candidate], models: _Models, llm, cfg: GenerationCo
                                                                    "no_repetition", "no_markup", "known_identifiers",
                                                                    "low_overlap"))]
         for c, verdict in zip(ask, _judge(llm, [(c.passage, c.qa["question"], c.language) for c in ask], cfg,
-                                          breaker)):
+                                          breaker), strict=True):
             c.results["answerable"] = bool(verdict)
             c.measures["judge_unclear"] = float(verdict is None)
-    for c, v in zip(valid, q):
+    for c, v in zip(valid, q, strict=True):
         c.measures["_vec"] = v  # popped by the caller before anything is written
 
 
@@ -746,7 +746,7 @@ def generate_testset(dataset, out: str | Path, *, llm=None, config: GenerationCo
     estimated = False
     while not done and len(checked) < cap:
         room = cap - len(checked)
-        batch = [c for _, c in zip(range(min(cfg.batch_size, room)), stream)]
+        batch = [c for _, c in zip(range(min(cfg.batch_size, room)), stream, strict=False)]
         if not batch:
             break
         t_batch = time.perf_counter()
@@ -953,7 +953,7 @@ def _second_pass(llm, corpus: Corpus, accepted: list[Candidate], qrels: dict, cf
                                 c.language))
     verdicts = _judge(llm, triples, cfg) if triples else []
     added = 0
-    for (qid, did), v in zip(keys, verdicts):
+    for (qid, did), v in zip(keys, verdicts, strict=True):
         if v:
             qrels[qid][did] = cfg.extra_grade
             added += 1
