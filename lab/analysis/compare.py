@@ -3,7 +3,8 @@
 Conventions
 - Runs: FINISHED runs of the experiment that logged ``metric`` (sweep parent runs excluded), optionally only
   the children of one parent run; one run per config (the newest of the runs with the same ``config_hash``,
-  dataset and number of queries; :func:`one_run_per_config`, with a warning naming the runs left out). Metric values and CI bounds are read as :mod:`lab.tracking.store` logged them
+  dataset and number of queries; :func:`one_run_per_config`, with a warning naming the runs left out). Metric
+  values and CI bounds are read as :mod:`lab.tracking.store` logged them
   (``<metric>`` mean, ``<metric>_ci_low`` / ``<metric>_ci_high``, names mapped back from MLflow's ``_at_``).
 - Label: ``key=value`` of the params that differ between the listed runs (``resolved.*`` and
   ``retriever.*`` keys left out), else the run name.
@@ -270,7 +271,7 @@ def runs_trust(cl, runs, scores, df: pd.DataFrame, parent_run_id: str | None = N
     from lab.analysis.trust import trust_block
     from lab.tracking.store import mlflow_metric_name
 
-    by_id = {r.info.run_id: (r, s) for r, s in zip(runs, scores)}
+    by_id = {r.info.run_id: (r, s) for r, s in zip(runs, scores, strict=True)}
     ranked = [by_id[rid][0] for rid in df["run_id"]]
     provs, note = runs_provenance(ranked)
     judged = [r.data.metrics.get(mlflow_metric_name("judged@10"), math.nan) for r in ranked]
@@ -293,7 +294,7 @@ def runs_overlap(df: pd.DataFrame, root="mlruns", p: float | None = None, k: int
 
     cl = client(root)
     runs = {}
-    for label, rid in zip(short_labels(list(df["label"].astype(str))), df["run_id"]):
+    for label, rid in zip(short_labels(list(df["label"].astype(str))), df["run_id"], strict=True):
         with tempfile.TemporaryDirectory(prefix="lab-overlap-") as tmp:
             runs[f"{label} ({rid[:8]})" if label in runs else label] = read_trec_run(
                 artifact_file(rid, RUN_ARTIFACT, tmp, root, cl))
@@ -452,7 +453,8 @@ def format_leaderboard_by(table: pd.DataFrame, max_label: int = 60) -> str:
                          "config": [s if len(s) <= max_label else s[: max_label - 3] + "..."
                                     for s in table["label"].astype(str)]})
     for g in names:
-        show[g] = [("-" if math.isnan(m) else f"{m:.4f}") + f" ({n})" for m, n in zip(table[g], table[f"{g} n"])]
+        show[g] = [("-" if math.isnan(m) else f"{m:.4f}") + f" ({n})"
+                   for m, n in zip(table[g], table[f"{g} n"], strict=True)]
     show["all"] = table["all"].map("{:.4f}".format)
     if "run_id" in table:
         show["run"] = table["run_id"].str[:8]

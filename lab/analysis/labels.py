@@ -3,8 +3,8 @@
 
 Conventions
 - Input: one label per configuration in the ``key=value, key=value`` form that lab.workbench.config.label and
-  lab.analysis.compare.experiment_leaderboard write ("strategy=rerank, params.reranker=biencoder, params.alpha=0.5"), or mappings of
-  dotted keys to values. Labels without ``=`` are names already and are kept as they are.
+  lab.analysis.compare.experiment_leaderboard write ("strategy=rerank, params.reranker=biencoder, params.alpha=0.5"),
+  or mappings of dotted keys to values. Labels without ``=`` are names already and are kept as they are.
 - Only keys whose value differs between the configurations are shown (a key some configurations lack counts as
   varying, and is shown where present); empty values (``{}``, ``[]``, empty string) are left out.
 - Order: the strategy first, then names (reranker, model, fusion, chunker, extractor...: bare values joined

@@ -377,7 +377,8 @@ def gate_funnel(report, title: str = "") -> Figure:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Tables the plots take, built from lab.experiment.run.Result values (columns as lab.analysis.compare.experiment_leaderboard names them)
+# Tables the plots take, built from lab.experiment.run.Result values (columns as
+# lab.analysis.compare.experiment_leaderboard names them)
 # ---------------------------------------------------------------------------------------------------------------
 #: Figures copied from each Result next to the metrics (latency in ms, seconds for index and search).
 RESULT_COLUMNS = ("latency_p50_ms", "latency_p95_ms", "latency_p99_ms", "index_seconds", "search_seconds",

@@ -142,8 +142,8 @@ def runs_from_mlflow(experiment: str, root="mlruns", metric: str = "ndcg@10", pa
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CompareWarning)
-        board = experiment_leaderboard(experiment, metric=metric, root=root, parent_run_id=parent_run_id, n_resamples=200,
-                            run_ids=run_ids)
+        board = experiment_leaderboard(experiment, metric=metric, root=root, parent_run_id=parent_run_id,
+                                       n_resamples=200, run_ids=run_ids)
     if notes is not None:
         notes.extend(board.attrs.get("warnings", []))
     if trust is not None and board.attrs.get("trust"):
@@ -699,7 +699,8 @@ def build_report(runs: Sequence[RunData], out: str | Path = "report.html", metri
 
     # assemble
     sources = sorted({r.source for r in runs})
-    overview = (render_trust(trust, primary) + f"<p>{len(runs)} run(s); metrics {', '.join(esc(m) for m in metrics)}; reference "
+    overview = (render_trust(trust, primary)
+                + f"<p>{len(runs)} run(s); metrics {', '.join(esc(m) for m in metrics)}; reference "
                 f"<b>{esc(ref.label)}</b> ({'chosen' if reference else 'best on ' + esc(primary)}); alpha {alpha:g}; "
                 f"seed {seed}; {esc(board.attrs['correction_note'])} ({esc(primary)}).</p>"
                 + (f"<p>{esc(subtitle)}</p>" if subtitle else "")
@@ -748,10 +749,10 @@ def runs_trust(runs: Sequence[RunData], metric: str, alpha: float = 0.05, seed: 
     if not keep:
         return None
     keys = [r.run_id or f"{i}:{r.label}" for i, r in enumerate(keep)]
-    scores = {k: r.per_query[metric].dropna().rename(index=str) for k, r in zip(keys, keep)}
+    scores = {k: r.per_query[metric].dropna().rename(index=str) for k, r in zip(keys, keep, strict=True)}
     df = leaderboard(list(scores.values()), metric, labels=[r.label for r in keep],
                      extra=[{"run_id": k} for k in keys], alpha=alpha, n_resamples=2000, seed=seed)
-    by_key = dict(zip(keys, keep))
+    by_key = dict(zip(keys, keep, strict=True))
     ranked = [by_key[k] for k in df["run_id"]]
     provs = [label_provenance(r.dataset_path, r.split) if r.dataset_path else None for r in ranked]
     judged = [r.figures.get("judged@10", math.nan) for r in ranked]
@@ -765,10 +766,10 @@ def render_trust(trust: Mapping | None, metric: str) -> str:
     from lab.analysis.trust import trust_lines
 
     lines = trust_lines(trust, metric)
-    facts = [l for l in lines if not l.startswith("warning: ")]
-    warns = [l.removeprefix("warning: ") for l in lines if l.startswith("warning: ")]
+    facts = [line for line in lines if not line.startswith("warning: ")]
+    warns = [line.removeprefix("warning: ") for line in lines if line.startswith("warning: ")]
     return ('<div class="trust"><h3>How far to trust this leaderboard</h3><ul>'
-            + "".join(f"<li>{esc(l)}</li>" for l in facts) + "</ul>"
+            + "".join(f"<li>{esc(line)}</li>" for line in facts) + "</ul>"
             + ('<ul class="notes">' + "".join(f"<li>warning: {esc(w)}</li>" for w in warns) + "</ul>" if warns else "")
             + "</div>")
 

@@ -351,7 +351,7 @@ class Memo:
         """Store ``values`` under ``keys`` (None values are not stored), then drop the oldest beyond ``max_items``."""
         with self._lock:
             items = self._items
-            for k, v in zip(keys, values):
+            for k, v in zip(keys, values, strict=True):
                 if v is not None:
                     items[k] = v
                     items.move_to_end(k)

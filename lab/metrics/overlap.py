@@ -40,24 +40,24 @@ def rbo(a: Sequence[str], b: Sequence[str], p: float = P) -> float:
     if not a or not b:
         return 0.0
     short, long_ = (a, b) if len(a) <= len(b) else (b, a)
-    s, l = len(short), len(long_)
+    n_s, n_l = len(short), len(long_)
     seen_s, seen_l = set(), set()
     overlap, total, x_s = 0, 0.0, 0
-    for d in range(1, l + 1):
+    for d in range(1, n_l + 1):
         item_l = long_[d - 1]
-        if d <= s:
+        if d <= n_s:
             item_s = short[d - 1]
             overlap += (item_s == item_l) + (item_s in seen_l) + (item_l in seen_s)
             seen_s.add(item_s)
             seen_l.add(item_l)
-            if d == s:
+            if d == n_s:
                 x_s = overlap
         else:
             overlap += item_l in seen_s
         total += overlap / d * p ** d
-        if d > s:
-            total += x_s * (d - s) / (s * d) * p ** d
-    return (1 - p) / p * total + ((overlap - x_s) / l + x_s / s) * p ** l
+        if d > n_s:
+            total += x_s * (d - n_s) / (n_s * d) * p ** d
+    return (1 - p) / p * total + ((overlap - x_s) / n_l + x_s / n_s) * p ** n_l
 
 
 def jaccard_at(a: Sequence[str], b: Sequence[str], k: int = JACCARD_K) -> float:

@@ -321,7 +321,8 @@ def paired_test(a, b, n_resamples: int = N_RESAMPLES, seed: int = 0, confidence:
     }
 
 
-def compare(eval_a, eval_b, metric: str, n_resamples: int = N_RESAMPLES, seed: int = 0, confidence: float = 0.95) -> dict:
+def compare(eval_a, eval_b, metric: str, n_resamples: int = N_RESAMPLES, seed: int = 0,
+            confidence: float = 0.95) -> dict:
     """Paired test of ``metric`` between two Evaluations (A minus B).
 
     Alignment: on the union of the queries each Evaluation scored; a query scored by one only is given 0 in

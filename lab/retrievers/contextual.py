@@ -109,8 +109,9 @@ class ContextualRetriever(BaseRetriever):
 
     name = "contextual"
 
-    def __init__(self, ctx: Context | None = None, *, llm: LLMSpec = None, apply: str = "both", max_doc_chars: int = 4000,
-                 max_tokens: int = 80, fusion: str = "rrf", norm: str = "minmax", rrf_k: int = 60,
+    def __init__(self, ctx: Context | None = None, *, llm: LLMSpec = None, apply: str = "both",
+                 max_doc_chars: int = 4000, max_tokens: int = 80, fusion: str = "rrf", norm: str = "minmax",
+                 rrf_k: int = 60,
                  weights: Sequence[float] | str | None = None, depth: int = 100, bm25_params: dict | None = None,
                  dense_params: dict | None = None):
         if apply not in APPLY:

@@ -365,7 +365,7 @@ class HybridRetriever(BaseRetriever):
         """
         depth = max(self.depth, k)
         runs = []
-        for label, part in zip(self.labels, self.parts):
+        for label, part in zip(self.labels, self.parts, strict=True):
             run = part.search_batch(queries, depth)
             runs.append(Run(run.scores, name=label))
         if self.tuned:

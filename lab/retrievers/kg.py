@@ -203,9 +203,11 @@ def trigrams(key: str) -> set[str]:
 
 # --------------------------------------------------------------------------------------------- strategy
 @register("kg", rules={"extractor": one_of("auto", "phrases", "jieba", "llm"), "expand": one_of(*EXPANSIONS),
-                       "alpha": between(0, 1, open_low=True, open_high=True), "tol": above(0), "max_iter": COUNT, "hops": COUNT, "max_df": above(0),
+                       "alpha": between(0, 1, open_low=True, open_high=True), "tol": above(0), "max_iter": COUNT,
+                       "hops": COUNT, "max_df": above(0),
                        "min_df": COUNT, "min_cooccurrence": COUNT, "cooccurrence_weight": at_least(0),
-                       "link": one_of(*LINKS), "fuzzy_threshold": between(0, 1, open_low=True), "entity_weight": one_of(*ENTITY_WEIGHTS),
+                       "link": one_of(*LINKS), "fuzzy_threshold": between(0, 1, open_low=True),
+                       "entity_weight": one_of(*ENTITY_WEIGHTS),
                        "rrf_k": at_least(0), "depth": COUNT}, nested={"base_params": "base"})
 class KGRetriever(BaseRetriever):
     """Entity-chunk graph + base retriever, fused per query; see the module docstring for params."""

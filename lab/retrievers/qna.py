@@ -280,8 +280,9 @@ class QnARetriever(BaseRetriever):
     name = "qna"
 
     def __init__(self, ctx: Context | None = None, *, generate: str = "both", n_questions: int = 3,
-                 include_original: bool = True, base: str = "dense", base_params: dict | None = None, llm: LLMSpec = None,
-                 n_ctx: int | None = None, question_max_tokens: int | None = None, summary_max_tokens: int = 96,
+                 include_original: bool = True, base: str = "dense", base_params: dict | None = None,
+                 llm: LLMSpec = None, n_ctx: int | None = None, question_max_tokens: int | None = None,
+                 summary_max_tokens: int = 96,
                  summary_gen: dict | None = None, depth: int | None = None, concurrency: int | None = None):
         if base == "qna":
             raise ConfigError("qna: base='qna' would nest the strategy in itself; name a plain strategy (dense, bm25)")

@@ -364,8 +364,9 @@ class RaptorRetriever(BaseRetriever):
 
     def __init__(self, ctx: Context | None = None, *, clustering: str = "gmm", cluster_size: int = 8,  # noqa: PLR0913 - the strategy's registered params, keyword-only
                  max_cluster_size: int | None = None, max_clusters: int = 50, reduce_dim: int = 10,
-                 root_size: int = 5, max_levels: int = 3, decay: float = 0.9, depth: int | None = None, llm: LLMSpec = None,
-                 n_ctx: int | None = None, summary_max_tokens: int = 150, summary_gen: dict | None = None,
+                 root_size: int = 5, max_levels: int = 3, decay: float = 0.9, depth: int | None = None,
+                 llm: LLMSpec = None, n_ctx: int | None = None, summary_max_tokens: int = 150,
+                 summary_gen: dict | None = None,
                  dense_params: dict | None = None, tree_path: str | None = None, concurrency: int | None = None):
         super().__init__(ctx, clustering=clustering, cluster_size=int(cluster_size), max_cluster_size=max_cluster_size,
                          max_clusters=int(max_clusters), reduce_dim=int(reduce_dim), root_size=int(root_size),

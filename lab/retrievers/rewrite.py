@@ -218,8 +218,9 @@ class RewriteRetriever(BaseRetriever):
     name = "rewrite"
     default_max_tokens = 64
 
-    def __init__(self, ctx: Context | None = None, *, llm: LLMSpec = None, base: str = "hybrid", base_params: dict | None = None,
-                 depth: int = 100, rrf_k: int = 60, max_tokens: int | None = None, temperature: float = 0.0,
+    def __init__(self, ctx: Context | None = None, *, llm: LLMSpec = None, base: str = "hybrid",
+                 base_params: dict | None = None, depth: int = 100, rrf_k: int = 60, max_tokens: int | None = None,
+                 temperature: float = 0.0,
                  template: tuple[str, str], **params):
         if base in ("multi_query", "step_back", "hyde"):
             raise ConfigError(f"{self.name}: base={base!r} would call an LLM inside a rewrite; name a retrieval "

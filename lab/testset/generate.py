@@ -1,8 +1,8 @@
 """Generated questions: an LLM writes a question for passages sampled from a corpus, quality gates filter them,
 and the set is written in BEIR layout with the evidence span of every question.
 
-The prompt asks in the passage's language ("给定以下文档段落，生成一个用户可能会问的、恰好需要这段信息才能回答的问题" for
-Chinese passages, an English translation for the rest; :data:`PROMPTS`, :data:`PROMPT_VERSION`) for one question
+The prompt asks in the passage's language ("给定以下文档段落，生成一个用户可能会问的、恰好需要这段信息才能回答的问题"
+for Chinese passages, an English translation for the rest; :data:`PROMPTS`, :data:`PROMPT_VERSION`) for one question
 that needs the passage, without its key words, of a given type: lab.text.tokenize.detect_language on the passage
 picks the language, and a gate checks the question's.
 
@@ -412,7 +412,8 @@ class Candidate:
     def record(self) -> dict:
         return {"index": self.index, "unit_id": self.unit_id, "passage_span": list(self.span), "section": self.section,
                 "round": self.round, "language": self.language, "question_type": self.qtype,
-                "tries": self.tries, "raw": self.text[:2000], "error": self.error, "question": (self.qa or {}).get("question"),
+                "tries": self.tries, "raw": self.text[:2000], "error": self.error,
+                "question": (self.qa or {}).get("question"),
                 "answer": (self.qa or {}).get("answer"), "repaired": self.repaired, "results": self.results,
                 "measures": {k: round(v, 4) for k, v in self.measures.items()}, "dropped_at": self.dropped_at,
                 "accepted_as": self.qid}
@@ -515,7 +516,7 @@ def _generate_batch(llm, batch: list[Candidate], cfg: GenerationConfig, report: 
             groups.setdefault((c.round, c.language, c.qtype), []).append(c)
         for (r, lang, qtype), cands in groups.items():
             outs = _safe_map(llm, [c.prompt for c in cands], breaker, **_gen_params(cfg, r, attempt, lang, qtype))
-            for c, (text, error) in zip(cands, outs):
+            for c, (text, error) in zip(cands, outs, strict=True):
                 c.tries = attempt + 1
                 c.text = text if text is not None else ""
                 c.error = error

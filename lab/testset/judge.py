@@ -423,7 +423,7 @@ def check_judge(ds, llm, runs: dict, check, cfg: JudgeConfig, *, sources: dict |
                                                          breaker)
     if pairs and counts.get("llm_errors", 0) == len(pairs):
         raise LabError(f"judge check: every judgement failed, nothing was written; first error: {first_error}")
-    for p, a, g in zip(pairs, answers, grades):
+    for p, a, g in zip(pairs, answers, grades, strict=True):
         p.grade, p.answer = g, a
     card = {**card_figures([p.record() for p in pairs], check.resamples, check.seed),
             "judge": llm.identity, "prompt_version": PROMPT_VERSION, "relevant_grade": RELEVANT_GRADE,

@@ -176,7 +176,7 @@ def unit_offsets(texts: Sequence[str], size_unit: str, tokenizer: Any = None) ->
         encoded = [_token_offsets(enc) for enc in backend.encode_batch([texts[i] for i in todo],
                                                                         add_special_tokens=False)]
         TOKEN_OFFSETS.put_many([keys[i] for i in todo], encoded)
-        for i, off in zip(todo, encoded):
+        for i, off in zip(todo, encoded, strict=True):
             out[i] = off
     return out
 

@@ -14,7 +14,7 @@ Schema of a spec (top-level keys; anything else is an error naming the file and 
     zip:                                           # lists of equal length, taken row by row ...
       chunking.overlap: [16, 32, 64]               # ... then crossed with the grid
       chunking.chunker: [recursive, recursive, fixed]
-    publish:                                       # optional: headline metrics for monitoring (lab.workbench.monitoring)
+    publish:                                       # optional: headline metrics to monitor (lab.workbench.monitoring)
       prometheus: results/metrics/raglab.prom      # node exporter textfile (inside the repo; elsewhere:
                                                    # --prometheus on the command line), and/or
       pushgateway: http://127.0.0.1:9091           # a Pushgateway (job, metrics, headers_env optional)

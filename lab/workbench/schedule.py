@@ -319,8 +319,8 @@ def run_scheduled(spec_path: str | Path, schedule: str | None = None, metrics: S
                   max_drop: float = 0.02, relative: bool = False, significant_only: bool = False, alpha: float = 0.05,
                   report_dir: str | Path | None = None, root: str | Path = "mlruns", publish: dict | None = None,
                   echo=print, n_resamples: int = N_RESAMPLES, seed: int = 0, **sweep_kwargs) -> ScheduledOutcome:
-    """One scheduled sweep (see the module docstring). ``sweep_kwargs`` go to :func:`lab.workbench.sweep.run_sweep` (jobs,
-    executor, output_dir, progress, rerun_on_code_change, ...)."""
+    """One scheduled sweep (see the module docstring). ``sweep_kwargs`` go to :func:`lab.workbench.sweep.run_sweep`
+    (jobs, executor, output_dir, progress, rerun_on_code_change, ...)."""
     from lab.workbench.config import load_spec
     from lab.analysis.gate import gate_settings
     from lab.core.paths import resolve_repo_path, results_dir
