@@ -272,7 +272,7 @@ class HttpRetriever(BaseRetriever):
 
     name = "http"
 
-    def __init__(self, ctx: Context | None = None, *, url: str | None = None, method: str = "POST",
+    def __init__(self, ctx: Context | None = None, *, url: str | None = None, method: str = "POST",  # noqa: PLR0913 - the strategy's registered params, keyword-only
                  body: Mapping[str, Any] | list | str | None = None, params: Mapping[str, Any] | str | None = None,
                  headers_env: Mapping[str, str] | None = None,
                  hits_path: str | None = None, id_field: str | None = None, score_field: str | None = None,

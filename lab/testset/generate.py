@@ -681,7 +681,37 @@ def start_folder(out: str | Path, request: dict, resumed: dict | None, force: bo
     return folder
 
 
-def generate_testset(dataset, out: str | Path, *, llm=None, config: GenerationConfig | None = None,
+def _duplicate_gate(c: Candidate, vec, kept_vecs: np.ndarray, guard: np.ndarray, cfg: GenerationConfig,
+                    report: GateReport) -> None:
+    """The not_duplicate gate of a candidate that passed every other gate: its question's embedding ``vec`` against
+    the accepted questions' (``kept_vecs``) and the dataset's existing queries' (``guard``); sets its result and
+    measures and counts a drop as an existing query in ``report``. Other candidates are left as they are."""
+    if not (c.qa is not None and all(c.results.get(g, True) for g in GATES if g != "not_duplicate")):
+        return
+    sim = float((kept_vecs @ vec).max()) if len(kept_vecs) else 0.0
+    leak = float((guard @ vec).max()) if len(guard) else 0.0
+    c.measures["max_similarity_to_accepted"] = sim
+    if len(guard):
+        c.measures["max_similarity_to_existing_queries"] = leak
+    c.results["not_duplicate"] = max(sim, leak) < cfg.gates.duplicate_threshold
+    if leak >= cfg.gates.duplicate_threshold:
+        report.extra["dropped_as_existing_query"] = report.extra.get("dropped_as_existing_query", 0) + 1
+
+
+def _summarize_candidates(report: GateReport, checked: list[Candidate], accepted: list[Candidate]) -> None:
+    """The question types (target mix, asked, accepted) and the distributions of the gates' measures over the
+    checked candidates (the overlap also over the accepted ones), into ``report``."""
+    report.extra["question_types"] = {
+        "target": {t: k / sum(QUESTION_MIX.values()) for t, k in QUESTION_MIX.items()},
+        "asked": {t: sum(1 for c in checked if c.qtype == t) for t in QUESTION_MIX},
+        "accepted": {t: sum(1 for c in accepted if c.qtype == t) for t in QUESTION_MIX}}
+    for key, name in (("overlap", "overlap"), ("answer_support", "answer_support"), ("similarity", "similarity"),
+                      ("repetition", "repetition")):
+        report.distributions[name] = summarize(c.measures[key] for c in checked if key in c.measures)
+    report.distributions["accepted_overlap"] = summarize(c.measures["overlap"] for c in accepted)
+
+
+def generate_testset(dataset, out: str | Path, *, llm=None, config: GenerationConfig | None = None,  # noqa: PLR0913 - one keyword per `lab testset generate` option; a config dataclass is issue 28 item 4
                      chunking=None, cache_dir: str | Path = ".cache", progress: bool = True,
                      tracking_root: str | Path | None = "mlruns", experiment: str = "testset",
                      embedder=None, llm_options: Mapping | None = None, force: bool = False,
@@ -761,16 +791,7 @@ def generate_testset(dataset, out: str | Path, *, llm=None, config: GenerationCo
             break
         for pos, c in enumerate(batch):
             vec = c.measures.pop("_vec", None)
-            others_ok = c.qa is not None and all(c.results.get(g, True) for g in GATES if g != "not_duplicate")
-            if others_ok:
-                sim = float((kept_vecs @ vec).max()) if len(kept_vecs) else 0.0
-                leak = float((guard @ vec).max()) if len(guard) else 0.0
-                c.measures["max_similarity_to_accepted"] = sim
-                if len(guard):
-                    c.measures["max_similarity_to_existing_queries"] = leak
-                c.results["not_duplicate"] = max(sim, leak) < cfg.gates.duplicate_threshold
-                if leak >= cfg.gates.duplicate_threshold:
-                    report.extra["dropped_as_existing_query"] = report.extra.get("dropped_as_existing_query", 0) + 1
+            _duplicate_gate(c, vec, kept_vecs, guard, cfg, report)
             c.dropped_at = report.add(c.results)
             if c.dropped_at is None:
                 c.qid = f"gen-{len(accepted) + 1:04d}"
@@ -797,14 +818,7 @@ def generate_testset(dataset, out: str | Path, *, llm=None, config: GenerationCo
                 return GenerationResult(None, report, {}, None)
     if tick:
         pbar.close()
-    report.extra["question_types"] = {
-        "target": {t: k / sum(QUESTION_MIX.values()) for t, k in QUESTION_MIX.items()},
-        "asked": {t: sum(1 for c in checked if c.qtype == t) for t in QUESTION_MIX},
-        "accepted": {t: sum(1 for c in accepted if c.qtype == t) for t in QUESTION_MIX}}
-    for key, name in (("overlap", "overlap"), ("answer_support", "answer_support"), ("similarity", "similarity"),
-                      ("repetition", "repetition")):
-        report.distributions[name] = summarize(c.measures[key] for c in checked if key in c.measures)
-    report.distributions["accepted_overlap"] = summarize(c.measures["overlap"] for c in accepted)
+    _summarize_candidates(report, checked, accepted)
 
     qrels = {c.qid: {c.unit_id: cfg.grade} for c in accepted}
     if cfg.extra_relevant and accepted and stopped is None:

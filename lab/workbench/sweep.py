@@ -857,24 +857,9 @@ def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry
             stream = (_run_ray(tasks, jobs, ray_address, warm_kernels) if executor == "ray"
                       else _run_local(tasks, jobs, warm_kernels)) if tasks \
                 else iter(())
-            failed = 0
             pbar = bar(stream, desc=f"sweep {spec.name}", total=len(tasks), enabled=progress and bool(tasks),
                        unit="config")
-            for res in pbar:
-                o = ConfigOutcome(**{k: res[k] for k in ConfigOutcome.__dataclass_fields__ if k in res})
-                o.reason = res.get("reason") or decisions[o.index].reason  # a claim's reason: who ran it
-                o.previous_run_id = decisions[o.index].previous_run_id
-                outcomes[o.index] = o
-                if o.status == "SKIPPED":  # another sweep ran it meanwhile (lab.tracking.claims)
-                    (pbar.write if hasattr(pbar, "write") else echo)(f"config {o.index} ({o.label}): {o.reason}")
-                elif o.status != "FINISHED":
-                    failed += 1
-                    if hasattr(pbar, "write"):
-                        pbar.write(f"config {o.index} ({o.label}) {o.status}: {o.error}")
-                    else:
-                        echo(f"config {o.index} ({o.label}) {o.status}: {o.error}")
-                if hasattr(pbar, "set_postfix"):
-                    pbar.set_postfix(failed=failed)
+            _collect_outcomes(pbar, decisions, outcomes, echo)
             report.outcomes = [outcomes[i] for i in range(len(configs))]
             report.seconds = time.perf_counter() - t0
             log_metrics(parent, {"n_configs": len(configs), "n_finished": report.n_finished + report.n_skipped,
@@ -891,6 +876,28 @@ def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry
         return report
     finally:
         lock.release()
+
+
+def _collect_outcomes(pbar, decisions, outcomes: dict[int, ConfigOutcome], echo) -> None:
+    """Each config's outcome as the executor yields its result (``pbar``, the progress bar over the stream), into
+    ``outcomes`` by index, with its decision's reason unless a claim gave one; skips and failures are written on the
+    bar (through ``echo`` without one) and the bar shows the count of failures."""
+    failed = 0
+    for res in pbar:
+        o = ConfigOutcome(**{k: res[k] for k in ConfigOutcome.__dataclass_fields__ if k in res})
+        o.reason = res.get("reason") or decisions[o.index].reason  # a claim's reason: who ran it
+        o.previous_run_id = decisions[o.index].previous_run_id
+        outcomes[o.index] = o
+        if o.status == "SKIPPED":  # another sweep ran it meanwhile (lab.tracking.claims)
+            (pbar.write if hasattr(pbar, "write") else echo)(f"config {o.index} ({o.label}): {o.reason}")
+        elif o.status != "FINISHED":
+            failed += 1
+            if hasattr(pbar, "write"):
+                pbar.write(f"config {o.index} ({o.label}) {o.status}: {o.error}")
+            else:
+                echo(f"config {o.index} ({o.label}) {o.status}: {o.error}")
+        if hasattr(pbar, "set_postfix"):
+            pbar.set_postfix(failed=failed)
 
 
 def _holdout_decisions(cl, decisions, fraction, spec):
