@@ -39,7 +39,7 @@ import threading
 import time
 import weakref
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Hashable, Sequence
 
 import numpy as np
 
@@ -49,7 +49,7 @@ INLINE_MAX = 1 << 20
 _LOOKUP_CHUNK = 500
 _BUSY_TIMEOUT_S = 120.0
 
-_MEMOS: "weakref.WeakSet" = weakref.WeakSet()  # every Memo of the process, for clear_memos()
+_MEMOS: "weakref.WeakSet[Memo]" = weakref.WeakSet()  # every Memo of the process, for clear_memos()
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, dim INTEGER NOT NULL, data BLOB NOT NULL);
@@ -324,7 +324,7 @@ class Memo:
         from collections import OrderedDict
 
         self.max_items = int(max_items)
-        self._items: "OrderedDict" = OrderedDict()
+        self._items: "OrderedDict[Hashable, Any]" = OrderedDict()
         self._lock = threading.Lock()
         self.hits = self.misses = 0
         _MEMOS.add(self)
@@ -332,9 +332,9 @@ class Memo:
     def __len__(self) -> int:
         return len(self._items)
 
-    def get_many(self, keys: Sequence) -> list:
+    def get_many(self, keys: Sequence[Hashable]) -> list[Any]:
         """The value of each key, None where absent (counted as misses)."""
-        out = []
+        out: list[Any] = []
         with self._lock:
             items = self._items
             for k in keys:
@@ -347,7 +347,7 @@ class Memo:
                 out.append(v)
         return out
 
-    def put_many(self, keys: Sequence, values: Sequence) -> None:
+    def put_many(self, keys: Sequence[Hashable], values: Sequence[Any]) -> None:
         """Store ``values`` under ``keys`` (None values are not stored), then drop the oldest beyond ``max_items``."""
         with self._lock:
             items = self._items

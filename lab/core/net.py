@@ -131,7 +131,7 @@ def is_loopback(host: str) -> bool:
         infos = socket.getaddrinfo(name, None)
     except (OSError, UnicodeError):
         return False
-    return bool(infos) and all(ipaddress.ip_address(i[4][0].split("%")[0]).is_loopback for i in infos)
+    return bool(infos) and all(ipaddress.ip_address(str(i[4][0]).split("%")[0]).is_loopback for i in infos)
 
 
 def exposure_warning(host: str, port: int, what: str) -> str | None:

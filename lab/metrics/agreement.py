@@ -51,7 +51,7 @@ def cohen_kappa(a: Sequence[Any], b: Sequence[Any], labels: Sequence[Any] | None
     return 1.0 - float((w * observed).sum()) / den
 
 
-def kappa_interval(a: Sequence, b: Sequence, labels: Sequence | None = None, weights: str | None = None,
+def kappa_interval(a: Sequence[Any], b: Sequence[Any], labels: Sequence[Any] | None = None, weights: str | None = None,
                    n_resamples: int = 1000, confidence: float = 0.95, seed: int = 0) -> tuple[float, float]:
     """Percentile bootstrap interval of :func:`cohen_kappa` (see the module docstring); (NaN, NaN) when undefined."""
     if not 0.0 < confidence < 1.0:

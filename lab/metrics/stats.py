@@ -32,11 +32,14 @@ from __future__ import annotations
 
 import contextlib
 
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
+
+if TYPE_CHECKING:
+    from lab.metrics.ranking import Evaluation
 
 #: Resamples drawn per block (memory: BLOCK x n indices); part of the seed -> resamples mapping, keep it fixed.
 BLOCK = 128
@@ -122,7 +125,8 @@ def _bounds(confidence: float) -> tuple[float, float]:
     return alpha / 2.0, 1.0 - alpha / 2.0
 
 
-def bootstrap_ci(per_query, n_resamples: int = CI_RESAMPLES, confidence: float = 0.95, seed: int = 0) -> pd.DataFrame:
+def bootstrap_ci(per_query: Any, n_resamples: int = CI_RESAMPLES, confidence: float = 0.95,
+                 seed: int = 0) -> pd.DataFrame:
     """Percentile bootstrap CI of the mean of every metric (column) of a per-query table.
 
     per_query: DataFrame (queries x metrics; non-numeric columns are ignored), Series or array.
@@ -222,7 +226,7 @@ def _power_z(alpha: float, power: float) -> float:
     return float(norm.ppf(1.0 - alpha / 2.0) + norm.ppf(power))
 
 
-def _diff_sd(diffs) -> tuple[float, int]:
+def _diff_sd(diffs: ArrayLike) -> tuple[float, int]:
     d = np.asarray(diffs, dtype=np.float64).ravel()
     d = d[~np.isnan(d)]
     if d.size < 2:
@@ -230,7 +234,7 @@ def _diff_sd(diffs) -> tuple[float, int]:
     return float(d.std(ddof=1)), int(d.size)
 
 
-def min_detectable_diff(diffs, alpha: float = 0.05, power: float = 0.8, n: int | None = None) -> float:
+def min_detectable_diff(diffs: ArrayLike, alpha: float = 0.05, power: float = 0.8, n: int | None = None) -> float:
     """The smallest true mean difference a paired test on ``n`` queries (default: as many as ``diffs``) detects
     with probability ``power`` at two-sided level ``alpha``, given the observed per-query differences ``diffs``
     (see the module conventions, :data:`POWER_METHOD`). 0 when every difference is the same."""
@@ -241,7 +245,7 @@ def min_detectable_diff(diffs, alpha: float = 0.05, power: float = 0.8, n: int |
     return _power_z(alpha, power) * sd / float(np.sqrt(n))
 
 
-def queries_to_detect(diffs, delta: float, alpha: float = 0.05, power: float = 0.8) -> int | None:
+def queries_to_detect(diffs: ArrayLike, delta: float, alpha: float = 0.05, power: float = 0.8) -> int | None:
     """Queries a paired test needs to detect a true mean difference ``delta`` with probability ``power`` at
     two-sided level ``alpha``, the per-query differences having the spread of ``diffs`` (module conventions).
     None when ``delta`` is 0 (no number of queries separates equal means)."""
@@ -285,7 +289,8 @@ def sign_flip_means(diff: np.ndarray, n_resamples: int, seed: int = 0, block: in
     return flipped
 
 
-def paired_test(a, b, n_resamples: int = N_RESAMPLES, seed: int = 0, confidence: float = 0.95) -> dict:
+def paired_test(a: ArrayLike, b: ArrayLike, n_resamples: int = N_RESAMPLES, seed: int = 0,
+                confidence: float = 0.95) -> dict[str, Any]:
     """Paired comparison of two systems scored on the same queries (a[i] and b[i] are the same query).
 
     Returns dict(diff = mean(a - b), ci_low, ci_high (percentile bootstrap CI of the mean difference),
@@ -321,8 +326,8 @@ def paired_test(a, b, n_resamples: int = N_RESAMPLES, seed: int = 0, confidence:
     }
 
 
-def compare(eval_a, eval_b, metric: str, n_resamples: int = N_RESAMPLES, seed: int = 0,
-            confidence: float = 0.95) -> dict:
+def compare(eval_a: Evaluation, eval_b: Evaluation, metric: str, n_resamples: int = N_RESAMPLES, seed: int = 0,
+            confidence: float = 0.95) -> dict[str, Any]:
     """Paired test of ``metric`` between two Evaluations (A minus B).
 
     Alignment: on the union of the queries each Evaluation scored; a query scored by one only is given 0 in

@@ -121,10 +121,10 @@ def load_tokenizer(tokenizer: Any = None) -> Any:
     return backend
 
 
-_DEFAULT_BACKEND: list = []  # the packaged tokenizer, loaded once (see shared_tokenizer)
+_DEFAULT_BACKEND: list[Any] = []  # the packaged tokenizer, loaded once (see shared_tokenizer)
 
 
-def shared_tokenizer(tokenizer=None):
+def shared_tokenizer(tokenizer: Any = None) -> Any:
     """:func:`load_tokenizer`'s tokenizer, for reading only: the packaged default (None or "all-MiniLM-L6-v2") is
     loaded once per process and shared, so each config of a sweep does not pay for loading it; a ready
     ``tokenizers.Tokenizer`` is used as given; anything else is loaded by :func:`load_tokenizer`."""
@@ -137,7 +137,7 @@ def shared_tokenizer(tokenizer=None):
     return load_tokenizer(tokenizer)
 
 
-def _ready(tokenizer) -> bool:
+def _ready(tokenizer: Any) -> bool:
     """True for a ``tokenizers.Tokenizer`` with truncation and padding off (as :func:`load_tokenizer` returns)."""
     from tokenizers import Tokenizer
 
@@ -188,7 +188,7 @@ TOKEN_OFFSETS = Memo(max_items=200_000)
 _IDENTITIES: dict[int, tuple[object, str]] = {}  # id(tokenizer) -> (the tokenizer, kept alive; its identity)
 
 
-def tokenizer_identity(backend) -> str:
+def tokenizer_identity(backend: Any) -> str:
     """The sha256 of a ``tokenizers.Tokenizer``'s full serialisation (vocabulary, normaliser, pre-tokeniser, model,
     truncation and padding): two tokenizers with the same identity give the same offsets."""
     known = _IDENTITIES.get(id(backend))
@@ -203,7 +203,7 @@ def tokenizer_identity(backend) -> str:
     return ident
 
 
-def _token_offsets(enc) -> np.ndarray:
+def _token_offsets(enc: Any) -> np.ndarray:
     """The (n, 2) offsets of one encoding, units with empty offsets dropped, made read-only (they are shared)."""
     off = np.fromiter(itertools.chain.from_iterable(enc.offsets), np.int64, count=2 * len(enc)).reshape(-1, 2)
     off = off[off[:, 1] > off[:, 0]]

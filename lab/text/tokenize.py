@@ -258,7 +258,8 @@ class Tokenizer:
 
         texts = list(texts)
         keys = [(self.identity, _digest(t)) for t in texts] if memo else []
-        out = TEXT_TOKENS.get_many(keys) if memo else [None] * len(texts)
+        # None until tokenised; the memo holds tuples, turned back into lists below
+        out: list[Any] = TEXT_TOKENS.get_many(keys) if memo else [None] * len(texts)
         todo = [i for i, tokens in enumerate(out) if tokens is None]
         enabled = show_progress and len(todo) > 2000
         for i in progress(todo, desc="tokenize", enabled=enabled):
@@ -303,6 +304,6 @@ def _digest(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
 
 
-def tokenize(texts: Sequence[str] | Iterable[str], language: str = "auto", **options) -> list[list[str]]:
+def tokenize(texts: Sequence[str] | Iterable[str], language: str = "auto", **options: Any) -> list[list[str]]:
     """Tokens of each text with a fresh :class:`Tokenizer` (``options``: stem, stopwords, user_dict, ...)."""
     return Tokenizer(language=language, **options).tokenize(texts)
