@@ -826,7 +826,9 @@ def generate_testset(dataset, out: str | Path, *, llm=None, config: GenerationCo
 
     evidence, spans = [], {}
     for c in accepted:
-        spans[c.qid] = sp = c.support
+        sp = c.support
+        assert sp is not None  # accepted: its gates ran with the corpus (_check_batch), which set the span
+        spans[c.qid] = sp
         evidence.append(evidence_record(c.qid, c.unit_id, sp, c.span, cfg.grade))
     tiers = difficulty_tiers(units.corpus, accepted, models.tokenizer, cache_dir, cfg.seed)
     report.extra["difficulty"] = {t: sum(1 for x in tiers.values() if x["difficulty"] == t) for t in DIFFICULTY}
@@ -917,6 +919,8 @@ def difficulty_tiers(corpus: Corpus, accepted: list[Candidate], tokenizer, cache
     run = bm25.search_batch(Queries({c.qid: c.qa["question"] for c in accepted}), 100)
     out = {}
     for c in accepted:
+        # an accepted candidate has its query id and (gates run with the corpus) its evidence span
+        assert c.qid is not None and c.support is not None
         ranked = [did for did, _ in run.ranked(c.qid, 100)]
         rank = ranked.index(c.unit_id) + 1 if c.unit_id in ranked else None
         text = corpus[c.unit_id].text[c.support.start:c.support.end]
