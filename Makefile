@@ -13,7 +13,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup demo test test-all bench clean-cache ui lab browser postgres server notebooks docs docs-serve
+.PHONY: setup demo test test-all lint bench clean-cache ui lab browser postgres server notebooks docs docs-serve
 
 # Headless Chromium (Debian package) for the browser tests (report, JupyterLab, MLflow UI; Playwright drives it
 # by its path, no browser download); installed when missing and we are root.
@@ -38,7 +38,12 @@ $(STAMP): requirements.txt requirements-extras.txt requirements-test.txt require
 demo: setup
 	$(VENV)/bin/lab demo
 
-test: setup browser postgres
+# ruff and mypy (rules, thresholds and the strict layers in pyproject.toml; see docs/lint.md); run before the tests.
+lint: setup
+	$(VENV)/bin/ruff check lab
+	$(VENV)/bin/mypy
+
+test: setup browser postgres lint
 	$(PY) -m pytest -m "not slow" -q
 
 test-all: setup browser postgres

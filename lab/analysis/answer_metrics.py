@@ -313,10 +313,11 @@ class Judge:
             out.values.append(None if c is None else parse_verdict(c.text))
             out.raw.append(err if c is None else c.text)
             out.fallback.append(False)
-        retry = [i for i, (v, c) in enumerate(zip(out.values, out.completions)) if v is None and c is not None]
+        retry = [i for i, (v, c) in enumerate(zip(out.values, out.completions, strict=True)) if v is None
+                 and c is not None]
         if retry and self.uses_fallback():
             again = self._calls([prompts[i] for i in retry], max_tokens=2, temperature=0.0, grammar=VERDICT_GRAMMAR)
-            for i, (c, err) in zip(retry, again):
+            for i, (c, err) in zip(retry, again, strict=True):
                 out.completions.append(c)
                 out.raw[i] = f"{out.raw[i]} || grammar: {err if c is None else c.text}"
                 if c is not None:
@@ -383,11 +384,11 @@ def score_sample(judge: Judge, sample: AnswerSample) -> tuple[dict, dict]:
         verdicts, raw, n_fallback = sv.values, sv.raw, sum(sv.fallback)
     else:
         verdicts, raw = [], []
-    a_v, r_v = verdicts[:len(a_judged)], verdicts[len(a_judged):]
+    a_v, r_v = verdicts[:len(a_judged)], verdicts[len(a_judged):]  # empty without a context: no claim is listed
     detail["answer_claims"] = [{"claim": c, "supported": v, "raw": r}
-                               for c, v, r in zip(a_judged, a_v, raw[:len(a_judged)])]
+                               for c, v, r in zip(a_judged, a_v, raw[:len(a_judged)], strict=False)]
     detail["reference_claims"] = [{"claim": c, "attributed": v, "raw": r}
-                                  for c, v, r in zip(r_judged, r_v, raw[len(a_judged):])]
+                                  for c, v, r in zip(r_judged, r_v, raw[len(a_judged):], strict=False)]
     if answer is None:
         status["faithfulness"] = f"failed: no answer ({sample.answer_error})"
     elif noncommittal:
@@ -412,7 +413,8 @@ def score_sample(judge: Judge, sample: AnswerSample) -> tuple[dict, dict]:
         useful, raw_u, n_fallback = uv.values, uv.raw, n_fallback + sum(uv.fallback)
         row["context_precision"] = context_precision(useful)
         status["context_precision"] = _verdict_status(useful)
-        detail["chunks"] = [{"id": i, "useful": v, "raw": r} for i, v, r in zip(sample.context_ids, useful, raw_u)]
+        detail["chunks"] = [{"id": i, "useful": v, "raw": r} for i, v, r in zip(sample.context_ids, useful, raw_u,
+                                                                                strict=True)]
 
     # answer relevancy: questions written from the answer, compared with the question
     detail["generated_questions"] = []
@@ -423,7 +425,7 @@ def score_sample(judge: Judge, sample: AnswerSample) -> tuple[dict, dict]:
     else:
         qs, raw_q, cs = judge.questions(answer)
         comps += cs
-        detail["generated_questions"] = [{"question": q, "raw": r} for q, r in zip(qs, raw_q)]
+        detail["generated_questions"] = [{"question": q, "raw": r} for q, r in zip(qs, raw_q, strict=True)]
         valid = [q for q in qs if q]
         if valid:
             row["answer_relevancy"], status["answer_relevancy"] = judge.relevancy(sample.question, valid), "ok"
@@ -557,7 +559,7 @@ class AnswerReport:
         return out
 
 
-def run_answer_metrics(dataset, strategy: str, params: dict | None = None, *, split: str = "test", k: int = 5,
+def run_answer_metrics(dataset, strategy: str, params: dict | None = None, *, split: str = "test", k: int = 5,  # noqa: PLR0913 - one keyword per `lab answers` option; a config dataclass is issue 28 item 4
                        chunking: dict | None = None, llm=None, judge=None, ctx=None, max_queries: int | None = None,
                        answer_tokens: int = 128, context_tokens: int | None = None, n_questions: int = 3,
                        max_claims: int | None = 8, embedder: str | Any = DEFAULT_EMBEDDER, grammar: bool = False,
@@ -661,7 +663,8 @@ def log_answer_metrics(report: AnswerReport, experiment: str = "answer_metrics",
                      run_name=run_name or f"answers: {cfg['strategy']} top-{cfg['k']} on {cfg['dataset']}") as run:
         cl, run_id = run.cl, run.run_id
         params = dict(flatten(cfg))
-        params.update({f"retriever.{k}": v for k, v in flatten((report.result.info or {}).get("retriever") or {}).items()})
+        params.update({f"retriever.{k}": v for k, v in flatten((report.result.info or {}).get("retriever")
+                                                               or {}).items()})
         params.update({f"judge.{k}": v for k, v in flatten(report.info.get("judge") or {}).items()})
         log_params(run_id, params, cl=cl)
         metrics = report.summary()
@@ -685,7 +688,8 @@ def write_artifacts(report: AnswerReport, folder: Path) -> list[Path]:
     pq.index.name = "query_id"
     pq.to_parquet(folder / PER_QUERY_ARTIFACT)
     with open(folder / DETAILS_ARTIFACT, "w", encoding="utf-8") as f:
-        f.writelines(json.dumps({**detail, "contexts": sample.contexts}, ensure_ascii=False, default=str) + "\n" for sample, detail in zip(report.samples, report.evaluation.details))
+        f.writelines(json.dumps({**detail, "contexts": sample.contexts}, ensure_ascii=False, default=str) + "\n"
+                     for sample, detail in zip(report.samples, report.evaluation.details, strict=True))
     doc = {"config": report.config, "info": report.info, "summary": report.summary()}
     (folder / SUMMARY_ARTIFACT).write_text(json.dumps(doc, indent=1, default=str), encoding="utf-8")
     return [folder / PER_QUERY_ARTIFACT, folder / DETAILS_ARTIFACT, folder / SUMMARY_ARTIFACT]

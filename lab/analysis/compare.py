@@ -3,7 +3,8 @@
 Conventions
 - Runs: FINISHED runs of the experiment that logged ``metric`` (sweep parent runs excluded), optionally only
   the children of one parent run; one run per config (the newest of the runs with the same ``config_hash``,
-  dataset and number of queries; :func:`one_run_per_config`, with a warning naming the runs left out). Metric values and CI bounds are read as :mod:`lab.tracking.store` logged them
+  dataset and number of queries; :func:`one_run_per_config`, with a warning naming the runs left out). Metric
+  values and CI bounds are read as :mod:`lab.tracking.store` logged them
   (``<metric>`` mean, ``<metric>_ci_low`` / ``<metric>_ci_high``, names mapped back from MLflow's ``_at_``).
 - Label: ``key=value`` of the params that differ between the listed runs (``resolved.*`` and
   ``retriever.*`` keys left out), else the run name.
@@ -38,7 +39,8 @@ from lab.data.beir import read_queries
 
 #: Columns of a leaderboard, after ``label``, ``<metric>``, ``<metric>_ci_low``, ``<metric>_ci_high``.
 EXTRA_COLUMNS = ("latency_p50_ms", "latency_p95_ms", "index_seconds", "n_queries", "llm_index_calls",
-                 "llm_index_tokens", "llm_index_seconds", "llm_index_cold_seconds", "llm_query_calls", "llm_query_tokens",
+                 "llm_index_tokens", "llm_index_seconds", "llm_index_cold_seconds", "llm_query_calls",
+                 "llm_query_tokens",
                  "llm_index_retries", "llm_index_errors", "llm_index_retry_wait_seconds", "llm_query_retries",
                  "llm_query_errors", "llm_query_retry_wait_seconds")
 
@@ -136,7 +138,7 @@ def run_labels(runs) -> list[str]:
     flats = [plain(r.data.params) for r in runs]
     keys = varying_keys(flats) if len(runs) > 1 else []
     out = []
-    for r, f in zip(runs, flats):
+    for r, f in zip(runs, flats, strict=True):
         lab = ", ".join(f"{k}={f[k]}" for k in keys if k in f and f[k] != "{}")
         out.append(lab or r.info.run_name or r.info.run_id[:8])
     return out
@@ -269,7 +271,7 @@ def runs_trust(cl, runs, scores, df: pd.DataFrame, parent_run_id: str | None = N
     from lab.analysis.trust import trust_block
     from lab.tracking.store import mlflow_metric_name
 
-    by_id = {r.info.run_id: (r, s) for r, s in zip(runs, scores)}
+    by_id = {r.info.run_id: (r, s) for r, s in zip(runs, scores, strict=True)}
     ranked = [by_id[rid][0] for rid in df["run_id"]]
     provs, note = runs_provenance(ranked)
     judged = [r.data.metrics.get(mlflow_metric_name("judged@10"), math.nan) for r in ranked]
@@ -292,7 +294,7 @@ def runs_overlap(df: pd.DataFrame, root="mlruns", p: float | None = None, k: int
 
     cl = client(root)
     runs = {}
-    for label, rid in zip(short_labels(list(df["label"].astype(str))), df["run_id"]):
+    for label, rid in zip(short_labels(list(df["label"].astype(str))), df["run_id"], strict=True):
         with tempfile.TemporaryDirectory(prefix="lab-overlap-") as tmp:
             runs[f"{label} ({rid[:8]})" if label in runs else label] = read_trec_run(
                 artifact_file(rid, RUN_ARTIFACT, tmp, root, cl))
@@ -315,11 +317,11 @@ def format_leaderboard(df: pd.DataFrame, max_label: int = 60) -> str:
         "config": [s if len(s) <= max_label else s[: max_label - 3] + "..." for s in df["label"].astype(str)],
         metric: df[metric].map("{:.4f}".format),
         "95% CI": [f"[{a:.4f}, {b:.4f}]" if not (math.isnan(a) or math.isnan(b)) else "-"
-                   for a, b in zip(df[f"{metric}_ci_low"], df[f"{metric}_ci_high"])],
+                   for a, b in zip(df[f"{metric}_ci_low"], df[f"{metric}_ci_high"], strict=True)],
         "diff": ["best" if i == 0 else ("-" if math.isnan(d) else f"{d:+.4f}") for i, d in enumerate(df["diff"])],
         "p": ["" if math.isnan(p) else f"{p:.3g}" for p in df["p_value"]],
         "p adj": ["" if math.isnan(p) else f"{p:.3g}" + (" *" if s else "")
-                  for p, s in zip(df.get("p_adjusted", df["p_value"]), df["significant"])],
+                  for p, s in zip(df.get("p_adjusted", df["p_value"]), df["significant"], strict=True)],
         "W/T/L": ["" if i == 0 else x for i, x in enumerate(_wtl(df))],  # row 0 is the reference itself
         "P50 ms": df["latency_p50_ms"].map(lambda v: "-" if math.isnan(v) else f"{v:.2f}"),
         "P95 ms": df["latency_p95_ms"].map(lambda v: "-" if math.isnan(v) else f"{v:.2f}"),
@@ -328,11 +330,13 @@ def format_leaderboard(df: pd.DataFrame, max_label: int = 60) -> str:
     })
     if "judged" in df and df["judged"].notna().any():
         show.insert(4, judged_metric(metric), [("-" if math.isnan(v) else f"{v:.3f}") + (" c" if c else "")
-                                               for v, c in zip(df["judged"], df.get("condensed", [False] * len(df)))])
+                                               for v, c in zip(df["judged"], df.get("condensed", [False] * len(df)),
+                                                               strict=True)])
     if "llm_index_calls" in df and df[["llm_index_calls", "llm_query_calls"]].notna().any().any():
         # index-time and query-time LLM cost: calls / tokens generated (cached answers cost nothing)
         def cost(calls, tokens):
-            return ["-" if math.isnan(c) else f"{c:.0f} / {0 if math.isnan(t) else t:.0f}" for c, t in zip(calls, tokens)]
+            return ["-" if math.isnan(c) else f"{c:.0f} / {0 if math.isnan(t) else t:.0f}"
+                    for c, t in zip(calls, tokens, strict=True)]
 
         show.insert(len(show.columns) - 1, "LLM index calls/tok", cost(df["llm_index_calls"], df["llm_index_tokens"]))
         show.insert(len(show.columns) - 1, "LLM query calls/tok", cost(df["llm_query_calls"], df["llm_query_tokens"]))
@@ -343,7 +347,7 @@ def format_leaderboard(df: pd.DataFrame, max_label: int = 60) -> str:
                 cols = [df.get(f"llm_{phase}_{c}", pd.Series(math.nan, index=df.index))
                         for c in ("retries", "errors", "retry_wait_seconds")]
                 return ["-" if math.isnan(r) else f"{r:.0f} / {0 if math.isnan(e) else e:.0f} / "
-                        f"{0 if math.isnan(w) else w:.1f}" for r, e, w in zip(*cols)]
+                        f"{0 if math.isnan(w) else w:.1f}" for r, e, w in zip(*cols, strict=True)]
 
             show.insert(len(show.columns) - 1, "LLM index retry/err/wait s", faults_of("index"))
             show.insert(len(show.columns) - 1, "LLM query retry/err/wait s", faults_of("query"))
@@ -369,7 +373,7 @@ def _wtl(df: pd.DataFrame) -> list[str]:
     if not {"wins", "ties", "losses"} <= set(df.columns):
         return [""] * len(df)
     return ["-" if pd.isna(w) or pd.isna(t) or pd.isna(lo) else f"{int(w)}/{int(t)}/{int(lo)}"
-            for w, t, lo in zip(df["wins"], df["ties"], df["losses"])]
+            for w, t, lo in zip(df["wins"], df["ties"], df["losses"], strict=True)]
 
 
 def plot_leaderboard(df: pd.DataFrame, path: str | Path, metric: str | None = None, title: str = "") -> Path:
@@ -449,7 +453,8 @@ def format_leaderboard_by(table: pd.DataFrame, max_label: int = 60) -> str:
                          "config": [s if len(s) <= max_label else s[: max_label - 3] + "..."
                                     for s in table["label"].astype(str)]})
     for g in names:
-        show[g] = [("-" if math.isnan(m) else f"{m:.4f}") + f" ({n})" for m, n in zip(table[g], table[f"{g} n"])]
+        show[g] = [("-" if math.isnan(m) else f"{m:.4f}") + f" ({n})"
+                   for m, n in zip(table[g], table[f"{g} n"], strict=True)]
     show["all"] = table["all"].map("{:.4f}".format)
     if "run_id" in table:
         show["run"] = table["run_id"].str[:8]

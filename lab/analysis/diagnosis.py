@@ -89,8 +89,8 @@ def coverage_gap(figures: Mapping[str, float]) -> Finding | None:
         "Chunking splits or dilutes the evidence, or the embedding model does not match the domain vocabulary "
         "(BM25: the query uses other words than the documents).",
         "Grid chunk size and overlap first (params/chunk_size_grid.yaml; chunk size alone can move Recall@10 by "
-        "more than 10 points), then compare embedding models (params/embedding_comparison.yaml) and add BM25 through hybrid "
-        "(RRF).")
+        "more than 10 points), then compare embedding models (params/embedding_comparison.yaml) and add BM25 through "
+        "hybrid (RRF).")
 
 
 def ranking_gap(figures: Mapping[str, float]) -> Finding | None:

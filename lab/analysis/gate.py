@@ -222,7 +222,8 @@ def attach_per_query(result: ResultFile, table_path: str | Path) -> ResultFile:
     table = read_per_query(table_path)
     for m in sorted(set(table.columns) & set(result.means)):
         if abs(float(table[m].mean()) - result.means[m]) > MEAN_TOLERANCE:
-            raise DataError(table_path, f"mean {table[m].mean():.6f} differs from {result.path}'s {result.means[m]:.6f}",
+            raise DataError(table_path,
+                            f"mean {table[m].mean():.6f} differs from {result.path}'s {result.means[m]:.6f}",
                             field=m, hint="the per-query file does not belong to that summary; re-create both with "
                             "`lab run --json --per-query FILE`")
     result.per_query = table
@@ -287,8 +288,8 @@ def _evaluate_trec(path: Path, qrels, metrics, rel_threshold: int) -> ResultFile
 # ---------------------------------------------------------------------------------------------------------------
 def version_warning(versions: Iterable[str | None]) -> str | None:
     """A warning when the recorded metrics versions differ (or differ from this lab's), else None; inputs that
-    record none (per-query tables) are left out. Uses lab.analysis.compare.metrics_version_warning when it exists, else a
-    small check of its own."""
+    record none (per-query tables) are left out. Uses lab.analysis.compare.metrics_version_warning when it exists, else
+    a small check of its own."""
     import lab
 
     vals = [str(v) for v in versions if v not in (None, "")]

@@ -1,9 +1,10 @@
-"""Short, readable names of configurations for plots: only what varies, e.g. "rerank · biencoder MiniLM · α 0.5 · top 50".
+"""Short, readable names of configurations for plots: only what varies, e.g.
+"rerank · biencoder MiniLM · α 0.5 · top 50".
 
 Conventions
 - Input: one label per configuration in the ``key=value, key=value`` form that lab.workbench.config.label and
-  lab.analysis.compare.experiment_leaderboard write ("strategy=rerank, params.reranker=biencoder, params.alpha=0.5"), or mappings of
-  dotted keys to values. Labels without ``=`` are names already and are kept as they are.
+  lab.analysis.compare.experiment_leaderboard write ("strategy=rerank, params.reranker=biencoder, params.alpha=0.5"),
+  or mappings of dotted keys to values. Labels without ``=`` are names already and are kept as they are.
 - Only keys whose value differs between the configurations are shown (a key some configurations lack counts as
   varying, and is shown where present); empty values (``{}``, ``[]``, empty string) are left out.
 - Order: the strategy first, then names (reranker, model, fusion, chunker, extractor...: bare values joined
@@ -56,16 +57,17 @@ def _value(key: str, value: str) -> str:
 
 def short_labels(labels: Sequence[str | Mapping]) -> list[str]:
     """Short labels of the configurations (see the module docstring), in the order given."""
-    configs = [dict(l) if isinstance(l, Mapping) else (parse_label(l) if "=" in str(l) else None) for l in labels]
+    configs = [dict(lb) if isinstance(lb, Mapping) else (parse_label(lb) if "=" in str(lb) else None)
+               for lb in labels]
     if not any(configs):
-        return [str(l) for l in labels]
+        return [str(lb) for lb in labels]
     parsed = [c or {} for c in configs]
     keys: list[str] = []
     for c in parsed:
         keys.extend(k for k in c if k not in keys)
     varying = [k for k in keys if len({str(c.get(k, "\0")) for c in parsed}) > 1]
     out = []
-    for original, c in zip(labels, parsed):
+    for original, c in zip(labels, parsed, strict=True):
         if c == {} and not isinstance(original, Mapping):
             out.append(str(original))
             continue

@@ -181,11 +181,12 @@ def metric_vs_param(
     fig = Figure(figsize=(5.0 * len(metrics), 3.8), layout="constrained")
     axes = fig.subplots(1, len(metrics), squeeze=False)[0]
     groups = list(df.groupby(hue_cols, sort=True)) if hue_cols else [((), df)]
-    for ax, metric in zip(axes, metrics):
+    for ax, metric in zip(axes, metrics, strict=True):
         for i, (key, g) in enumerate(groups):
             g = g.sort_values(x)
             color = COLORS[i % len(COLORS)]
-            name = ", ".join(f"{c}={v}" for c, v in zip(hue_cols, key if isinstance(key, tuple) else (key,)))
+            name = ", ".join(f"{c}={v}" for c, v in zip(hue_cols, key if isinstance(key, tuple) else (key,),
+                                                        strict=True))
             ax.plot(g[x], g[metric], marker="o", color=color, label=name or None)
             lo, hi = (ci or {}).get(metric, ci_columns(metric))
             if lo in g and hi in g:
@@ -231,7 +232,7 @@ def leaderboard_bars(
                    error_kw={"elinewidth": 1, "ecolor": "#333333"})
     if highlight is not None:
         flags = np.asarray(highlight, dtype=bool)[order]
-        for bar, flag in zip(bars, flags):
+        for bar, flag in zip(bars, flags, strict=True):
             if flag:
                 bar.set_hatch("//")
                 bar.set_alpha(0.45)
@@ -243,7 +244,8 @@ def leaderboard_bars(
     hi = d[metric].to_numpy(dtype=float) + (err[1] if err is not None else 0.0)
     top = float(np.nanmax(hi)) if len(d) and np.isfinite(hi).any() else 1.0
     ax.set_xlim(0, max(top * 1.1, 1e-9))
-    for yi, v in zip(y, d[metric].to_numpy(dtype=float)):  # value at the bar's base, clear of the error bar
+    for yi, v in zip(y, d[metric].to_numpy(dtype=float),
+                     strict=True):  # value at the bar's base, clear of the error bar
         ax.text(top * 0.01, yi, f"{v:.3f}", va="center", ha="left", fontsize="small", color="white",
                 fontweight="bold")
     ax.set_yticks(y, names)
@@ -325,7 +327,7 @@ def per_query_distribution(
     for i, v in enumerate(values, start=1):
         ax.scatter(i + rng.uniform(-0.15, 0.15, len(v)), v, s=8, alpha=0.35, color=COLORS[0], zorder=3)
     long = max((len(n) for n in names), default=0) > 14
-    ax.set_xticks(range(1, len(names) + 1), [f"{n}\n(n={len(v)})" for n, v in zip(names, values)],
+    ax.set_xticks(range(1, len(names) + 1), [f"{n}\n(n={len(v)})" for n, v in zip(names, values, strict=True)],
                   rotation=30 if long else 0, ha="right" if long else "center", fontsize="small" if long else None)
     ax.set_ylabel(metric)
     ax.grid(True, axis="y", alpha=0.3)
@@ -375,7 +377,8 @@ def gate_funnel(report, title: str = "") -> Figure:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Tables the plots take, built from lab.experiment.run.Result values (columns as lab.analysis.compare.experiment_leaderboard names them)
+# Tables the plots take, built from lab.experiment.run.Result values (columns as
+# lab.analysis.compare.experiment_leaderboard names them)
 # ---------------------------------------------------------------------------------------------------------------
 #: Figures copied from each Result next to the metrics (latency in ms, seconds for index and search).
 RESULT_COLUMNS = ("latency_p50_ms", "latency_p95_ms", "latency_p99_ms", "index_seconds", "search_seconds",

@@ -142,8 +142,8 @@ def runs_from_mlflow(experiment: str, root="mlruns", metric: str = "ndcg@10", pa
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CompareWarning)
-        board = experiment_leaderboard(experiment, metric=metric, root=root, parent_run_id=parent_run_id, n_resamples=200,
-                            run_ids=run_ids)
+        board = experiment_leaderboard(experiment, metric=metric, root=root, parent_run_id=parent_run_id,
+                                       n_resamples=200, run_ids=run_ids)
     if notes is not None:
         notes.extend(board.attrs.get("warnings", []))
     if trust is not None and board.attrs.get("trust"):
@@ -223,7 +223,8 @@ def runs_from_files(paths: Sequence[str | Path], qrels=None, dataset: str | None
         version = res.metrics_version if res is not None else None
         load = None
         if trec is not None:
-            load = (lambda t=trec: read_trec_run(t))
+            def load(t=trec):
+                return read_trec_run(t)
             if per_query is None:
                 qr = qrels
                 if qr is None and ds_path:
@@ -393,7 +394,8 @@ CHART_LABEL_MAX = 24
 
 def chart_label(label: str, rank: int, width: int = CHART_LABEL_MAX) -> str:
     """A run's name in charts: the label when short, else "#rank" and its first characters (rank from 1, as in
-    the leaderboard's # column). Charts pass labels shortened to what varies (lab.analysis.labels.short_labels) first."""
+    the leaderboard's # column). Charts pass labels shortened to what varies
+    (lab.analysis.labels.short_labels) first."""
     return label if len(label) <= width else f"#{rank} {label[: width - 4 - len(str(rank))]}\u2026"
 
 
@@ -528,8 +530,8 @@ def render_diagnosis(table: pd.DataFrame, names: Mapping[str, str] | None = None
                                                           "SPEEDUP_MIN"))
     return (_table(["severity", "rule", "runs (value)", "finding (first run listed)", "likely cause", "next step"],
                    rows)
-            + f'<p class="muted">Rules: symptom, likely cause, next step (lab/analysis/diagnosis.py), applied to every run; '
-              f"thresholds {esc(consts)}.</p>")
+            + '<p class="muted">Rules: symptom, likely cause, next step (lab/analysis/diagnosis.py), applied to every '
+              f"run; thresholds {esc(consts)}.</p>")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -563,7 +565,7 @@ def _load_dataset(run: RunData, override: str | None, notes: list[str]):
     return load_dataset(path, splits=[run.split], progress=False)
 
 
-def build_report(runs: Sequence[RunData], out: str | Path = "report.html", metrics: Sequence[str] | None = None,
+def build_report(runs: Sequence[RunData], out: str | Path = "report.html", metrics: Sequence[str] | None = None,  # noqa: C901, PLR0913 - one function per section is issue 28 item 4
                  title: str = "Retrieval report", reference: str | None = None, dataset: str | None = None,
                  n_worst: int = 10, depth: int = 10, alpha: float = 0.05, n_resamples: int = N_RESAMPLES,
                  seed: int = 0, notes: list[str] | None = None, subtitle: str = "",
@@ -621,7 +623,7 @@ def build_report(runs: Sequence[RunData], out: str | Path = "report.html", metri
                            f"{primary} against P50 latency with the Pareto front")
         pareto_html += "<p>Pareto front (no other run is both better and faster): " + ", ".join(
             f"<b>{esc(lbl)}</b> ({v:.4f}, {t:.2f} ms)" for lbl, v, t, on in
-            zip(lat["label"], lat[primary], lat["latency_p50_ms"], front) if on) + ".</p>"
+            zip(lat["label"], lat[primary], lat["latency_p50_ms"], front, strict=True) if on) + ".</p>"
     else:
         pareto_html = "<p>No run recorded latency (summary JSON of <code>lab run --json</code> or MLflow runs do).</p>"
 
@@ -629,7 +631,7 @@ def build_report(runs: Sequence[RunData], out: str | Path = "report.html", metri
     from lab.analysis.labels import short_labels
 
     labels = [str(v) for v in board["label"]]
-    short = {lbl: chart_label(s, i + 1) for i, (lbl, s) in enumerate(zip(labels, short_labels(labels)))}
+    short = {lbl: chart_label(s, i + 1) for i, (lbl, s) in enumerate(zip(labels, short_labels(labels), strict=True))}
     dists = []
     for m in metrics:
         sub = {short[lbl]: t[m] for lbl, t in tables.items() if m in t}
@@ -654,7 +656,7 @@ def build_report(runs: Sequence[RunData], out: str | Path = "report.html", metri
         if ds is not None and ref.load_run is not None:
             try:
                 run_obj = ref.load_run()
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 - as above: noted, the rest of the report stays
                 notes.append(f"worst queries: cannot read the run of {ref.label} ({exc})")
         if ds is None or run_obj is None:
             worst_html = ("<p>Showing the worst queries needs the dataset and the retrieved lists "
@@ -697,7 +699,8 @@ def build_report(runs: Sequence[RunData], out: str | Path = "report.html", metri
 
     # assemble
     sources = sorted({r.source for r in runs})
-    overview = (render_trust(trust, primary) + f"<p>{len(runs)} run(s); metrics {', '.join(esc(m) for m in metrics)}; reference "
+    overview = (render_trust(trust, primary)
+                + f"<p>{len(runs)} run(s); metrics {', '.join(esc(m) for m in metrics)}; reference "
                 f"<b>{esc(ref.label)}</b> ({'chosen' if reference else 'best on ' + esc(primary)}); alpha {alpha:g}; "
                 f"seed {seed}; {esc(board.attrs['correction_note'])} ({esc(primary)}).</p>"
                 + (f"<p>{esc(subtitle)}</p>" if subtitle else "")
@@ -746,10 +749,10 @@ def runs_trust(runs: Sequence[RunData], metric: str, alpha: float = 0.05, seed: 
     if not keep:
         return None
     keys = [r.run_id or f"{i}:{r.label}" for i, r in enumerate(keep)]
-    scores = {k: r.per_query[metric].dropna().rename(index=str) for k, r in zip(keys, keep)}
+    scores = {k: r.per_query[metric].dropna().rename(index=str) for k, r in zip(keys, keep, strict=True)}
     df = leaderboard(list(scores.values()), metric, labels=[r.label for r in keep],
                      extra=[{"run_id": k} for k in keys], alpha=alpha, n_resamples=2000, seed=seed)
-    by_key = dict(zip(keys, keep))
+    by_key = dict(zip(keys, keep, strict=True))
     ranked = [by_key[k] for k in df["run_id"]]
     provs = [label_provenance(r.dataset_path, r.split) if r.dataset_path else None for r in ranked]
     judged = [r.figures.get("judged@10", math.nan) for r in ranked]
@@ -763,18 +766,18 @@ def render_trust(trust: Mapping | None, metric: str) -> str:
     from lab.analysis.trust import trust_lines
 
     lines = trust_lines(trust, metric)
-    facts = [l for l in lines if not l.startswith("warning: ")]
-    warns = [l.removeprefix("warning: ") for l in lines if l.startswith("warning: ")]
+    facts = [line for line in lines if not line.startswith("warning: ")]
+    warns = [line.removeprefix("warning: ") for line in lines if line.startswith("warning: ")]
     return ('<div class="trust"><h3>How far to trust this leaderboard</h3><ul>'
-            + "".join(f"<li>{esc(l)}</li>" for l in facts) + "</ul>"
+            + "".join(f"<li>{esc(line)}</li>" for line in facts) + "</ul>"
             + ('<ul class="notes">' + "".join(f"<li>warning: {esc(w)}</li>" for w in warns) + "</ul>" if warns else "")
             + "</div>")
 
 
 def log_report(path: str | Path, experiment: str, root="mlruns", run_ids: Sequence[str] = (),
                metrics: Sequence[str] = ()) -> str:
-    """Log the file at ``path`` as artifact ``report.html`` (whatever its name) of a new FINISHED run in ``experiment`` (tag lab.role=report,
-    ``report.runs`` = the covered run ids, ``report.metrics``); returns its run id."""
+    """Log the file at ``path`` as artifact ``report.html`` (whatever its name) of a new FINISHED run in ``experiment``
+    (tag lab.role=report, ``report.runs`` = the covered run ids, ``report.metrics``); returns its run id."""
     from lab.tracking.lifecycle import tracked_run
 
     with tracked_run(experiment, run_name=f"report ({', '.join(metrics)})" if metrics else "report",
@@ -839,7 +842,8 @@ def trends_html(history: pd.DataFrame, metric: str) -> str:
     body = []
     for r in history.to_dict("records"):
         changed = ", ".join(k for k in ("dataset", "model") if r[f"{k}_changed"]) or ""
-        ci = "-" if math.isnan(r[f"{metric}_ci_low"]) else f"[{r[f'{metric}_ci_low']:.4f}, {r[f'{metric}_ci_high']:.4f}]"
+        ci = ("-" if math.isnan(r[f"{metric}_ci_low"])
+              else f"[{r[f'{metric}_ci_low']:.4f}, {r[f'{metric}_ci_high']:.4f}]")
         body.append("<tr>" + "".join(f"<td>{esc(v)}</td>" for v in (
             r["sequence"], r["label"], f"{r[metric]:.4f}", ci, r["run_id"][:8] + (" (reused)" if r["reused"] else ""),
             changed, r["reason"])) + "</tr>")

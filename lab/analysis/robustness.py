@@ -246,7 +246,7 @@ def _row(strategy: str, variant: str, prov: dict | None, stats: dict) -> dict:
             **stats}
 
 
-def run_robustness(dataset, variants, strategies: Sequence[str] = STRATEGIES,
+def run_robustness(dataset, variants, strategies: Sequence[str] = STRATEGIES,  # noqa: PLR0913 - one keyword per `lab robust` option; a config dataclass is issue 28 item 4
                    params: Mapping[str, Mapping] | None = None, *, split: str = "test", k: int = 100,
                    metrics: Sequence[str] = TABLE_METRICS, ctx=None, max_queries: int | None = None,
                    n_resamples: int = N_RESAMPLES, seed: int = 0, confidence: float = 0.95, answer_rate: float = 0.95,
@@ -376,7 +376,7 @@ def plot_robustness(table: pd.DataFrame, metrics: Sequence[str] = TABLE_METRICS,
     axes = fig.subplots(1, len(metrics), squeeze=False)[0]
     width = 0.8 / max(1, len(strategies))
     x = np.arange(len(variants))
-    for ax, m in zip(axes, metrics):
+    for ax, m in zip(axes, metrics, strict=True):
         for i, s in enumerate(strategies):
             sub = df[df["strategy"] == s].set_index("variant").reindex(variants)
             y = sub[f"{m}_delta"].to_numpy(float)
@@ -400,7 +400,7 @@ def plot_top1(top1: pd.DataFrame, taus: Mapping[str, float] | None = None, title
     strategies = list(dict.fromkeys(top1["strategy"]))
     fig = Figure(figsize=(3.4 * max(1, len(strategies)) + 0.5, 3.4), layout="constrained")
     axes = fig.subplots(1, max(1, len(strategies)), squeeze=False)[0]
-    for ax, s in zip(axes, strategies):
+    for ax, s in zip(axes, strategies, strict=False):
         sub = top1[top1["strategy"] == s]
         data = [sub.loc[sub["group"] == g, "top1"].dropna().to_numpy() for g in ("answerable", "unanswerable")]
         ax.boxplot(data, tick_labels=["answerable", "unanswerable"], showfliers=True)
@@ -481,7 +481,8 @@ def write_outputs(rob: Robustness, folder: Path | str, title: str = "") -> list[
         out.append(folder / "top1.csv")
         rob.top1.to_csv(out[-1], index=False)
         out.append(folder / "unanswerable_top1.png")
-        taus = dict(zip(rob.unanswerable["strategy"], rob.unanswerable["tau"])) if len(rob.unanswerable) else None
+        taus = dict(zip(rob.unanswerable["strategy"], rob.unanswerable["tau"],
+                        strict=True)) if len(rob.unanswerable) else None
         plot_top1(rob.top1, taus, title="top-1 scores: answerable vs unanswerable queries").savefig(out[-1], dpi=110)
     out.append(folder / "robustness.png")
     plot_robustness(rob.table, rob.metrics, title=title).savefig(out[-1], dpi=110)

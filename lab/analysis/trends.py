@@ -1,12 +1,13 @@
 """Records of scheduled sweeps and the trends they make: each config's headline metric over the scheduled sweeps of
-an experiment, marking where the dataset or a model changed (read by lab report, notebook 03 and lab.workbench.schedule).
+an experiment, marking where the dataset or a model changed (read by lab report, notebook 03 and
+lab.workbench.schedule).
 
 Conventions
 - A scheduled sweep is a sweep parent run tagged ``raglab.scheduled=true``, ``raglab.schedule=<name>`` and
   ``raglab.sequence=<n>`` (1, 2, ... per schedule and experiment), holding the artifact ``schedule.json``: per config
   its config hash, label, the run that stands for it (run now or reused), whether it was reused, why it ran again,
-  and the dataset fingerprints and model weights that run recorded (see lab.workbench.resume). A parent without the artifact
-  (the sweep stopped early) is left out.
+  and the dataset fingerprints and model weights that run recorded (see lab.workbench.resume). A parent without the
+  artifact (the sweep stopped early) is left out.
 - ``dataset_changed`` / ``model_changed`` of a row compare that config's run with its row in the previous scheduled
   sweep of the same schedule: other dataset fingerprints, or other model weights (sha256) / identities.
 """

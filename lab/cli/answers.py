@@ -159,9 +159,12 @@ def add_parsers(sub) -> None:
     a.add_argument("--embedder", default="all-MiniLM-L6-v2", help="embedder of answer relevancy")
     a.add_argument("--max-queries", type=positive_int, help="only the first N queries (by id)")
     a.add_argument("--answer-tokens", type=positive_int, default=128, help="max tokens of an answer")
-    a.add_argument("--context-tokens", type=positive_int, help="context budget in tokens (default 1024, capped by n_ctx)")
-    a.add_argument("--n-questions", type=positive_int, default=3, help="questions generated per answer (answer relevancy)")
-    a.add_argument("--max-claims", type=non_negative_int, default=8, help="claims judged per answer / reference (0: all)")
+    a.add_argument("--context-tokens", type=positive_int,
+                   help="context budget in tokens (default 1024, capped by n_ctx)")
+    a.add_argument("--n-questions", type=positive_int, default=3,
+                   help="questions generated per answer (answer relevancy)")
+    a.add_argument("--max-claims", type=non_negative_int, default=8,
+                   help="claims judged per answer / reference (0: all)")
     a.add_argument("--grammar", action="store_true", help="constrain verdicts to Yes/No (llama.cpp backends only)")
     a.add_argument("--fallback", default="auto", choices=["auto", "grammar", "none"],
                    help="ask an unreadable verdict again under the Yes/No grammar (auto: llama.cpp judges only)")

@@ -132,7 +132,8 @@ def correction_choice(text: str) -> str:
 
 
 def add_correction_option(p, reference: str = "the best run") -> None:
-    """``--correction none|holm|bh`` (dest ``correction``; None: automatic), shared by `lab compare` and `lab report`."""
+    """``--correction none|holm|bh`` (dest ``correction``; None: automatic), shared by `lab compare` and
+    `lab report`."""
     p.add_argument("--correction", type=correction_choice, default=None, metavar="none|holm|bh",
                    help="adjust the p-values of the paired tests for multiple comparisons against "
                    f"{reference}: none, holm (Holm 1979 step-down, family-wise error rate) or bh "

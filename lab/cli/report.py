@@ -66,8 +66,9 @@ def cmd_gate(args) -> int:
 def add_parsers(sub) -> None:
     """Add the `report` and `gate` subcommands to an argparse subparsers object."""
     r = sub.add_parser("report", help="write one self-contained HTML report of an MLflow experiment or result files",
-                       description="Leaderboard with CIs and paired tests (raw and adjusted p, wins/ties/losses), charts, quality vs latency with its Pareto "
-                       "front, per-query distributions, worst queries and a diagnosis, in one offline HTML file. "
+                       description="Leaderboard with CIs and paired tests (raw and adjusted p, wins/ties/losses), "
+                       "charts, quality vs latency with its Pareto front, per-query distributions, worst queries "
+                       "and a diagnosis, in one offline HTML file. "
                        "From an experiment the report is also logged to MLflow as report.html of a new run.")
     r.add_argument("files", nargs="*", help="result files: `lab run --json` output, per-query tables, TREC runs "
                    "(files sharing a name before their suffixes are one run)")
@@ -90,8 +91,8 @@ def add_parsers(sub) -> None:
 
     g = sub.add_parser("gate", help="regression gate: exit 1 when a metric drops more than allowed vs a baseline",
                        description="Exit 0 when every gated metric holds, 1 when one drops more than allowed, 2 on bad "
-                       "input. BASE/CUR: `lab evaluate --json` / `lab run --json` output (X.per_query.csv beside X.json "
-                       "is picked up), per-query tables, or TREC runs with --qrels.")
+                       "input. BASE/CUR: `lab evaluate --json` / `lab run --json` output "
+                       "(X.per_query.csv beside X.json is picked up), per-query tables, or TREC runs with --qrels.")
     g.add_argument("--baseline", required=True, metavar="BASE")
     g.add_argument("--current", required=True, metavar="CUR")
     g.add_argument("--metric", nargs="+", help="metrics to gate (default ndcg@10)")

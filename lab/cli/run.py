@@ -33,7 +33,8 @@ def cmd_evaluate(args) -> int:
     run = read_trec_run(args.run)
     ev = evaluate(qrels, run, checked_metrics(args.metrics) or DEFAULT_METRICS, rel_threshold=args.rel_threshold,
                   condensed=args.condensed)
-    cis = bootstrap_ci(ev.per_query, n_resamples=args.resamples, seed=args.seed).set_index("metric") if args.ci else None
+    cis = bootstrap_ci(ev.per_query, n_resamples=args.resamples,
+                       seed=args.seed).set_index("metric") if args.ci else None
     if args.per_query:
         write_table(ev.per_query, args.per_query)
     if args.json:
@@ -189,13 +190,15 @@ def add_parsers(sub) -> None:
     e = sub.add_parser("evaluate", help="evaluate a TREC run against qrels (BEIR tsv or TREC format)")
     e.add_argument("qrels")
     e.add_argument("run")
-    e.add_argument("--metrics", nargs="+", help="metric names, e.g. ndcg@10 recall@100 (default: 7 metrics x k=1,3,5,10,100)")
+    e.add_argument("--metrics", nargs="+",
+                   help="metric names, e.g. ndcg@10 recall@100 (default: 7 metrics x k=1,3,5,10,100)")
     e.add_argument("--json", action="store_true", help="print one JSON object: metric name -> mean")
     e.add_argument("--per-query", metavar="FILE", help="write the per-query table (.csv, .tsv, .parquet or .json)")
     e.add_argument("--ci", action="store_true", help="add percentile bootstrap confidence intervals")
     e.add_argument("--resamples", type=positive_int, default=1000)
     e.add_argument("--seed", type=int, default=0)
-    e.add_argument("--rel-threshold", type=non_negative_int, default=1, help="grade from which a document counts as relevant")
+    e.add_argument("--rel-threshold", type=non_negative_int, default=1,
+                   help="grade from which a document counts as relevant")
     e.add_argument("--condensed", action="store_true",
                    help="score the condensed lists: unjudged documents removed before scoring (trec_eval -J)")
     e.set_defaults(func=cmd_evaluate)
@@ -217,7 +220,8 @@ def add_parsers(sub) -> None:
     r.add_argument("--condensed", action="store_true",
                    help="score the condensed lists: unjudged documents removed before scoring (trec_eval -J)")
     r.add_argument("--per-query", metavar="FILE")
-    r.add_argument("--max-queries", type=positive_int, help="evaluate only the first N queries (by id), for a quick look")
+    r.add_argument("--max-queries", type=positive_int,
+                   help="evaluate only the first N queries (by id), for a quick look")
     r.add_argument("--cache-dir", default=os.environ.get("LAB_CACHE_DIR", ".cache"))
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--no-progress", action="store_true")

@@ -268,10 +268,12 @@ def add_parsers(sub) -> None:
     jd = tsub.add_parser("judge", help="pooled LLM relevance judgements (0-3, UMBRELA prompt) added to the qrels")
     jd.add_argument("--dataset", required=True, help="BEIR folder whose split is judged, e.g. data/ord-qa")
     jd.add_argument("--strategies", default="bm25,dense,hybrid", help="comma-separated strategies pooled")
-    jd.add_argument("--depth", type=positive_int, default=10, help="top documents of each strategy in the pool (default 10)")
+    jd.add_argument("--depth", type=positive_int, default=10,
+                    help="top documents of each strategy in the pool (default 10)")
     jd.add_argument("--split", default="test")
     where = jd.add_mutually_exclusive_group(required=True)
-    where.add_argument("--out", help="write a judged copy of the set to this new folder (an earlier judged copy there is replaced)")
+    where.add_argument("--out", help="write a judged copy of the set to this new folder "
+                                     "(an earlier judged copy there is replaced)")
     where.add_argument("--in-place", action="store_true", help="add the labels to the set itself")
     jd.add_argument("--llm", "--judge", dest="llm", default="local",
                     help="judge LLM: local (packaged SmolLM2-135M), a .gguf path, openai:MODEL")

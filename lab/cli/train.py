@@ -46,7 +46,8 @@ def add_parsers(sub) -> None:
     from lab.training.reranker import DOC_OVERLAP, LOSSES, TrainConfig
 
     d = TrainConfig()
-    t = sub.add_parser("train-reranker", help="fine-tune a cross-encoder reranker on a split's qrels or a generated set",
+    t = sub.add_parser("train-reranker",
+                       help="fine-tune a cross-encoder reranker on a split's qrels or a generated set",
                        description="Fine-tune a CrossEncoder from the packaged all-MiniLM-L6-v2 weights (or --from "
                                    "MODEL) on the qrels of --split (a real split, or a generated test set with "
                                    "--eval-dataset naming the real one), with BM25 hard negatives, optional in-batch "
@@ -77,10 +78,14 @@ def add_parsers(sub) -> None:
                    help="training positives relevant in the evaluation split: refuse, drop or allow (standard BEIR)")
     t.add_argument("--lr", type=float, default=d.lr, help="learning rate of the encoder body")
     t.add_argument("--head-lr", type=float, default=d.head_lr, help="learning rate of the new scoring head")
-    t.add_argument("--max-length", type=positive_int, default=d.max_length, help="tokens of query + passage in training")
-    t.add_argument("--freeze-layers", type=non_negative_int, default=d.freeze_layers, help="bottom encoder layers kept fixed")
-    t.add_argument("--batch-groups", type=positive_int, default=d.batch_groups, help="(positive + negatives) groups per step")
-    t.add_argument("--mine-depth", type=positive_int, default=d.mine_depth, help="negatives are drawn from BM25's top N")
+    t.add_argument("--max-length", type=positive_int, default=d.max_length,
+                   help="tokens of query + passage in training")
+    t.add_argument("--freeze-layers", type=non_negative_int, default=d.freeze_layers,
+                   help="bottom encoder layers kept fixed")
+    t.add_argument("--batch-groups", type=positive_int, default=d.batch_groups,
+                   help="(positive + negatives) groups per step")
+    t.add_argument("--mine-depth", type=positive_int, default=d.mine_depth,
+                   help="negatives are drawn from BM25's top N")
     t.add_argument("--val-fraction", type=float, default=d.val_fraction, help="training queries held out")
     t.add_argument("--val-max-queries", type=positive_int, default=d.val_max_queries)
     _add_run_options(t, d.seed)
@@ -138,7 +143,8 @@ def _add_train_embedder(sub) -> None:
     t.add_argument("--val-fraction", type=float, default=d.val_fraction)
     t.add_argument("--val-max-queries", type=positive_int, default=d.val_max_queries)
     t.add_argument("--val-pool-random", type=non_negative_int, default=d.val_pool_random)
-    t.add_argument("--patience", type=non_negative_int, default=d.patience, help="epochs without validation gain before stopping")
+    t.add_argument("--patience", type=non_negative_int, default=d.patience,
+                   help="epochs without validation gain before stopping")
     t.add_argument("--doc-overlap", choices=DOC_OVERLAP, default=d.doc_overlap,
                    help="training pairs whose passage is relevant in the evaluation split: refuse, drop or allow")
     t.add_argument("--force", action="store_true", help="train even when queries overlap the evaluation split")

@@ -91,7 +91,8 @@ def _halving(args) -> int:
     if args.eta < 2:
         raise ConfigError(f"--eta {args.eta}: must be an integer >= 2")
     try:
-        metric = (args.metric or ["ndcg@10"])[0] if isinstance(args.metric, (list, tuple)) else (args.metric or "ndcg@10")
+        metric = (args.metric or ["ndcg@10"])[0] if isinstance(args.metric, (list, tuple)) else (args.metric
+                                                                                                 or "ndcg@10")
         parse_metric(metric)
     except ValueError as e:
         raise ConfigError(f"--metric {metric!r}: {e}") from None
@@ -286,8 +287,8 @@ def add_parsers(sub) -> None:
                    "(data, models and metrics version always count)")
     s.add_argument("--halving", action="store_true",
                    help="successive halving over seeded query slices instead of every config on every query "
-                        "(in this process, no notebooks; the outcome and the winner's result on every query are logged to "
-                        "MLflow; see --eta, --min-queries, --compare-full)")
+                        "(in this process, no notebooks; the outcome and the winner's result on every query are "
+                        "logged to MLflow; see --eta, --min-queries, --compare-full)")
     s.add_argument("--eta", type=positive_int, default=2, help="halving: keep 1/eta of the configs per rung (>= 2)")
     s.add_argument("--min-queries", type=positive_int, default=20, help="halving: queries of the first slice")
     s.add_argument("--compare-full", action="store_true", help="halving: also run the full grid and compare winners")

@@ -21,8 +21,8 @@ reads/s; one .npy file per text (temp file + os.replace) did 2,900 writes/s and 
 12x slower, plus 10^5 inodes to list and delete. At 10^5 texts SQLite still wrote 8,400/s and read 31,500/s
 (210 MB). A plain rowid table is used: WITHOUT ROWID was 2-5x slower for rows of this size (1.5 KB).
 WAL lets readers run while one writer commits; concurrent writers queue on SQLite's lock (``busy_timeout``),
-each batch is one transaction, and ``INSERT OR IGNORE`` makes a value written twice (two processes encoding the same text)
-harmless because content-addressed values are equal. WAL needs a local file system (not NFS).
+each batch is one transaction, and ``INSERT OR IGNORE`` makes a value written twice (two processes encoding the same
+text) harmless because content-addressed values are equal. WAL needs a local file system (not NFS).
 
 Conventions: values are immutable (a key is never overwritten with different content); a process that
 forks reopens its own connection (the connection is tied to the pid that opened it).
@@ -39,7 +39,7 @@ import threading
 import time
 import weakref
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Hashable, Sequence
 
 import numpy as np
 
@@ -49,7 +49,7 @@ INLINE_MAX = 1 << 20
 _LOOKUP_CHUNK = 500
 _BUSY_TIMEOUT_S = 120.0
 
-_MEMOS: "weakref.WeakSet" = weakref.WeakSet()  # every Memo of the process, for clear_memos()
+_MEMOS: "weakref.WeakSet[Memo]" = weakref.WeakSet()  # every Memo of the process, for clear_memos()
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, dim INTEGER NOT NULL, data BLOB NOT NULL);
@@ -119,14 +119,14 @@ class Cache:
     def __enter__(self) -> "Cache":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __getstate__(self):  # picklable: a child process opens its own connection
+    def __getstate__(self) -> dict[str, Any]:  # picklable: a child process opens its own connection
         return {"root": self.root}
 
-    def __setstate__(self, state):
-        self.__init__(state["root"])
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        type(self).__init__(self, state["root"])
 
     # ------------------------------------------------------------------ bytes / json / arrays
     def _blob_path(self, key: str) -> Path:
@@ -170,12 +170,12 @@ class Cache:
             row = self._db().execute("SELECT 1 FROM blobs WHERE key=?", (bytes.fromhex(key),)).fetchone()
         return row is not None or self._blob_path(key).exists()
 
-    def get_json(self, key: str):
+    def get_json(self, key: str) -> Any:
         """The JSON value stored under ``key``, or None."""
         data = self.get_bytes(key)
         return None if data is None else json.loads(data.decode("utf-8"))
 
-    def put_json(self, key: str, value) -> None:
+    def put_json(self, key: str, value: Any) -> None:
         """Store a JSON-serialisable value (canonical: sorted keys, UTF-8)."""
         self.put_bytes(key, json.dumps(value, sort_keys=True, ensure_ascii=False).encode("utf-8"))
 
@@ -264,7 +264,7 @@ class EmbeddingCache:
         self.progress = progress
         self.hits = self.misses = self.encoded = 0
 
-    def encode(self, embedder, texts: Sequence[str], kind: str = "passage") -> np.ndarray:
+    def encode(self, embedder: Any, texts: Sequence[str], kind: str = "passage") -> np.ndarray:
         """float32 matrix ``(len(texts), dim)`` in input order; misses are encoded in chunks (longest
         first) and each chunk is stored as soon as it is done, so an interrupted encode keeps its work."""
         if kind not in ("passage", "query"):
@@ -292,12 +292,12 @@ class EmbeddingCache:
                 vecs = _encode(embedder, batch_texts, kind)
                 self.cache.put_vectors(chunk, vecs)
                 self.encoded += len(chunk)
-                for k, v in zip(chunk, vecs):
+                for k, v in zip(chunk, vecs, strict=True):
                     matrix[miss_pos[k]] = v
         return matrix
 
 
-def _encode(embedder, texts: list[str], kind: str) -> np.ndarray:
+def _encode(embedder: Any, texts: list[str], kind: str) -> np.ndarray:
     out = embedder.encode_queries(texts) if kind == "query" else embedder.encode_passages(texts)
     out = np.asarray(out, dtype=np.float32)
     if out.shape != (len(texts), embedder.dim):
@@ -324,7 +324,7 @@ class Memo:
         from collections import OrderedDict
 
         self.max_items = int(max_items)
-        self._items: "OrderedDict" = OrderedDict()
+        self._items: "OrderedDict[Hashable, Any]" = OrderedDict()
         self._lock = threading.Lock()
         self.hits = self.misses = 0
         _MEMOS.add(self)
@@ -332,9 +332,9 @@ class Memo:
     def __len__(self) -> int:
         return len(self._items)
 
-    def get_many(self, keys: Sequence) -> list:
+    def get_many(self, keys: Sequence[Hashable]) -> list[Any]:
         """The value of each key, None where absent (counted as misses)."""
-        out = []
+        out: list[Any] = []
         with self._lock:
             items = self._items
             for k in keys:
@@ -347,11 +347,11 @@ class Memo:
                 out.append(v)
         return out
 
-    def put_many(self, keys: Sequence, values: Sequence) -> None:
+    def put_many(self, keys: Sequence[Hashable], values: Sequence[Any]) -> None:
         """Store ``values`` under ``keys`` (None values are not stored), then drop the oldest beyond ``max_items``."""
         with self._lock:
             items = self._items
-            for k, v in zip(keys, values):
+            for k, v in zip(keys, values, strict=True):
                 if v is not None:
                     items[k] = v
                     items.move_to_end(k)

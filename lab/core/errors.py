@@ -9,7 +9,8 @@ class LabError(Exception):
 
 
 class DataError(LabError):
-    def __init__(self, path, message: str, line: int | None = None, field: str | None = None, hint: str = ""):
+    def __init__(self, path: object, message: str, line: int | None = None, field: str | None = None, hint: str = ""
+                 ) -> None:
         self.path, self.line, self.field, self.message, self.hint = str(path), line, field, message, hint
         where = self.path + (f", line {line}" if line is not None else "") + (f", field '{field}'" if field else "")
         super().__init__(f"{where}: {message}" + (f" ({hint})" if hint else ""))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from lab.core.errors import ConfigError
@@ -24,7 +24,7 @@ __all__ = ["canonical_json", "config_hash", "flatten", "flatten_values", "format
            "plain_copy", "set_dotted", "unflatten", "varying_keys"]
 
 
-def set_dotted(config: dict, key: str, value: Any) -> dict:
+def set_dotted(config: dict[str, Any], key: str, value: Any) -> dict[str, Any]:
     """Set ``config[a][b][c] = value`` for key ``"a.b.c"`` in place (creating dicts on the way); returns config.
 
     A dict value is merged into an existing dict at that place (deep), anything else replaces it.
@@ -61,7 +61,7 @@ def plain_copy(value: Any) -> Any:
     return value
 
 
-def _flat_items(d: Mapping, prefix: str = ""):
+def _flat_items(d: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
     for k, v in d.items():
         key = f"{prefix}{k}"
         if isinstance(v, Mapping) and v:
@@ -70,7 +70,7 @@ def _flat_items(d: Mapping, prefix: str = ""):
             yield key, v
 
 
-def flatten_values(config: Mapping) -> dict[str, Any]:
+def flatten_values(config: Mapping[str, Any]) -> dict[str, Any]:
     """``{dotted key: value}`` of the leaves of a nested dict (values kept as they are; ``{}`` is a leaf)."""
     return dict(_flat_items(config))
 
@@ -82,30 +82,30 @@ def format_value(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
-def flatten(config: Mapping) -> dict[str, str]:
+def flatten(config: Mapping[str, Any]) -> dict[str, str]:
     """``{dotted key: str}``: the config's leaves, each formatted by :func:`format_value` (MLflow params)."""
     return {k: format_value(v) for k, v in _flat_items(config)}
 
 
-def unflatten(flat: Mapping[str, Any]) -> dict:
+def unflatten(flat: Mapping[str, Any]) -> dict[str, Any]:
     """The nested dict of ``{dotted key: value}`` (inverse of :func:`flatten_values`)."""
-    out: dict = {}
+    out: dict[str, Any] = {}
     for k, v in flat.items():
         set_dotted(out, k, v)
     return out
 
 
-def canonical_json(config: Mapping) -> str:
+def canonical_json(config: Mapping[str, Any]) -> str:
     """The canonical JSON of a config: sorted keys, compact separators, non-ASCII kept."""
     return json.dumps(config, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
-def config_hash(config: Mapping) -> str:
+def config_hash(config: Mapping[str, Any]) -> str:
     """First 16 hex digits of sha256(canonical JSON of the config, UTF-8): a config's identity for resume."""
     return hashlib.sha256(canonical_json(config).encode("utf-8")).hexdigest()[:16]
 
 
-def varying_keys(configs: list[Mapping]) -> list[str]:
+def varying_keys(configs: list[Mapping[str, Any]]) -> list[str]:
     """Dotted keys whose value differs between configs, in first-seen order (labels for runs and tables)."""
     flats = [flatten(c) for c in configs]
     keys: list[str] = []

@@ -24,7 +24,7 @@ import random
 import re
 import time
 from datetime import datetime, timezone
-from typing import Mapping
+from typing import Iterable, Mapping
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from lab.core.errors import ConfigError
@@ -36,7 +36,7 @@ _ENV_REF = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]
 def backoff_delay(attempt: int, base: float, cap: float, rng: random.Random) -> float:
     """Seconds to wait before retry number ``attempt`` (0-based): ``min(cap, base * 2**attempt)`` times a
     jitter factor drawn uniformly from [0.5, 1.5) by ``rng`` (seeded by the caller, so waits are reproducible)."""
-    return min(cap, base * (2 ** attempt)) * (0.5 + rng.random())
+    return float(min(cap, base * (2 ** attempt)) * (0.5 + rng.random()))
 
 
 def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
@@ -86,7 +86,7 @@ def resolve_headers(headers_env: Mapping[str, str] | None, environ: Mapping[str,
     return out
 
 
-def redact(text: str, secrets) -> str:
+def redact(text: str, secrets: Iterable[str | None]) -> str:
     """``text`` with every secret value (and each whitespace-separated part of it longer than 7 characters,
     e.g. the token of "Bearer <token>") replaced by ``***``."""
     parts = set()
@@ -131,7 +131,7 @@ def is_loopback(host: str) -> bool:
         infos = socket.getaddrinfo(name, None)
     except (OSError, UnicodeError):
         return False
-    return bool(infos) and all(ipaddress.ip_address(i[4][0].split("%")[0]).is_loopback for i in infos)
+    return bool(infos) and all(ipaddress.ip_address(str(i[4][0]).split("%")[0]).is_loopback for i in infos)
 
 
 def exposure_warning(host: str, port: int, what: str) -> str | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from lab.core.errors import ConfigError
 
@@ -24,7 +25,8 @@ def repo_root(start: str | Path | None = None) -> Path:
     if env:
         root = Path(env).expanduser().resolve()
         if not _is_root(root):
-            raise ConfigError(f"LAB_REPO_ROOT={env}: no pyproject.toml and lab/ there; unset it or point it at the repo")
+            raise ConfigError(f"LAB_REPO_ROOT={env}: no pyproject.toml and lab/ there; "
+                              "unset it or point it at the repo")
         return root
     starts = [Path(start)] if start is not None else [Path.cwd(), Path(__file__).parent]
     for s in starts:
@@ -44,7 +46,7 @@ def resolve_repo_path(path: str | Path, root: str | Path | None = None) -> Path:
     return (Path(root) if root is not None else repo_root()) / p
 
 
-def existing_or_repo_path(path):
+def existing_or_repo_path(path: Any) -> Any:
     """``path`` as given when it exists from the working directory (or is absolute, or not a path at all), else the
     same relative path under the repo root: notebooks and sweeps run in notebooks/ and name ``data/...``. Outside
     the repo the path is returned as given, so the reader names the missing folder."""

@@ -11,15 +11,17 @@ Conventions
 """
 from __future__ import annotations
 
+from typing import Any
+
 from lab.core.errors import ConfigError
 
 
-def parse_settings(items: list[str] | None, option: str = "--set") -> dict:
+def parse_settings(items: list[str] | None, option: str = "--set") -> dict[str, Any]:
     """The nested mapping of ``key=value`` items (see the module docstring); ``option`` is the flag named in
     errors (e.g. ``--set 'k1': expected key=value, e.g. --set k1=1.2``). None or [] gives {}."""
     import yaml
 
-    out: dict = {}
+    out: dict[str, Any] = {}
     for item in items or []:
         if "=" not in item:
             raise ConfigError(f"{option} {item!r}: expected key=value, e.g. {option} k1=1.2")

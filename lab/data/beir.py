@@ -209,6 +209,7 @@ def load_dataset_report(path: Path | str, splits: Iterable[str] | None = None, s
     if missing:
         raise DataError(folder / "qrels", f"no qrels for split(s) {missing}; available: {sorted(available)}",
                         hint="choose one of the available splits")
+    assert corpus_path is not None and queries_path is not None  # required: _pick raised when missing
     corpus = read_corpus(corpus_path, name=name, progress=progress)
     queries = read_queries(queries_path, progress=progress)
     report.files += [str(corpus_path), str(queries_path)]

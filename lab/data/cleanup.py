@@ -90,7 +90,8 @@ def drop_blocks(doc: dict, keys: set[str] | Counter) -> int:
     kept blocks, heading offsets moved and dropped headings removed. Returns how many blocks were dropped."""
     headings = doc["metadata"].get("headings", [])
     todo = sorted(headings, key=lambda h: h["start"])
-    kept, new_headings, dropped, pos = [], [], 0, 0
+    kept: list[str] = []
+    new_headings, dropped, pos = [], 0, 0
     for block, start, heading in blocks(doc):
         end = start + len(block)
         mine = [h for h in todo if h["start"] <= end]

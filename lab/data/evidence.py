@@ -188,7 +188,8 @@ def squad_answer_spans_report(raw: Path | str, corpus: Corpus | None = None, que
         try:
             doc = json_loads(read_text(path, "SQuAD-style file"))
         except JSONError as exc:
-            raise DataError(path, f"malformed JSON: {exc}", hint="the file must be one JSON document (SQuAD layout)") from None
+            raise DataError(path, f"malformed JSON: {exc}",
+                            hint="the file must be one JSON document (SQuAD layout)") from None
         for a, article in enumerate(_need(path, doc, "data", list, "top level")):
             for p, para in enumerate(_need(path, article, "paragraphs", list, f"data[{a}]")):
                 where = f"data[{a}].paragraphs[{p}]"

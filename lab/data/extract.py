@@ -49,7 +49,7 @@ import io
 import re
 import unicodedata
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 #: Bump when extraction output changes, so `lab ingest` re-reads files it would otherwise reuse.
 EXTRACTOR_VERSION = 2
@@ -190,7 +190,7 @@ def decode_text(data: bytes) -> tuple[str, str, dict | None]:
 def _ambiguity(data: bytes, text: str, encoding: str, matches, best) -> dict | None:
     """The low-confidence record of a detected encoding (see decode_text), or None when no other encoding that
     fits about as well reads the bytes differently."""
-    alternatives = []
+    alternatives: list[dict[str, Any]] = []
     for m in matches:
         if m.chaos > best.chaos + 0.1 or m.encoding == encoding:
             continue
@@ -208,7 +208,7 @@ def _ambiguity(data: bytes, text: str, encoding: str, matches, best) -> dict | N
 
 def _first_difference(text: str, other: str) -> str:
     """The word of ``text`` around the first character where it differs from ``other`` (at most 40 chars)."""
-    i = next((k for k, (a, b) in enumerate(zip(text, other)) if a != b), min(len(text), len(other)))
+    i = next((k for k, (a, b) in enumerate(zip(text, other, strict=False)) if a != b), min(len(text), len(other)))
     lo, hi = i, i
     while lo > 0 and not text[lo - 1].isspace() and i - lo < 20:
         lo -= 1
@@ -517,7 +517,7 @@ def extract_docx(data: bytes, limits: Limits | None = None) -> Extracted:
     for item in document.iter_inner_content():
         if isinstance(item, Table):
             for row in item.rows:
-                cells = []
+                cells: list[str] = []
                 for cell in row.cells:
                     value = " ".join(cell.text.split())
                     if not cells or value != cells[-1]:  # merged cells repeat their text
@@ -584,7 +584,7 @@ def _dehyphenate(pages: list[list[str]]) -> list[list[str]]:
     uses the hyphenated form elsewhere."""
     hyphenated = set(re.findall(r"\w+-\w+", "\n".join("\n".join(p) for p in pages)))
     flat = [(pi, li) for pi, p in enumerate(pages) for li in range(len(p))]
-    for (pa, la), (pb, lb) in zip(flat, flat[1:]):
+    for (pa, la), (pb, lb) in zip(flat, flat[1:], strict=False):
         left, right = pages[pa][la], pages[pb][lb]
         m, n = re.search(r"(\w+)-$", left), re.match(r"^([a-z]\w*)(.*)$", right)
         if not m or not n or not m.group(1)[-1].isalpha():

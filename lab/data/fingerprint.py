@@ -35,7 +35,7 @@ def dataset_files(folder: Path | str) -> list[Path]:
         raise DataError(folder, "dataset folder not found", hint="pass a BEIR dataset folder or a loaded Dataset")
     files = [p for p in folder.rglob("*") if p.is_file() and not p.name.endswith(".md") and p.name not in LOGS
              and not any(part.startswith(".") for part in p.relative_to(folder).parts)]
-    names = {}
+    names: dict[str, Path] = {}
     for p in files:
         key = _canonical_name(p, folder)
         if key in names:

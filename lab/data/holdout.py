@@ -50,8 +50,8 @@ def holdout_problem(fraction, query_ids: Iterable[str] | None = None, seed: int 
     """One line when ``fraction`` is not a usable holdout (not a number in (0, 0.9), or, given the query ids, a
     split with fewer than :data:`MIN_QUERIES` queries on a side), else None."""
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0.0 < float(fraction) < MAX_FRACTION:
-        return (f"{where}={fraction!r}: expected a fraction of the queries to hold out, a number in (0, {MAX_FRACTION}),"
-                " e.g. 0.3")
+        return (f"{where}={fraction!r}: expected a fraction of the queries to hold out, a number in "
+                f"(0, {MAX_FRACTION}), e.g. 0.3")
     if query_ids is None:
         return None
     split = holdout_split(query_ids, float(fraction), seed)

@@ -135,7 +135,7 @@ class IngestReport:
             lines.append(f"  {len(self.ids_rewritten)} ids with whitespace replaced by '_': {shown}")
         for c in self.id_collisions[:examples]:
             lines.append(f"  id collision {c['id']!r}: " + ", ".join(
-                f"{_shown(p)} -> {i}" for p, i in zip(c["paths"], c["ids"])))
+                f"{_shown(p)} -> {i}" for p, i in zip(c["paths"], c["ids"], strict=True)))
         if len(self.id_collisions) > examples:
             lines.append(f"  ... {len(self.id_collisions) - examples} more id collisions (id_collisions in the report)")
         for g in self.encoding_guesses[:examples]:

@@ -11,14 +11,14 @@ from __future__ import annotations
 import gzip
 import zlib
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from lab.core.errors import DataError
 
 try:  # orjson is several times faster than json on JSON Lines; json is the fallback
     import orjson as _orjson
 
-    json_loads = _orjson.loads
+    json_loads: Callable[[str | bytes], Any] = _orjson.loads
     JSONError: type[Exception] = _orjson.JSONDecodeError
 except ImportError:  # pragma: no cover - orjson is installed in the project venv
     import json as _json
@@ -91,7 +91,7 @@ def iter_jsonl(path: Path | str, what: str = "file", hint: str = "") -> Iterator
         yield line_no, parse_json_object(path, line_no, line)
 
 
-def as_id(path: Path | str, line_no: int, value: Any, field: str) -> str:
+def as_id(path: Path | str, line_no: int | None, value: Any, field: str) -> str:
     """An id as a non-empty string; JSON integers become their decimal text, anything else is an error."""
     if isinstance(value, str):
         if value.strip():

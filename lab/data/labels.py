@@ -32,6 +32,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 #: Label sources, as the leaderboards name them.
 SOURCES = ("human", "generated", "judged", "mixed")
@@ -182,7 +183,7 @@ def from_tags(tags: Mapping[str, str]) -> LabelProvenance | None:
     """The provenance a run logged as tags (:data:`TAG_FIELDS`), None when it logged none (older runs)."""
     if "labels.source" not in tags:
         return None
-    values = {f: tags.get(tag) or None for tag, f in TAG_FIELDS.items()}
+    values: dict[str, Any] = {f: tags.get(tag) or None for tag, f in TAG_FIELDS.items()}  # judge_kappa: a float
     try:
         values["judge_kappa"] = float(values["judge_kappa"]) if values["judge_kappa"] is not None else None
     except ValueError:

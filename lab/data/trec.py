@@ -92,7 +92,8 @@ def read_qrels_rows(path: Path | str) -> tuple[str, list[QrelRow]]:
         seen[key] = line_no
         rows.append(QrelRow(line_no, qid, did, value))
     if not rows:
-        raise DataError(path, "qrels file has a header but no judgements", hint="add judgement lines or remove the file")
+        raise DataError(path, "qrels file has a header but no judgements",
+                        hint="add judgement lines or remove the file")
     return fmt, rows
 
 

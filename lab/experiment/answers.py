@@ -1,4 +1,5 @@
-"""Answers generated from retrieved contexts: the generation half of RAG, to be judged by :mod:`lab.analysis.answer_metrics`.
+"""Answers generated from retrieved contexts: the generation half of RAG, to be judged by
+:mod:`lab.analysis.answer_metrics`.
 
 Conventions
 - Contexts are the top-``k`` hits of a run in rank order (:meth:`lab.data.types.Run.ranked`, trec_eval ties),
@@ -121,8 +122,8 @@ def fit_contexts(texts: Sequence[str], max_chars: int) -> list[str]:
     while texts:
         budget = max_chars - len(CONTEXT_SEPARATOR) * (len(texts) - 1)
         shares = fair_shares([len(t) for t in texts], budget)
-        if all(s >= min(40, len(t)) for t, s in zip(texts, shares)) or len(texts) == 1:
-            return [truncate_text(t, s) for t, s in zip(texts, shares)]
+        if all(s >= min(40, len(t)) for t, s in zip(texts, shares, strict=True)) or len(texts) == 1:
+            return [truncate_text(t, s) for t, s in zip(texts, shares, strict=True)]
         texts = texts[:-1]
     return []
 

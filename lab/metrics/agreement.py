@@ -16,14 +16,15 @@ interval is undefined (NaN, NaN): the items are too few or too uniform to say an
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 WEIGHTS = (None, "linear", "quadratic")
 
 
-def cohen_kappa(a: Sequence, b: Sequence, labels: Sequence | None = None, weights: str | None = None) -> float:
+def cohen_kappa(a: Sequence[Any], b: Sequence[Any], labels: Sequence[Any] | None = None,
+                weights: str | None = None) -> float:
     """Cohen's kappa of two equal-length label sequences (see the module docstring); NaN when undefined."""
     if weights not in WEIGHTS:
         raise ValueError(f"weights={weights!r}: choose None, 'linear' or 'quadratic'")
@@ -38,7 +39,7 @@ def cohen_kappa(a: Sequence, b: Sequence, labels: Sequence | None = None, weight
         raise ValueError(f"cohen_kappa: labels {unknown} are not in labels={labels}")
     n = len(labels)
     observed = np.zeros((n, n))
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=True):
         observed[index[x], index[y]] += 1
     observed /= observed.sum()
     expected = np.outer(observed.sum(axis=1), observed.sum(axis=0))
@@ -50,7 +51,7 @@ def cohen_kappa(a: Sequence, b: Sequence, labels: Sequence | None = None, weight
     return 1.0 - float((w * observed).sum()) / den
 
 
-def kappa_interval(a: Sequence, b: Sequence, labels: Sequence | None = None, weights: str | None = None,
+def kappa_interval(a: Sequence[Any], b: Sequence[Any], labels: Sequence[Any] | None = None, weights: str | None = None,
                    n_resamples: int = 1000, confidence: float = 0.95, seed: int = 0) -> tuple[float, float]:
     """Percentile bootstrap interval of :func:`cohen_kappa` (see the module docstring); (NaN, NaN) when undefined."""
     if not 0.0 < confidence < 1.0:

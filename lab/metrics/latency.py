@@ -14,7 +14,7 @@ import numpy as np
 KEYS = ("latency_p50_ms", "latency_p95_ms", "latency_p99_ms", "latency_mean_ms", "latency_max_ms")
 
 
-def latency_summary(seconds: Mapping[str, float] | np.ndarray | list) -> dict[str, float]:
+def latency_summary(seconds: Mapping[str, float] | np.ndarray | list[float]) -> dict[str, float]:
     """{"latency_p50_ms", "latency_p95_ms", "latency_p99_ms", "latency_mean_ms", "latency_max_ms"}.
 
     seconds: per-query timings in seconds, a dict (query id -> seconds) or an array. With no timings every

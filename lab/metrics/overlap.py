@@ -23,6 +23,8 @@ from itertools import combinations
 
 import pandas as pd
 
+from lab.data.types import Run
+
 #: Persistence of rank-biased overlap (the weight of rank d is proportional to p^(d-1)).
 P = 0.9
 #: Cut-off of the top-k Jaccard.
@@ -40,24 +42,24 @@ def rbo(a: Sequence[str], b: Sequence[str], p: float = P) -> float:
     if not a or not b:
         return 0.0
     short, long_ = (a, b) if len(a) <= len(b) else (b, a)
-    s, l = len(short), len(long_)
+    n_s, n_l = len(short), len(long_)
     seen_s, seen_l = set(), set()
     overlap, total, x_s = 0, 0.0, 0
-    for d in range(1, l + 1):
+    for d in range(1, n_l + 1):
         item_l = long_[d - 1]
-        if d <= s:
+        if d <= n_s:
             item_s = short[d - 1]
             overlap += (item_s == item_l) + (item_s in seen_l) + (item_l in seen_s)
             seen_s.add(item_s)
             seen_l.add(item_l)
-            if d == s:
+            if d == n_s:
                 x_s = overlap
         else:
             overlap += item_l in seen_s
         total += overlap / d * p ** d
-        if d > s:
-            total += x_s * (d - s) / (s * d) * p ** d
-    return (1 - p) / p * total + ((overlap - x_s) / l + x_s / s) * p ** l
+        if d > n_s:
+            total += x_s * (d - n_s) / (n_s * d) * p ** d
+    return (1 - p) / p * total + ((overlap - x_s) / n_l + x_s / n_s) * p ** n_l
 
 
 def jaccard_at(a: Sequence[str], b: Sequence[str], k: int = JACCARD_K) -> float:
@@ -67,12 +69,12 @@ def jaccard_at(a: Sequence[str], b: Sequence[str], k: int = JACCARD_K) -> float:
     return len(ta & tb) / len(union) if union else 1.0
 
 
-def ranking(run, qid: str, depth: int = DEPTH) -> list[str]:
+def ranking(run: Run, qid: str, depth: int = DEPTH) -> list[str]:
     """The doc ids of one query of a run (lab.data.types.Run) in rank order, cut at ``depth``."""
     return [d for d, _ in run.ranked(qid, depth)]
 
 
-def run_overlap(run_a, run_b, p: float = P, k: int = JACCARD_K, depth: int = DEPTH) -> dict:
+def run_overlap(run_a: Run, run_b: Run, p: float = P, k: int = JACCARD_K, depth: int = DEPTH) -> dict[str, float]:
     """Mean RBO and Jaccard@k of two runs over the queries both answered (module docstring)."""
     common = [q for q in run_a.scores if q in run_b.scores]
     only = len(set(run_a.scores) ^ set(run_b.scores))
@@ -86,7 +88,7 @@ def run_overlap(run_a, run_b, p: float = P, k: int = JACCARD_K, depth: int = DEP
     return {"rbo": r / len(common), f"jaccard@{k}": j / len(common), "n_queries": len(common), "only_one": only}
 
 
-def overlap_table(runs: Mapping[str, object], p: float = P, k: int = JACCARD_K, depth: int = DEPTH) -> pd.DataFrame:
+def overlap_table(runs: Mapping[str, Run], p: float = P, k: int = JACCARD_K, depth: int = DEPTH) -> pd.DataFrame:
     """One row per pair of runs (name -> Run, in the order given): a, b, rbo, jaccard@k, n_queries, only_one;
     lowest RBO first (the pairs that differ most)."""
     rows = [{"a": na, "b": nb, **run_overlap(runs[na], runs[nb], p, k, depth)} for na, nb in combinations(runs, 2)]

@@ -50,10 +50,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from itertools import chain, repeat
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Collection, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 
 from lab import METRICS_VERSION
 from lab.data.types import Qrels, Run
@@ -134,7 +135,7 @@ class RankedArrays:
 
     @property
     def depth(self) -> int:
-        return self.grades.shape[1]
+        return int(self.grades.shape[1])
 
 
 def _column(k: int | None, depth: int) -> int:
@@ -157,42 +158,42 @@ class _Prefix:
             self._cache[key] = getattr(self, "_" + key)()
         return self._cache[key]
 
-    def _rel(self):  # (n, depth) bool: relevant at rank
+    def _rel(self) -> np.ndarray:  # (n, depth) bool: relevant at rank
         return self.a.grades >= self.a.rel_threshold
 
-    def _hits(self):  # relevant documents in the first r ranks
+    def _hits(self) -> np.ndarray:  # relevant documents in the first r ranks
         return np.cumsum(self.get("rel"), axis=1, dtype=np.float64)
 
-    def _ap_sum(self):  # sum of precision@r over relevant ranks r
+    def _ap_sum(self) -> np.ndarray:  # sum of precision@r over relevant ranks r
         return np.cumsum(np.where(self.get("rel"), self.get("hits") / self.ranks, 0.0), axis=1)
 
-    def _first_rank(self):  # rank (1-based) of the first relevant document, inf if none
+    def _first_rank(self) -> np.ndarray:  # rank (1-based) of the first relevant document, inf if none
         rel = self.get("rel")
-        first = np.argmax(rel, axis=1).astype(np.float64) + 1.0
+        first: np.ndarray = np.argmax(rel, axis=1).astype(np.float64) + 1.0
         first[~rel.any(axis=1)] = np.inf
         return first
 
-    def _gain_lin(self):
+    def _gain_lin(self) -> np.ndarray:
         return np.where(self.get("rel"), self.a.grades, 0.0)
 
-    def _dcg_lin(self):
+    def _dcg_lin(self) -> np.ndarray:
         return np.cumsum(self.get("gain_lin") * self.discount, axis=1)
 
-    def _dcg_exp(self):
+    def _dcg_exp(self) -> np.ndarray:
         return np.cumsum(np.expm1(self.get("gain_lin") * math.log(2.0)) * self.discount, axis=1)
 
-    def _idcg_lin(self):
+    def _idcg_lin(self) -> np.ndarray:
         return np.cumsum(self.a.ideal * self.discount, axis=1)
 
-    def _idcg_exp(self):
+    def _idcg_exp(self) -> np.ndarray:
         return np.cumsum(np.expm1(self.a.ideal * math.log(2.0)) * self.discount, axis=1)
 
-    def _judged_hits(self):  # judged documents in the first r ranks
+    def _judged_hits(self) -> np.ndarray:  # judged documents in the first r ranks
         if self.a.judged is None:
             raise ValueError("judged@k needs the judged mask: build the arrays with build_arrays")
         return np.cumsum(self.a.judged, axis=1)
 
-    def _wsum(self):
+    def _wsum(self) -> np.ndarray:
         if self.a.weights is None:
             raise ValueError("weighted_recall needs evidence tiers: pass tiers={qid: {doc_id: tier}}")
         return np.cumsum(self.a.weights, axis=1)
@@ -200,7 +201,8 @@ class _Prefix:
 
 def _safe_div(num: np.ndarray, den: np.ndarray) -> np.ndarray:
     den = np.asarray(den, dtype=np.float64)
-    return np.divide(num, den, out=np.zeros(np.broadcast(num, den).shape), where=den > 0)
+    out: np.ndarray = np.divide(num, den, out=np.zeros(np.broadcast(num, den).shape), where=den > 0)
+    return out
 
 
 def _compute(p: _Prefix, spec: MetricSpec) -> np.ndarray:
@@ -230,7 +232,9 @@ def _compute(p: _Prefix, spec: MetricSpec) -> np.ndarray:
     if name == "ndcg_exp":
         return _safe_div(p.get("dcg_exp")[:, c], p.get("idcg_exp")[:, c])
     if name == "weighted_recall":
-        return _safe_div(p.get("wsum")[:, c], a.total_weight)
+        wsum = p.get("wsum")[:, c]  # raises without evidence tiers
+        assert a.total_weight is not None  # built with the weights
+        return _safe_div(wsum, a.total_weight)
     if name == "judged":
         den = a.n_retrieved if spec.k is None else np.full(n, spec.k)
         return _safe_div(p.get("judged_hits")[:, c], den)
@@ -253,7 +257,8 @@ def compute_metrics(arrays: RankedArrays, metrics: Iterable[str | MetricSpec]) -
     return out
 
 
-def _single(grades, n_relevant, k, rel_threshold, name, ideal=None, n_retrieved=None) -> np.ndarray:
+def _single(grades: ArrayLike, n_relevant: ArrayLike, k: int | None, rel_threshold: int, name: str,
+            ideal: ArrayLike | None = None, n_retrieved: ArrayLike | None = None) -> np.ndarray:
     grades = np.atleast_2d(np.asarray(grades, dtype=np.float64))
     n = grades.shape[0]
     n_relevant = np.broadcast_to(np.asarray(n_relevant, dtype=np.int64), (n,))
@@ -265,7 +270,7 @@ def _single(grades, n_relevant, k, rel_threshold, name, ideal=None, n_retrieved=
     return _compute(_Prefix(arrays), MetricSpec(name, k))
 
 
-def recall_at_k(grades, n_relevant, k=None, rel_threshold=1) -> np.ndarray:
+def recall_at_k(grades: ArrayLike, n_relevant: ArrayLike, k: int | None = None, rel_threshold: int = 1) -> np.ndarray:
     """Recall@k = relevant documents in the first k ranks / relevant documents in the qrels (retrieved or not).
 
     grades: (n, depth) grades of the ranked hits, 0-padded; n_relevant: (n,) relevant counts. 0 if n_relevant is 0.
@@ -273,7 +278,8 @@ def recall_at_k(grades, n_relevant, k=None, rel_threshold=1) -> np.ndarray:
     return _single(grades, n_relevant, k, rel_threshold, "recall")
 
 
-def precision_at_k(grades, k=None, rel_threshold=1, n_retrieved=None) -> np.ndarray:
+def precision_at_k(grades: ArrayLike, k: int | None = None, rel_threshold: int = 1,
+                   n_retrieved: ArrayLike | None = None) -> np.ndarray:
     """Precision@k = relevant documents in the first k ranks / k, even when fewer than k were retrieved.
 
     With k None: relevant retrieved / number retrieved (``n_retrieved``, default the row length), 0 if none.
@@ -282,24 +288,25 @@ def precision_at_k(grades, k=None, rel_threshold=1, n_retrieved=None) -> np.ndar
     return _single(grades, np.zeros(grades.shape[0]), k, rel_threshold, "precision", n_retrieved=n_retrieved)
 
 
-def f1_at_k(grades, n_relevant, k=None, rel_threshold=1, n_retrieved=None) -> np.ndarray:
+def f1_at_k(grades: ArrayLike, n_relevant: ArrayLike, k: int | None = None, rel_threshold: int = 1,
+            n_retrieved: ArrayLike | None = None) -> np.ndarray:
     """F1@k = 2 P R / (P + R) with P = precision@k (divides by k) and R = recall@k; 0 when P + R = 0."""
     return _single(grades, n_relevant, k, rel_threshold, "f1", n_retrieved=n_retrieved)
 
 
-def hit_rate_at_k(grades, k=None, rel_threshold=1) -> np.ndarray:
+def hit_rate_at_k(grades: ArrayLike, k: int | None = None, rel_threshold: int = 1) -> np.ndarray:
     """Hit Rate@k = 1 if any of the first k ranks is relevant, else 0 (trec_eval ``success``)."""
     grades = np.atleast_2d(grades)
     return _single(grades, np.zeros(grades.shape[0]), k, rel_threshold, "hit_rate")
 
 
-def mrr_at_k(grades, k=None, rel_threshold=1) -> np.ndarray:
+def mrr_at_k(grades: ArrayLike, k: int | None = None, rel_threshold: int = 1) -> np.ndarray:
     """Reciprocal rank@k = 1 / rank of the first relevant document if that rank <= k, else 0."""
     grades = np.atleast_2d(grades)
     return _single(grades, np.zeros(grades.shape[0]), k, rel_threshold, "mrr")
 
 
-def map_at_k(grades, n_relevant, k=None, rel_threshold=1) -> np.ndarray:
+def map_at_k(grades: ArrayLike, n_relevant: ArrayLike, k: int | None = None, rel_threshold: int = 1) -> np.ndarray:
     """Average precision@k = sum of precision@r over relevant ranks r <= k / all relevant documents.
 
     The divisor counts every relevant document of the qrels, retrieved or not (trec_eval map_cut, ranx map).
@@ -307,7 +314,8 @@ def map_at_k(grades, n_relevant, k=None, rel_threshold=1) -> np.ndarray:
     return _single(grades, n_relevant, k, rel_threshold, "map")
 
 
-def ndcg_at_k(grades, ideal, k=None, rel_threshold=1, exponential=False) -> np.ndarray:
+def ndcg_at_k(grades: ArrayLike, ideal: ArrayLike, k: int | None = None, rel_threshold: int = 1,
+              exponential: bool = False) -> np.ndarray:
     """nDCG@k = DCG@k / IDCG@k, DCG@k = sum_{r<=k} gain(grade_r) / log2(r + 1).
 
     gain = grade (trec_eval ndcg_cut, ranx ndcg), or 2^grade - 1 with ``exponential`` (ranx ndcg_burges);
@@ -325,7 +333,7 @@ def ndcg_at_k(grades, ideal, k=None, rel_threshold=1, exponential=False) -> np.n
     return _single(g, np.zeros(g.shape[0]), k, rel_threshold, name, ideal=i)
 
 
-def judged_at_k(judged, k=None, n_retrieved=None) -> np.ndarray:
+def judged_at_k(judged: ArrayLike, k: int | None = None, n_retrieved: ArrayLike | None = None) -> np.ndarray:
     """Judged@k = documents in the first k ranks that carry a judgement / k (ir_measures Judged@k).
 
     judged: (n, depth) 1 where the ranked document is judged (any grade, 0 included), 0 otherwise or padding.
@@ -340,7 +348,7 @@ def judged_at_k(judged, k=None, n_retrieved=None) -> np.ndarray:
     return _compute(_Prefix(arrays), MetricSpec("judged", k))
 
 
-def weighted_recall_at_k(weights, total_weight, k=None) -> np.ndarray:
+def weighted_recall_at_k(weights: ArrayLike, total_weight: ArrayLike, k: int | None = None) -> np.ndarray:
     """Evidence-tier weighted recall@k = sum of tier weights of relevant documents in the first k ranks /
     sum of tier weights of all relevant documents (:data:`DEFAULT_TIER_WEIGHTS`). ``weights``: (n, depth), the
     weight of each ranked document (0 for a non-relevant one). With all weights 1 this is recall@k.
@@ -357,14 +365,14 @@ def weighted_recall_at_k(weights, total_weight, k=None) -> np.ndarray:
 # --------------------------------------------------------------------------------------------------------
 # From Qrels / Run to arrays
 # --------------------------------------------------------------------------------------------------------
-_EMPTY: dict = {}
+_EMPTY: dict[str, int] = {}
 
 
-def _qrels_dict(qrels) -> Mapping[str, Mapping[str, int]]:
+def _qrels_dict(qrels: Qrels | Mapping[str, Mapping[str, int]]) -> Mapping[str, Mapping[str, int]]:
     return qrels.qrels if isinstance(qrels, Qrels) else qrels
 
 
-def _run_dict(run) -> Mapping[str, Mapping[str, float]]:
+def _run_dict(run: Run | Mapping[str, Mapping[str, float]]) -> Mapping[str, Mapping[str, float]]:
     return run.scores if isinstance(run, Run) else run
 
 
@@ -382,7 +390,8 @@ def _pad(values: np.ndarray, lengths: np.ndarray, width: int, fill: float) -> np
     return out
 
 
-def _rank_order(run_dicts: Sequence[Mapping[str, float]], qids: Sequence[str], depth: int):
+def _rank_order(run_dicts: Sequence[Mapping[str, float]], qids: Sequence[str], depth: int
+                ) -> tuple[np.ndarray, np.ndarray]:
     """Column order of each row's documents by score descending, doc id descending; scores padded -inf.
 
     Returns (order (n, depth) int64 into each row's dict order, lengths (n,)). Rows whose top depth + 1
@@ -405,7 +414,7 @@ def _rank_order(run_dicts: Sequence[Mapping[str, float]], qids: Sequence[str], d
         real = np.arange(1, look)[None, :] < lengths[:, None]
         tied = ((head[:, 1:] == head[:, :-1]) & real).any(axis=1)
         for i in np.flatnonzero(tied):
-            items = list(run_dicts[i].items())
+            items = list(run_dicts[int(i)].items())
             idx = sorted(range(len(items)), key=lambda j: (items[j][1], items[j][0]), reverse=True)[:depth]
             order[i, : len(idx)] = idx
     return order, lengths
@@ -414,7 +423,7 @@ def _rank_order(run_dicts: Sequence[Mapping[str, float]], qids: Sequence[str], d
 def build_arrays(
     qrels: Qrels | Mapping[str, Mapping[str, int]],
     run: Run | Mapping[str, Mapping[str, float]],
-    depth: int,
+    depth: int | None,
     rel_threshold: int = 1,
     query_ids: Sequence[str] | None = None,
     tiers: Mapping[str, Mapping[str, str]] | None = None,
@@ -463,7 +472,7 @@ def build_arrays(
     width = order.shape[1]
     total = int(n_retrieved.sum())
     hit_grades = np.fromiter(
-        chain.from_iterable(map(q.get, r, repeat(0)) for q, r in zip(qrel_dicts, run_dicts)),
+        chain.from_iterable(map(q.get, r, repeat(0)) for q, r in zip(qrel_dicts, run_dicts, strict=True)),
         dtype=np.float64, count=total,
     )
     grades = np.zeros((n, depth))
@@ -473,7 +482,7 @@ def build_arrays(
     extra = [judged_sets(judged, qid) for qid in qids]
     hit_judged = np.fromiter(
         chain.from_iterable((1.0 if (d in q or d in x) else 0.0 for d in r)
-                            for q, x, r in zip(qrel_dicts, extra, run_dicts)),
+                            for q, x, r in zip(qrel_dicts, extra, run_dicts, strict=True)),
         dtype=np.float64, count=total)
     judged_arr = np.zeros((n, depth))
     if width:
@@ -485,7 +494,7 @@ def build_arrays(
         if not all(isinstance(w, (int, float)) and math.isfinite(w) and w >= 0 for w in tw.values()):
             raise ValueError(f"tier_weights {tw}: weights must be finite numbers >= 0")
         weight_dicts = []  # per query: relevant doc id -> weight of its tier
-        for qid, q in zip(qids, qrel_dicts):
+        for qid, q in zip(qids, qrel_dicts, strict=True):
             t = tiers.get(qid, _EMPTY)
             wd = {}
             for d, g in q.items():
@@ -498,7 +507,7 @@ def build_arrays(
             weight_dicts.append(wd)
         total_weight = np.fromiter((sum(w.values()) for w in weight_dicts), dtype=np.float64, count=n)
         hit_w = np.fromiter(
-            chain.from_iterable(map(w.get, r, repeat(0.0)) for w, r in zip(weight_dicts, run_dicts)),
+            chain.from_iterable(map(w.get, r, repeat(0.0)) for w, r in zip(weight_dicts, run_dicts, strict=True)),
             dtype=np.float64, count=total)
         weights = np.zeros((n, depth))
         if width:
@@ -508,7 +517,7 @@ def build_arrays(
                         judged_arr)
 
 
-def judged_sets(judged: Mapping[str, Iterable[str]] | None, qid: str):
+def judged_sets(judged: Mapping[str, Iterable[str]] | None, qid: str) -> Collection[str]:
     """The extra judged documents of ``qid`` as a set-like object (empty when ``judged`` is None)."""
     if not judged:
         return _EMPTY
@@ -560,7 +569,7 @@ class Evaluation:
     def metrics(self) -> list[str]:
         return list(self.per_query.columns)
 
-    def to_dict(self, per_query: bool = True) -> dict:
+    def to_dict(self, per_query: bool = True) -> dict[str, Any]:
         """JSON-ready dict (plain floats and strings); ``per_query`` as {query id: {metric: value}}."""
         out = {
             "metrics_version": self.metrics_version,
@@ -576,8 +585,8 @@ class Evaluation:
             out["condensed"] = True
         if per_query:
             out["per_query"] = {
-                str(q): {m: float(v) for m, v in zip(self.per_query.columns, row)}
-                for q, row in zip(self.per_query.index, self.per_query.to_numpy().tolist())
+                str(q): {m: float(v) for m, v in zip(self.per_query.columns, row, strict=True)}
+                for q, row in zip(self.per_query.index, self.per_query.to_numpy().tolist(), strict=True)
             }
         return out
 
@@ -626,11 +635,11 @@ def evaluate(
 
     if condensed:
         rd = condense(qd, rd, judged)
-    depth = None if any(s.k is None for s in specs) else max(s.k for s in specs)
+    depth = None if any(s.k is None for s in specs) else max(s.k for s in specs if s.k is not None)
     arrays = build_arrays(qd, rd, depth, thr, query_ids=qids, tiers=tiers, tier_weights=tier_weights, judged=judged)
     scores = compute_metrics(arrays, specs)
     per_query = pd.DataFrame(scores, index=pd.Index(qids, name="query_id"), columns=labels)
-    means = {m: float(v) for m, v in zip(labels, per_query.to_numpy().mean(axis=0))}
+    means = {m: float(v) for m, v in zip(labels, per_query.to_numpy().mean(axis=0), strict=True)}
     return Evaluation(
         per_query=per_query,
         means=means,

@@ -32,8 +32,14 @@ from __future__ import annotations
 
 import contextlib
 
+from typing import TYPE_CHECKING, Any, Iterator
+
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
+
+if TYPE_CHECKING:
+    from lab.metrics.ranking import Evaluation
 
 #: Resamples drawn per block (memory: BLOCK x n indices); part of the seed -> resamples mapping, keep it fixed.
 BLOCK = 128
@@ -47,7 +53,7 @@ CI_RESAMPLES = 1000
 _TIE_TOL = 1e-12
 
 
-def _as_matrix(per_query) -> tuple[np.ndarray, list[str]]:
+def _as_matrix(per_query: Any) -> tuple[np.ndarray, list[str]]:
     """(n, m) float64 matrix and metric names from a DataFrame (numeric columns), Series or array."""
     if isinstance(per_query, pd.DataFrame):
         num = per_query.select_dtypes(include=[np.number, "bool"])
@@ -62,17 +68,19 @@ def _as_matrix(per_query) -> tuple[np.ndarray, list[str]]:
     return x, [str(i) for i in range(x.shape[1])]
 
 
-def _one_blas_thread():
+def _one_blas_thread() -> contextlib.AbstractContextManager[Any]:
     """Limit BLAS to one thread inside the resampling loop: the products are small (BLOCK x n x m), and on a
     shared machine a multi-threaded BLAS waiting for busy cores was measured 20x slower than one thread."""
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
         return contextlib.nullcontext()
-    return threadpool_limits(1, user_api="blas")
+    limits: contextlib.AbstractContextManager[Any] = threadpool_limits(1, user_api="blas")
+    return limits
 
 
-def bootstrap_indices(n: int, n_resamples: int, rng: np.random.Generator, block: int = BLOCK):
+def bootstrap_indices(n: int, n_resamples: int, rng: np.random.Generator, block: int = BLOCK
+                      ) -> Iterator[np.ndarray]:
     """Yield (b, n) int64 matrices of query indices drawn with replacement, b <= block, n_resamples rows in all."""
     done = 0
     while done < n_resamples:
@@ -106,7 +114,8 @@ def bootstrap_means(values: np.ndarray, n_resamples: int, seed: int = 0) -> np.n
                 counts = np.bincount(idx.ravel(), minlength=b * n).reshape(b, n)
                 out[row : row + b] = counts.astype(np.float64) @ values
             row += b
-    return out / n
+    means: np.ndarray = out / n
+    return means
 
 
 def _bounds(confidence: float) -> tuple[float, float]:
@@ -116,7 +125,8 @@ def _bounds(confidence: float) -> tuple[float, float]:
     return alpha / 2.0, 1.0 - alpha / 2.0
 
 
-def bootstrap_ci(per_query, n_resamples: int = CI_RESAMPLES, confidence: float = 0.95, seed: int = 0) -> pd.DataFrame:
+def bootstrap_ci(per_query: Any, n_resamples: int = CI_RESAMPLES, confidence: float = 0.95,
+                 seed: int = 0) -> pd.DataFrame:
     """Percentile bootstrap CI of the mean of every metric (column) of a per-query table.
 
     per_query: DataFrame (queries x metrics; non-numeric columns are ignored), Series or array.
@@ -142,7 +152,7 @@ def bootstrap_ci(per_query, n_resamples: int = CI_RESAMPLES, confidence: float =
     return out
 
 
-def is_binary(values) -> bool:
+def is_binary(values: ArrayLike) -> bool:
     """True when every value is 0 or 1 (a per-query hit / miss)."""
     v = np.asarray(values, dtype=np.float64)
     return bool(np.all((v == 0.0) | (v == 1.0)))
@@ -168,7 +178,7 @@ def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, fl
     return max(0.0, float(mid - half)), min(1.0, float(mid + half))
 
 
-def questions_needed(values, half_width: float, confidence: float = 0.95, max_n: int = 10_000_000) -> int:
+def questions_needed(values: ArrayLike, half_width: float, confidence: float = 0.95, max_n: int = 10_000_000) -> int:
     """Questions needed for a CI of ``half_width`` on the mean of a metric, given its per-query ``values`` seen
     so far (see module conventions). 0/1 values: the smallest n whose Wilson interval at the observed rate is
     within ``half_width`` of it on both sides (at least the n of the worst case p = 0.5 when nothing varies yet
@@ -216,7 +226,7 @@ def _power_z(alpha: float, power: float) -> float:
     return float(norm.ppf(1.0 - alpha / 2.0) + norm.ppf(power))
 
 
-def _diff_sd(diffs) -> tuple[float, int]:
+def _diff_sd(diffs: ArrayLike) -> tuple[float, int]:
     d = np.asarray(diffs, dtype=np.float64).ravel()
     d = d[~np.isnan(d)]
     if d.size < 2:
@@ -224,7 +234,7 @@ def _diff_sd(diffs) -> tuple[float, int]:
     return float(d.std(ddof=1)), int(d.size)
 
 
-def min_detectable_diff(diffs, alpha: float = 0.05, power: float = 0.8, n: int | None = None) -> float:
+def min_detectable_diff(diffs: ArrayLike, alpha: float = 0.05, power: float = 0.8, n: int | None = None) -> float:
     """The smallest true mean difference a paired test on ``n`` queries (default: as many as ``diffs``) detects
     with probability ``power`` at two-sided level ``alpha``, given the observed per-query differences ``diffs``
     (see the module conventions, :data:`POWER_METHOD`). 0 when every difference is the same."""
@@ -235,7 +245,7 @@ def min_detectable_diff(diffs, alpha: float = 0.05, power: float = 0.8, n: int |
     return _power_z(alpha, power) * sd / float(np.sqrt(n))
 
 
-def queries_to_detect(diffs, delta: float, alpha: float = 0.05, power: float = 0.8) -> int | None:
+def queries_to_detect(diffs: ArrayLike, delta: float, alpha: float = 0.05, power: float = 0.8) -> int | None:
     """Queries a paired test needs to detect a true mean difference ``delta`` with probability ``power`` at
     two-sided level ``alpha``, the per-query differences having the spread of ``diffs`` (module conventions).
     None when ``delta`` is 0 (no number of queries separates equal means)."""
@@ -275,10 +285,12 @@ def sign_flip_means(diff: np.ndarray, n_resamples: int, seed: int = 0, block: in
         byte = np.frombuffer(rng.bytes(b * nbytes), dtype=np.uint8).reshape(b, nbytes)
         out[done : done + b] = np.take(table, byte + offsets).sum(axis=1)
         done += b
-    return (d.sum() - 2.0 * out) / n
+    flipped: np.ndarray = (d.sum() - 2.0 * out) / n
+    return flipped
 
 
-def paired_test(a, b, n_resamples: int = N_RESAMPLES, seed: int = 0, confidence: float = 0.95) -> dict:
+def paired_test(a: ArrayLike, b: ArrayLike, n_resamples: int = N_RESAMPLES, seed: int = 0,
+                confidence: float = 0.95) -> dict[str, Any]:
     """Paired comparison of two systems scored on the same queries (a[i] and b[i] are the same query).
 
     Returns dict(diff = mean(a - b), ci_low, ci_high (percentile bootstrap CI of the mean difference),
@@ -314,7 +326,8 @@ def paired_test(a, b, n_resamples: int = N_RESAMPLES, seed: int = 0, confidence:
     }
 
 
-def compare(eval_a, eval_b, metric: str, n_resamples: int = N_RESAMPLES, seed: int = 0, confidence: float = 0.95) -> dict:
+def compare(eval_a: Evaluation, eval_b: Evaluation, metric: str, n_resamples: int = N_RESAMPLES, seed: int = 0,
+            confidence: float = 0.95) -> dict[str, Any]:
     """Paired test of ``metric`` between two Evaluations (A minus B).
 
     Alignment: on the union of the queries each Evaluation scored; a query scored by one only is given 0 in
@@ -347,7 +360,7 @@ def compare(eval_a, eval_b, metric: str, n_resamples: int = N_RESAMPLES, seed: i
 CORRECTIONS = ("none", "holm", "bh")
 
 
-def adjust_pvalues(p, method: str = "holm") -> np.ndarray:
+def adjust_pvalues(p: ArrayLike, method: str = "holm") -> np.ndarray:
     """p-values adjusted for multiple comparisons (one family: every non-NaN value of ``p``).
 
     method: ``"none"`` (the raw values), ``"holm"`` (Holm 1979, step-down) or ``"bh"`` (Benjamini & Hochberg

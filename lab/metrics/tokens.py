@@ -24,7 +24,7 @@ Conventions
 from __future__ import annotations
 
 import bisect
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -60,7 +60,7 @@ def intersect(a: Sequence[tuple[int, int]], b: Sequence[tuple[int, int]]) -> lis
 class UnitCounter:
     """Counts units (tokens, words or chars) in character spans of documents, from their unit start offsets."""
 
-    def __init__(self, starts: Mapping[str, Sequence[int]] | None = None):
+    def __init__(self, starts: Mapping[str, Sequence[int] | np.ndarray] | None = None):
         self._starts = {d: list(map(int, s)) for d, s in (starts or {}).items()}
 
     def __call__(self, doc_id: str, start: int, end: int) -> int:
@@ -70,7 +70,7 @@ class UnitCounter:
         return bisect.bisect_left(st, end) - bisect.bisect_left(st, start)
 
     @classmethod
-    def for_docs(cls, texts: Mapping[str, str], size_unit: str = "chars", tokenizer=None) -> "UnitCounter":
+    def for_docs(cls, texts: Mapping[str, str], size_unit: str = "chars", tokenizer: Any = None) -> "UnitCounter":
         """Unit starts of ``texts`` ({doc id: text}) in ``size_unit`` (lab.text.chunking units); chars need nothing."""
         if size_unit == "chars" or not texts:
             return cls()
@@ -78,7 +78,7 @@ class UnitCounter:
 
         ids = list(texts)
         offsets = unit_offsets([texts[d] for d in ids], size_unit, tokenizer)
-        return cls({d: off[:, 0] for d, off in zip(ids, offsets)})
+        return cls({d: off[:, 0] for d, off in zip(ids, offsets, strict=True)})
 
 
 def chunk_span(cid: str, doc_lengths: Mapping[str, int] | None = None) -> tuple[str, int, int]:
@@ -115,7 +115,7 @@ def token_scores(ranked: Sequence[str], evidence: Iterable[tuple[str, int, int]]
             "token_iou": hit / (retrieved + total_e - hit) if retrieved + total_e - hit else 0.0}
 
 
-def token_metrics(run, evidence: Mapping[str, Iterable[tuple[str, int, int]]], cutoffs: Iterable[int],
+def token_metrics(run: Any, evidence: Mapping[str, Iterable[tuple[str, int, int]]], cutoffs: Iterable[int],
                   query_ids: Sequence[str] | None = None, count: Callable[[str, int, int], int] | None = None,
                   doc_lengths: Mapping[str, int] | None = None) -> pd.DataFrame:
     """Per-query token metrics of a chunk run (lab.data.types.Run) at every cut-off, as a DataFrame indexed by

@@ -56,7 +56,8 @@ OPENVINO_PRECISION: str | None = None
 OPENVINO_PRECISIONS = ("f32", "bf16", "f16")
 #: Export settings that are part of the export key.
 ONNX_OPSET = 17
-INT8_SETTINGS = {"weight_type": "QInt8", "per_channel": True, "reduce_range": False, "preprocess": "onnx-shapes+ort-optimize"}
+INT8_SETTINGS = {"weight_type": "QInt8", "per_channel": True, "reduce_range": False,
+                 "preprocess": "onnx-shapes+ort-optimize"}
 
 
 def check_backend(backend: str) -> str:

@@ -184,7 +184,7 @@ class CrossEncoderScorer:
                 first.setdefault(keys[i], i)
             new = self._predict([pairs[first[k]] for k in uniq])
             self.cache.put_vectors(uniq, new.reshape(-1, 1))
-            by_key = dict(zip(uniq, new))
+            by_key = dict(zip(uniq, new, strict=True))
             for i in miss:
                 out[i] = by_key[keys[i]]
         return out

@@ -390,7 +390,7 @@ def _hub_folder(name: str) -> Path:
         from huggingface_hub import snapshot_download
 
         return Path(snapshot_download(name, local_files_only=True))
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - any cache miss: kept as the cause of the error below
         local_err = e
     hint = (f"model {name!r} is neither a local folder nor in the local Hugging Face cache, and the hub is "
             "unreachable (offline); pass the path of a sentence-transformers model folder, or one of the "
@@ -401,7 +401,7 @@ def _hub_folder(name: str) -> Path:
         from huggingface_hub import snapshot_download
 
         return Path(snapshot_download(name))
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - any hub failure: re-raised as one ConfigError with its type
         raise ConfigError(f"{hint} [{type(e).__name__}: {str(e)[:200]}]") from e
 
 

@@ -415,7 +415,7 @@ class OpenAILLM(_BaseLLM):
 
     backend = "openai"
 
-    def __init__(self, model: str | None = None, base_url: str | None = None, *, api_key: str | None = None,
+    def __init__(self, model: str | None = None, base_url: str | None = None, *, api_key: str | None = None,  # noqa: PLR0913 - the client's settings, each keyword-only and documented
                  api_key_env: str | None = None, cache_dir: str | Path | None = ".cache", timeout: float = 120.0,
                  max_retries: int = 5, backoff_s: float = 1.0, max_backoff_s: float = 60.0,
                  max_retry_after_s: float = 300.0, malformed_retries: int = 1, concurrency: int = 4, seed: int = 0,
@@ -662,7 +662,7 @@ class LocalLLM(_BaseLLM):
                 p.api_keys = [secrets.token_hex(16)]
                 try:
                     self._server = xlc.Server(p)
-                except Exception as e:  # a truncated or foreign file
+                except Exception as e:  # noqa: BLE001 (xllamacpp's type for a truncated or foreign file is not public)
                     raise LLMError(str(self.path), f"xllamacpp could not load the model: {e}", "load failed",
                                    hint="check that the file is a complete GGUF model") from None
                 self._count(load_seconds=time.perf_counter() - t0)
@@ -712,7 +712,8 @@ def load_llm(spec: str | Mapping | LLM | None = None, cache_dir: str | Path | No
     """An LLM from a spec.
 
     ``None``, ``"local"``, ``"smollm2"``     the packaged SmolLM2-135M-Instruct (offline default)
-    ``"/path/model.gguf"``                  any local GGUF (relative paths: from the repository root, see lab.core.paths)
+    ``"/path/model.gguf"``                  any local GGUF (relative paths: from the repository root, see
+    lab.core.paths)
     ``"openai"`` / ``"openai:MODEL"``       an OpenAI-compatible endpoint; base URL and key from the environment
     ``{"backend": "openai", "base_url", "model", "api_key_env", ...}``   same, with settings
     ``{"backend": "gguf" | "local", "path", "n_ctx", "threads", ...}``   a local GGUF with settings

@@ -226,7 +226,7 @@ def register(name: str, *, rules: dict | None = None, params_from=None, also=(),
 def _checked_init(cls: type, name: str) -> Callable:
     """``cls.__init__`` preceded by the check of the declared params it is given (keyword values; see
     :func:`check_params`), for objects of exactly ``cls`` (a subclass checks by its own registration)."""
-    init = cls.__init__
+    init = vars(cls)["__init__"]  # the class's own __init__ (register wraps only a class that defines one)
 
     @functools.wraps(init)
     def __init__(self, *args, **kwargs):

@@ -260,7 +260,7 @@ class BM25Retriever(BaseRetriever):
     def _hits_to_list(self, cand, scores, k) -> list[tuple[str, float]]:
         cand, scores = top_k(cand, scores, self._id_rank, k)
         ids = self.doc_ids
-        return [(ids[i], float(s)) for i, s in zip(cand.tolist(), scores.tolist())]
+        return [(ids[i], float(s)) for i, s in zip(cand.tolist(), scores.tolist(), strict=True)]
 
     def search_one(self, text: str, k: int) -> list[tuple[str, float]]:
         self._check()
@@ -284,7 +284,7 @@ class BM25Retriever(BaseRetriever):
             results = self._backend.batch_hits(token_lists)
         else:
             results = (self._backend.hits(t) for t in token_lists)
-        scores = {q: dict(self._hits_to_list(c, s, k)) for q, (c, s) in zip(qids, results)}
+        scores = {q: dict(self._hits_to_list(c, s, k)) for q, (c, s) in zip(qids, results, strict=True)}
         return Run(scores, name=self.name)
 
     def describe(self) -> dict:

@@ -109,8 +109,9 @@ class ContextualRetriever(BaseRetriever):
 
     name = "contextual"
 
-    def __init__(self, ctx: Context | None = None, *, llm: LLMSpec = None, apply: str = "both", max_doc_chars: int = 4000,
-                 max_tokens: int = 80, fusion: str = "rrf", norm: str = "minmax", rrf_k: int = 60,
+    def __init__(self, ctx: Context | None = None, *, llm: LLMSpec = None, apply: str = "both",
+                 max_doc_chars: int = 4000, max_tokens: int = 80, fusion: str = "rrf", norm: str = "minmax",
+                 rrf_k: int = 60,
                  weights: Sequence[float] | str | None = None, depth: int = 100, bm25_params: dict | None = None,
                  dense_params: dict | None = None):
         if apply not in APPLY:
@@ -165,7 +166,7 @@ class ContextualRetriever(BaseRetriever):
         ids, prompts = self.prompts(corpus)
         comps = self.llm.map(prompts, desc="contextual: chunk contexts", **self.gen)
         out = {}
-        for uid, c in zip(ids, comps):
+        for uid, c in zip(ids, comps, strict=True):
             text = " ".join((c.text or "").split())
             out[uid] = text
             self._diag["chunks"] += 1
@@ -178,7 +179,7 @@ class ContextualRetriever(BaseRetriever):
         contextual = Corpus({u.id: Document(u.id, (self.contexts[u.id] + "\n" + u.text) if self.contexts[u.id]
                                             else u.text, u.title, u.metadata) for u in corpus},
                             name=f"{corpus.name}/contextual")
-        for label, part in zip(self.hybrid.labels, self.hybrid.parts):
+        for label, part in zip(self.hybrid.labels, self.hybrid.parts, strict=True):
             use = contextual if self.apply in ("both", label) else corpus
             t0 = time.perf_counter()
             part.index(use)
@@ -211,5 +212,6 @@ class ContextualRetriever(BaseRetriever):
 
 register("contextual", params_from=ContextualRetriever, rules={
     "apply": one_of(*APPLY), "max_doc_chars": COUNT, "max_tokens": COUNT, "fusion": one_of(*FUSIONS),
-    "norm": one_of(*NORMS), "rrf_k": at_least(0), "depth": COUNT}, nested={"bm25_params": "bm25", "dense_params": "dense"})(
+    "norm": one_of(*NORMS), "rrf_k": at_least(0), "depth": COUNT}, nested={"bm25_params": "bm25",
+                                                                           "dense_params": "dense"})(
     lambda ctx, **params: ContextualRetriever(ctx, **params))

@@ -96,7 +96,8 @@ def build_index(vectors: np.ndarray, index: str = "flat", M: int = 32, ef_constr
     return idx
 
 
-@register("dense", rules={"backend": one_of(*BACKENDS), "batch_size": COUNT, "max_seq_length": COUNT, "index": one_of(*INDEX_TYPES), "M": COUNT,
+@register("dense", rules={"backend": one_of(*BACKENDS), "batch_size": COUNT, "max_seq_length": COUNT,
+                          "index": one_of(*INDEX_TYPES), "M": COUNT,
                           "ef_search": COUNT, "ef_construction": COUNT, "num_threads": COUNT})
 class DenseRetriever(BaseRetriever):
     """Bi-encoder + faiss. Params: model, batch_size, max_seq_length, query_prefix, passage_prefix,
@@ -177,7 +178,7 @@ class DenseRetriever(BaseRetriever):
         return self._index
 
     def _hits(self, scores: np.ndarray, rows: np.ndarray) -> list[tuple[str, float]]:
-        return [(self._ids[int(i)], float(s)) for s, i in zip(scores, rows) if i >= 0]
+        return [(self._ids[int(i)], float(s)) for s, i in zip(scores, rows, strict=True) if i >= 0]
 
     # ------------------------------------------------------------------ search
     def search_one(self, text: str, k: int) -> list[tuple[str, float]]:

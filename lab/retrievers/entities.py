@@ -270,7 +270,8 @@ class JiebaNounExtractor:
 
         self.min_chars, self.compounds, self.hmm = int(min_chars), bool(compounds), bool(hmm)
         self.tokenizer = normalizer_tokenizer(cache_dir)
-        # lab.text.tokenize's Tokenizer owns the jieba instance (cache file under cache_dir/jieba, optional user dictionary)
+        # lab.text.tokenize's Tokenizer owns the jieba instance (cache file under cache_dir/jieba, optional user
+        # dictionary)
         self._zh = Tokenizer(language="zh", stem=False, stopwords=None, user_dict=user_dict, cache_dir=cache_dir)
         self._posseg = jieba.posseg.POSTokenizer(self._zh._jieba_tokenizer())
 
@@ -369,7 +370,7 @@ class LLMExtractor:
         texts = list(texts)
         answers = self.llm.map([self.prompt(t) for t in texts], progress=progress, desc=desc,
                                max_tokens=self.max_tokens)
-        return [self._finish(c, t) for c, t in zip(answers, texts)]
+        return [self._finish(c, t) for c, t in zip(answers, texts, strict=True)]
 
     def describe(self) -> dict:
         from lab.retrievers.llmutil import llm_describe
@@ -416,7 +417,7 @@ def cached_extract(extractor, texts: Sequence[str], cache=None, progress: bool =
     missing = [i for i, v in enumerate(out) if v is None]
     if missing:
         fresh = extractor.extract_many([texts[i] for i in missing], progress=progress, desc=desc)
-        for i, ents in zip(missing, fresh):
+        for i, ents in zip(missing, fresh, strict=True):
             cache.put_json(keys[i], ents)
             out[i] = ents
     return out  # type: ignore[return-value]

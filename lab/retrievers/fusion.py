@@ -98,7 +98,7 @@ def rrf(runs: Sequence[Run], k: int = 60, weights: Sequence[float] | None = None
     scores: dict[str, dict[str, float]] = {}
     for qid in _query_ids(runs):
         fused: dict[str, float] = {}
-        for wi, run in zip(w, runs):
+        for wi, run in zip(w, runs, strict=True):
             for rank, (doc, _) in enumerate(run.ranked(qid), start=1):
                 fused[doc] = fused.get(doc, 0.0) + wi / (k + rank)
         scores[qid] = _top(fused, top)
@@ -145,7 +145,7 @@ def _score_fusion(runs: Sequence[Run], w: list[float], norm: str, mnz: bool, top
     for qid in _query_ids(runs):
         fused: dict[str, float] = {}
         hit_weight: dict[str, float] = {}
-        for wi, run in zip(w, runs):
+        for wi, run in zip(w, runs, strict=True):
             for doc, s in normalise(run.scores.get(qid, {}), norm).items():
                 fused[doc] = fused.get(doc, 0.0) + (s if mnz else wi * s)
                 hit_weight[doc] = hit_weight.get(doc, 0.0) + wi
@@ -302,7 +302,7 @@ class HybridRetriever(BaseRetriever):
 
     def index(self, corpus: Corpus) -> None:
         """Index every part; the seconds each took are kept in ``index_seconds`` (and in describe())."""
-        for label, part in zip(self.labels, self.parts):
+        for label, part in zip(self.labels, self.parts, strict=True):
             t0 = time.perf_counter()
             part.index(corpus)
             self.index_seconds[label] = time.perf_counter() - t0
@@ -325,7 +325,8 @@ class HybridRetriever(BaseRetriever):
         if not self.tuned:
             return super().search(queries, k)
         depth = max(self.depth, k)
-        runs = [self._timed_part(part, label, queries, depth) for label, part in zip(self.labels, self.parts)]
+        runs = [self._timed_part(part, label, queries, depth) for label, part in zip(self.labels, self.parts,
+                                                                                     strict=True)]
         return self._tuned_fuse(runs, k)
 
     @staticmethod
@@ -352,7 +353,7 @@ class HybridRetriever(BaseRetriever):
             raise ConfigError("hybrid: weights='tuned' fuses a whole query set (cross-validation); use search()")
         depth = max(self.depth, k)
         runs = [Run({"q": self._part_hits(part, text, depth)}, name=label)
-                for label, part in zip(self.labels, self.parts)]
+                for label, part in zip(self.labels, self.parts, strict=True)]
         fused = fuse(runs, self.fusion, self.rrf_k, self.weights, self.norm)
         return fused.ranked("q", k)
 
@@ -364,7 +365,7 @@ class HybridRetriever(BaseRetriever):
         """
         depth = max(self.depth, k)
         runs = []
-        for label, part in zip(self.labels, self.parts):
+        for label, part in zip(self.labels, self.parts, strict=True):
             run = part.search_batch(queries, depth)
             runs.append(Run(run.scores, name=label))
         if self.tuned:

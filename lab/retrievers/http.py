@@ -213,7 +213,8 @@ def parse_hits(payload: Any, hits_path: str | None = None, id_field: str | None 
         elif isinstance(hit, list) and len(hit) == 2 and isinstance(hit[0], (str, int)):
             doc_id, score = str(hit[0]), (None if by_rank else hit[1])
         else:
-            raise ResponseError(f"hit {rank} is a {type(hit).__name__}; expected an object, an id or an [id, score] pair")
+            raise ResponseError(f"hit {rank} is a {type(hit).__name__}; "
+                                "expected an object, an id or an [id, score] pair")
         has = score is not None
         if scored is None:
             scored = has
@@ -263,14 +264,15 @@ class QueryOutcome:
 
 
 @register("http", rules={"method": one_of("GET", "POST"), "map_unknown": one_of("none", "text"), "concurrency": COUNT,
-                         "timeout": above(0), "retries": at_least(0), "backoff": at_least(0), "max_backoff": at_least(0),
+                         "timeout": above(0), "retries": at_least(0), "backoff": at_least(0),
+                         "max_backoff": at_least(0),
                          "max_retry_after": at_least(0), "max_error_rate": between(0, 1)})
 class HttpRetriever(BaseRetriever):
     """A retrieval service behind an HTTP endpoint (see the module docstring for every param)."""
 
     name = "http"
 
-    def __init__(self, ctx: Context | None = None, *, url: str | None = None, method: str = "POST",
+    def __init__(self, ctx: Context | None = None, *, url: str | None = None, method: str = "POST",  # noqa: PLR0913 - the strategy's registered params, keyword-only
                  body: Mapping[str, Any] | list | str | None = None, params: Mapping[str, Any] | str | None = None,
                  headers_env: Mapping[str, str] | None = None,
                  hits_path: str | None = None, id_field: str | None = None, score_field: str | None = None,
@@ -304,10 +306,13 @@ class HttpRetriever(BaseRetriever):
                 raise ConfigError(f"{key}={value!r}: must be an integer >= {low}")
         for key, value in (("timeout", timeout), ("backoff", backoff), ("max_backoff", max_backoff),
                            ("max_retry_after", max_retry_after)):
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0 or (key == "timeout" and value == 0):
-                raise ConfigError(f"{key}={value!r}: must be a number of seconds" + (" > 0" if key == "timeout" else " >= 0"))
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0 or (key == "timeout"
+                                                                                               and value == 0):
+                raise ConfigError(f"{key}={value!r}: must be a number of seconds" + (" > 0" if key == "timeout"
+                                                                                     else " >= 0"))
         self.concurrency, self.timeout, self.retries = concurrency, float(timeout), retries
-        self.backoff, self.max_backoff, self.max_retry_after = float(backoff), float(max_backoff), float(max_retry_after)
+        self.backoff, self.max_backoff = float(backoff), float(max_backoff)
+        self.max_retry_after = float(max_retry_after)
         if max_error_rate is not None and not (0 <= float(max_error_rate) <= 1):
             raise ConfigError(f"max_error_rate={max_error_rate!r}: a fraction in [0, 1], or leave it unset")
         self.max_error_rate = None if max_error_rate is None else float(max_error_rate)

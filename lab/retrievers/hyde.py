@@ -45,8 +45,8 @@ PROMPT_VERSION = "hyde-1"
 DEFAULT_SAMPLING_TEMPERATURE = 0.7  # n > 1 without a temperature: passages must differ
 
 LATENCY_NOTE = ("latency includes LLM generation: per query, the generation seconds of its hypothetical passages "
-                "(Completion.gen_seconds, also on cache hits) + encoding + dense search; backoff sleeps before LLM retries "
-                "are excluded and reported apart (llm_query_retry_wait_seconds)")
+                "(Completion.gen_seconds, also on cache hits) + encoding + dense search; backoff sleeps before LLM "
+                "retries are excluded and reported apart (llm_query_retry_wait_seconds)")
 
 _PASSAGE_LABEL_RE = re.compile(r"^\s*\**\s*(?:hypothetical\s+)?(?:passage|answer|document)\s*\**\s*[:：]\s*\**\s*",
                                re.IGNORECASE)

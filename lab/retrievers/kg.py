@@ -2,8 +2,9 @@
 a base retriever (vector search by default).
 
 Index
-1. Entities of every chunk (``title + " " + text``) by an extractor of :mod:`lab.retrievers.entities` (param ``extractor``:
-   "auto" (default: "jieba" when the corpus is Chinese, else "phrases"; ``Context.language`` "en"/"zh" decides
+1. Entities of every chunk (``title + " " + text``) by an extractor of :mod:`lab.retrievers.entities`
+   (param ``extractor``: "auto" (default: "jieba" when the corpus is Chinese, else "phrases"; ``Context.language``
+   "en"/"zh" decides
    when set), "phrases", "jieba", "llm"). The cheap extractors' output is cached per text in :mod:`lab.core.cache`;
    LLM answers are cached by the LLM layer.
 2. A networkx graph: a node ``("c", doc_id)`` per chunk, a node ``("e", key)`` per kept entity, an edge (weight 1)
@@ -202,16 +203,18 @@ def trigrams(key: str) -> set[str]:
 
 # --------------------------------------------------------------------------------------------- strategy
 @register("kg", rules={"extractor": one_of("auto", "phrases", "jieba", "llm"), "expand": one_of(*EXPANSIONS),
-                       "alpha": between(0, 1, open_low=True, open_high=True), "tol": above(0), "max_iter": COUNT, "hops": COUNT, "max_df": above(0),
+                       "alpha": between(0, 1, open_low=True, open_high=True), "tol": above(0), "max_iter": COUNT,
+                       "hops": COUNT, "max_df": above(0),
                        "min_df": COUNT, "min_cooccurrence": COUNT, "cooccurrence_weight": at_least(0),
-                       "link": one_of(*LINKS), "fuzzy_threshold": between(0, 1, open_low=True), "entity_weight": one_of(*ENTITY_WEIGHTS),
+                       "link": one_of(*LINKS), "fuzzy_threshold": between(0, 1, open_low=True),
+                       "entity_weight": one_of(*ENTITY_WEIGHTS),
                        "rrf_k": at_least(0), "depth": COUNT}, nested={"base_params": "base"})
 class KGRetriever(BaseRetriever):
     """Entity-chunk graph + base retriever, fused per query; see the module docstring for params."""
 
     name = "kg"
 
-    def __init__(self, ctx: Context | None = None, *, extractor: str = "auto", extractor_params: dict | None = None,
+    def __init__(self, ctx: Context | None = None, *, extractor: str = "auto", extractor_params: dict | None = None,  # noqa: PLR0913 - the strategy's registered params, keyword-only
                  base: str | None = "dense", base_params: dict | None = None, expand: str = "ppr",
                  alpha: float = 0.85, tol: float = 1e-4, max_iter: int = 30, hops: int = 2,
                  max_df: float = 0.05, min_df: int = 1, cooccurrence: bool = False, min_cooccurrence: int = 2,
@@ -286,7 +289,7 @@ class KGRetriever(BaseRetriever):
                               desc=f"kg entities ({self.extractor.name})")
         self.index_seconds["extract"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        chunk_entities = dict(zip(corpus.ids, ents))
+        chunk_entities = dict(zip(corpus.ids, ents, strict=True))
         self.graph, self.graph_info = build_graph(chunk_entities, self.params["max_df"], self.params["min_df"],
                                                   self.params["cooccurrence"], **self.cooccurrence_opts)
         self._index = GraphIndex(self.graph)

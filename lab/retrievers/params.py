@@ -183,7 +183,7 @@ def conforms(value, annotation) -> bool:
         if not args or args[-1] is Ellipsis and len(args) == 2 and args[0] is Any:
             return True
         if origin is tuple and Ellipsis not in args:
-            return len(value) == len(args) and all(conforms(v, a) for v, a in zip(value, args))
+            return len(value) == len(args) and all(conforms(v, a) for v, a in zip(value, args, strict=True))
         return all(conforms(v, args[0]) for v in value)
     if isinstance(origin, type):
         return isinstance(value, origin)

@@ -271,7 +271,8 @@ def max_by_chunk(hits: Iterable[tuple[str, float]], owner: Mapping[str, str], k:
 
 # ------------------------------------------------------------------------------------------------ strategy
 @register("qna", rules={"generate": one_of(*GENERATE), "n_questions": COUNT, "n_ctx": COUNT,
-                        "question_max_tokens": COUNT, "summary_max_tokens": COUNT, "depth": COUNT, "concurrency": COUNT},
+                        "question_max_tokens": COUNT, "summary_max_tokens": COUNT, "depth": COUNT,
+                        "concurrency": COUNT},
           nested={"base_params": "base"})
 class QnARetriever(BaseRetriever):
     """QnA-summary retrieval; see the module docstring for params and conventions."""
@@ -279,8 +280,9 @@ class QnARetriever(BaseRetriever):
     name = "qna"
 
     def __init__(self, ctx: Context | None = None, *, generate: str = "both", n_questions: int = 3,
-                 include_original: bool = True, base: str = "dense", base_params: dict | None = None, llm: LLMSpec = None,
-                 n_ctx: int | None = None, question_max_tokens: int | None = None, summary_max_tokens: int = 96,
+                 include_original: bool = True, base: str = "dense", base_params: dict | None = None,
+                 llm: LLMSpec = None, n_ctx: int | None = None, question_max_tokens: int | None = None,
+                 summary_max_tokens: int = 96,
                  summary_gen: dict | None = None, depth: int | None = None, concurrency: int | None = None):
         if base == "qna":
             raise ConfigError("qna: base='qna' would nest the strategy in itself; name a plain strategy (dense, bm25)")
@@ -336,7 +338,7 @@ class QnARetriever(BaseRetriever):
             answers, stats["truncated"], refits = self._generate(corpus, QUESTIONS_PROMPT, self.question_max_tokens,
                                                                  "questions", {}, n=self.n_questions)
             stats["refits"] += refits
-            for cid, c in zip(ids, answers):
+            for cid, c in zip(ids, answers, strict=True):
                 qs = parse_questions(c.text, self.n_questions)
                 self.questions[cid] = qs
                 stats["questions_kept"] += len(qs)
@@ -346,7 +348,7 @@ class QnARetriever(BaseRetriever):
                                                   self.summary_gen)
             stats["truncated"] = max(stats["truncated"], cut)
             stats["refits"] += refits
-            for cid, c in zip(ids, answers):
+            for cid, c in zip(ids, answers, strict=True):
                 s = parse_summary(c.text)
                 self.summaries[cid] = s
                 stats["summaries_unusable"] += s is None

@@ -291,7 +291,7 @@ def build_tree(leaf_ids: Sequence[str], leaf_texts: Sequence[str], leaf_vectors:
     """
     if len(leaf_ids) != len(leaf_texts) or len(leaf_ids) != len(leaf_vectors):
         raise ValueError(f"build_tree: {len(leaf_ids)} ids, {len(leaf_texts)} texts, {len(leaf_vectors)} vectors")
-    nodes = {i: Node(i, 0, t, [], [i]) for i, t in zip(leaf_ids, leaf_texts)}
+    nodes = {i: Node(i, 0, t, [], [i]) for i, t in zip(leaf_ids, leaf_texts, strict=True)}
     levels = [list(leaf_ids)]
     taken = set(leaf_ids)
     current, vectors = list(leaf_ids), np.asarray(leaf_vectors, dtype=np.float32)
@@ -305,7 +305,7 @@ def build_tree(leaf_ids: Sequence[str], leaf_texts: Sequence[str], leaf_vectors:
         member_texts = [[nodes[m].text for m in g] for g in groups]
         summaries = summarize(member_texts, level)
         ids = []
-        for j, (g, texts, s) in enumerate(zip(groups, member_texts, summaries)):
+        for j, (g, texts, s) in enumerate(zip(groups, member_texts, summaries, strict=True)):
             sid = summary_id(level, j, taken)
             taken.add(sid)
             node = Node(sid, level, s if s else fallback_text(texts), list(g),
@@ -362,10 +362,11 @@ class RaptorRetriever(BaseRetriever):
 
     name = "raptor"
 
-    def __init__(self, ctx: Context | None = None, *, clustering: str = "gmm", cluster_size: int = 8,
+    def __init__(self, ctx: Context | None = None, *, clustering: str = "gmm", cluster_size: int = 8,  # noqa: PLR0913 - the strategy's registered params, keyword-only
                  max_cluster_size: int | None = None, max_clusters: int = 50, reduce_dim: int = 10,
-                 root_size: int = 5, max_levels: int = 3, decay: float = 0.9, depth: int | None = None, llm: LLMSpec = None,
-                 n_ctx: int | None = None, summary_max_tokens: int = 150, summary_gen: dict | None = None,
+                 root_size: int = 5, max_levels: int = 3, decay: float = 0.9, depth: int | None = None,
+                 llm: LLMSpec = None, n_ctx: int | None = None, summary_max_tokens: int = 150,
+                 summary_gen: dict | None = None,
                  dense_params: dict | None = None, tree_path: str | None = None, concurrency: int | None = None):
         super().__init__(ctx, clustering=clustering, cluster_size=int(cluster_size), max_cluster_size=max_cluster_size,
                          max_clusters=int(max_clusters), reduce_dim=int(reduce_dim), root_size=int(root_size),
@@ -435,7 +436,7 @@ class RaptorRetriever(BaseRetriever):
                                max_levels=p["max_levels"], seed=self.ctx.seed)
         settings = self._settings()
         digest = content_key("raptor:tree", json.dumps(settings, sort_keys=True),
-                             "\0".join(f"{i}\0{t}" for i, t in zip(ids, texts)))
+                             "\0".join(f"{i}\0{t}" for i, t in zip(ids, texts, strict=True)))
         summaries = [self.tree.nodes[i] for level in self.tree.levels[1:] for i in level]
         self.stats = {"levels": self.tree.sizes(), "summaries": len(summaries),
                       "summaries_unusable": sum(not n.llm_ok for n in summaries), "refits": self._refits,
@@ -471,7 +472,7 @@ class RaptorRetriever(BaseRetriever):
         cand = np.flatnonzero(np.isfinite(scores))
         rows, top = top_k(cand, scores[cand], self._leaf_id_rank, int(k))
         leaves = self.tree.levels[0]
-        return [(leaves[i], float(s)) for i, s in zip(rows, top)]
+        return [(leaves[i], float(s)) for i, s in zip(rows, top, strict=True)]
 
     def search(self, queries: Queries, k: int = 100) -> Run:
         """Each query alone (timed), faiss and the query encoder on one thread (as ``dense``)."""

@@ -70,7 +70,7 @@ def merge(head: list[tuple[str, float]], rescored: np.ndarray, tail: list[tuple[
           ) -> dict[str, float]:
     """Hits of one query: the rescored head in its new order, then the first-stage tail in its order, with
     tail scores strictly below the head's minimum (min - 1 - position), cut to ``k``."""
-    out = {doc_id: float(s) for (doc_id, _), s in zip(head, rescored)}
+    out = {doc_id: float(s) for (doc_id, _), s in zip(head, rescored, strict=True)}
     floor = float(np.min(rescored)) if len(rescored) else 0.0
     for i, (doc_id, _) in enumerate(tail):
         out[doc_id] = floor - 1.0 - i

@@ -60,8 +60,8 @@ STEP_BACK_PROMPT = (
 STEP_BACK_PROMPT_VERSION = "step_back-1"
 
 LATENCY_NOTE = ("latency includes LLM generation: per query, the generation seconds of its LLM answers "
-                "(Completion.gen_seconds, also on cache hits) + the base retrieval of each text + fusion; backoff sleeps before LLM retries "
-                "are excluded and reported apart (llm_query_retry_wait_seconds)")
+                "(Completion.gen_seconds, also on cache hits) + the base retrieval of each text + fusion; backoff "
+                "sleeps before LLM retries are excluded and reported apart (llm_query_retry_wait_seconds)")
 
 ECHO_JACCARD = 0.9  # word-set Jaccard at or above which two texts count as the same query
 MIN_LETTERS = 3  # an item needs at least this many letters to be a query
@@ -130,7 +130,7 @@ def split_items(text: str) -> list[str]:
             head = line[: starts[0]].strip()
             if head:
                 items.append((False, head))
-            for a, b in zip(starts, starts[1:] + [len(line)]):
+            for a, b in zip(starts, starts[1:] + [len(line)], strict=True):
                 items.append((True, line[a:b]))
         else:
             items.append((is_list_item(line), line))
@@ -218,8 +218,9 @@ class RewriteRetriever(BaseRetriever):
     name = "rewrite"
     default_max_tokens = 64
 
-    def __init__(self, ctx: Context | None = None, *, llm: LLMSpec = None, base: str = "hybrid", base_params: dict | None = None,
-                 depth: int = 100, rrf_k: int = 60, max_tokens: int | None = None, temperature: float = 0.0,
+    def __init__(self, ctx: Context | None = None, *, llm: LLMSpec = None, base: str = "hybrid",
+                 base_params: dict | None = None, depth: int = 100, rrf_k: int = 60, max_tokens: int | None = None,
+                 temperature: float = 0.0,
                  template: tuple[str, str], **params):
         if base in ("multi_query", "step_back", "hyde"):
             raise ConfigError(f"{self.name}: base={base!r} would call an LLM inside a rewrite; name a retrieval "
@@ -263,7 +264,7 @@ class RewriteRetriever(BaseRetriever):
         qid -> [Completion] (for the generation time)."""
         qids = list(queries)
         comps = self.llm.map([self.prompt(queries[q]) for q in qids], desc=f"{self.name} rewrites", **self.gen)
-        for qid, c in zip(qids, comps):
+        for qid, c in zip(qids, comps, strict=True):
             truncated = c.finish_reason == "length"
             found = self.parse(c.text, queries[qid], truncated)
             self.rewrites[qid], self.raw[qid] = found, c.text
@@ -271,7 +272,7 @@ class RewriteRetriever(BaseRetriever):
             self._diag["truncated"] += int(truncated)
             self._diag["rewrites"] += len(found)
             self._diag["parse_failures"] += int(not found)
-        return {qid: [c] for qid, c in zip(qids, comps)}
+        return {qid: [c] for qid, c in zip(qids, comps, strict=True)}
 
     def search(self, queries: Queries, k: int = 100) -> Run:
         """Rewrite all queries (untimed batch), retrieve every text with the base strategy (timed per text by
@@ -282,7 +283,7 @@ class RewriteRetriever(BaseRetriever):
         for i, qid in enumerate(qids):
             variants = [queries[qid], *self.rewrites[qid]]
             keys[qid] = [f"{i}:{j}" for j in range(len(variants))]
-            texts.update(zip(keys[qid], variants))
+            texts.update(zip(keys[qid], variants, strict=True))
         t0 = time.perf_counter()
         base_run = self.base.search(Queries(texts), max(self.depth, k))
         per_text = (time.perf_counter() - t0) / max(1, len(texts))  # stand-in for a base that times nothing
@@ -309,7 +310,7 @@ class RewriteRetriever(BaseRetriever):
     def diagnostics(self) -> dict[str, float]:
         """Cumulative since built: queries rewritten, parse failures (original used alone), answers cut by
         max_tokens, rewrites used, and rewrites per query."""
-        d = dict(self._diag)
+        d: dict[str, float] = dict(self._diag)
         d["rewrites_per_query"] = round(d["rewrites"] / d["queries"], 3) if d["queries"] else 0.0
         return d
 

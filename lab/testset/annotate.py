@@ -183,7 +183,8 @@ def import_annotation(sheet: str | Path, out: str | Path, dataset=None, chunking
             notes.setdefault(q, []).append(f"{r['unit_id']}: {r['note']}")
     if not qrels:
         raise DataError(sheet, "no row has a grade", hint="fill the grade column (0-3) of the rows you judged")
-    queries = {q: (t, {**dict(ds.queries.metadata.get(q, {})), **({"annotation_notes": notes[q]} if q in notes else {})})
+    queries = {q: (t, {**dict(ds.queries.metadata.get(q, {})), **({"annotation_notes": notes[q]} if q in notes
+                                                                  else {})})
                for q, t in texts.items()}
     grades = Counter(r["grade"] for r in rows if r["grade"] is not None)
     tier_counts = Counter(t for d in tiers.values() for t in d.values())

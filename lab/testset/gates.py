@@ -7,8 +7,8 @@ checked on every candidate, so the report also says how often each one fails on 
                       lenient repair of :func:`lab.testset.generate.parse_qa`, counted as ``repaired``)
 ``is_question``       ends with ``?``/``？`` or starts with an interrogative (what, how, which ...; 什么, 如何 ...);
                       one sentence, no numbered list, not cut off on a function word ("... output of ?")
-``same_language``     the question is in the passage's language (lab.text.tokenize.detect_language: share of Han characters):
-                      a Chinese passage needs a Chinese question, an English one an English question
+``same_language``     the question is in the passage's language (lab.text.tokenize.detect_language: share of
+                      Han characters): a Chinese passage needs a Chinese question, an English one an English question
 ``length``            question length in [min, max] words (Chinese: Han characters), answer non-empty and at most
                       ``max_answer_words`` words (chars / 2 for Chinese)
 ``no_repetition``     share of repeated word trigrams in question and answer at most ``max_repetition`` (a small
@@ -21,8 +21,8 @@ checked on every candidate, so the report also says how often each one fails on 
                       obj.attr, camelCase, name(), anything in `backticks`) occurs in the passage (case-insensitive):
                       no invented functions or options
 ``low_overlap``       lexical overlap with the passage at most ``max_overlap``: the share of the question's content
-                      terms (lab.text.tokenize.Tokenizer: stop words removed, Snowball stems; jieba words for Chinese) that
-                      occur in the passage. The seed prompt asks for questions that do not copy the key words.
+                      terms (lab.text.tokenize.Tokenizer: stop words removed, Snowball stems; jieba words for Chinese)
+                      that occur in the passage. The seed prompt asks for questions that do not copy the key words.
 ``answerable``        the answer is supported by the passage. Method "lexical" (default): at least
                       ``min_answer_support`` of the answer's content terms occur in the passage. Method "llm": the
                       generating LLM (or another) is asked whether the passage supports the answer (yes/no).
@@ -172,7 +172,8 @@ def repeated_in_token(text: str, allowed: str = "") -> str | None:
 
 
 _MARKUP = [
-    ("html tag", re.compile(r"(?i)</?(?:a|abbr|b|blockquote|br|code|details|div|em|footer|h[1-6]|header|hr|i|iframe|img|"
+    ("html tag",
+     re.compile(r"(?i)</?(?:a|abbr|b|blockquote|br|code|details|div|em|footer|h[1-6]|header|hr|i|iframe|img|"
                             r"kbd|li|nav|ol|p|picture|pre|script|section|small|source|span|strong|style|sub|summary|"
                             r"sup|table|tbody|td|th|thead|tr|u|ul|video)(?:\s[^<>]*)?/?>")),
     ("markdown image or badge", re.compile(r"!\[[^\]]*\]\(")),

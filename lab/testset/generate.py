@@ -1,8 +1,8 @@
 """Generated questions: an LLM writes a question for passages sampled from a corpus, quality gates filter them,
 and the set is written in BEIR layout with the evidence span of every question.
 
-The prompt asks in the passage's language ("给定以下文档段落，生成一个用户可能会问的、恰好需要这段信息才能回答的问题" for
-Chinese passages, an English translation for the rest; :data:`PROMPTS`, :data:`PROMPT_VERSION`) for one question
+The prompt asks in the passage's language ("给定以下文档段落，生成一个用户可能会问的、恰好需要这段信息才能回答的问题"
+for Chinese passages, an English translation for the rest; :data:`PROMPTS`, :data:`PROMPT_VERSION`) for one question
 that needs the passage, without its key words, of a given type: lab.text.tokenize.detect_language on the passage
 picks the language, and a gate checks the question's.
 
@@ -262,8 +262,8 @@ def prompt_sha() -> dict:
 
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
 _KV = re.compile(r'["\']?(question|answer)["\']?\s*[:：]\s*"((?:[^"\\]|\\.)*)"?', re.IGNORECASE | re.DOTALL)
-_PLAIN = re.compile(r"(?:^|\n)\s*\**(?:Q|Question|问题)\**\s*[:：]\s*(?P<q>.+?)\s*(?:\n\s*)+\**(?:A|Answer|答案|回答)\**"
-                    r"\s*[:：]\s*(?P<a>.+?)\s*(?:\n\s*\n|$)", re.IGNORECASE | re.DOTALL)
+_PLAIN = re.compile(r"(?:^|\n)\s*\**(?:Q|Question|问题)\**\s*[:：]\s*(?P<q>.+?)\s*(?:\n\s*)+"
+                    r"\**(?:A|Answer|答案|回答)\**\s*[:：]\s*(?P<a>.+?)\s*(?:\n\s*\n|$)", re.IGNORECASE | re.DOTALL)
 
 
 def _qa_from(obj: Any) -> dict | None:
@@ -412,7 +412,8 @@ class Candidate:
     def record(self) -> dict:
         return {"index": self.index, "unit_id": self.unit_id, "passage_span": list(self.span), "section": self.section,
                 "round": self.round, "language": self.language, "question_type": self.qtype,
-                "tries": self.tries, "raw": self.text[:2000], "error": self.error, "question": (self.qa or {}).get("question"),
+                "tries": self.tries, "raw": self.text[:2000], "error": self.error,
+                "question": (self.qa or {}).get("question"),
                 "answer": (self.qa or {}).get("answer"), "repaired": self.repaired, "results": self.results,
                 "measures": {k: round(v, 4) for k, v in self.measures.items()}, "dropped_at": self.dropped_at,
                 "accepted_as": self.qid}
@@ -515,7 +516,7 @@ def _generate_batch(llm, batch: list[Candidate], cfg: GenerationConfig, report: 
             groups.setdefault((c.round, c.language, c.qtype), []).append(c)
         for (r, lang, qtype), cands in groups.items():
             outs = _safe_map(llm, [c.prompt for c in cands], breaker, **_gen_params(cfg, r, attempt, lang, qtype))
-            for c, (text, error) in zip(cands, outs):
+            for c, (text, error) in zip(cands, outs, strict=True):
                 c.tries = attempt + 1
                 c.text = text if text is not None else ""
                 c.error = error
@@ -557,7 +558,7 @@ def _check_batch(batch: list[Candidate], models: _Models, llm, cfg: GenerationCo
             c.results["prose_evidence"] = not_prose_span(text[c.support.start:c.support.end]) is None
     q = models.encode([c.qa["question"] for c in valid], "query")
     p = models.encode([c.passage for c in valid], "passage")
-    for c, sim in zip(valid, (q * p).sum(axis=1)):
+    for c, sim in zip(valid, (q * p).sum(axis=1), strict=True):
         c.measures["similarity"] = float(sim)
         c.results["on_topic"] = float(sim) >= g.min_similarity
     if g.answerability == "llm":
@@ -565,10 +566,10 @@ def _check_batch(batch: list[Candidate], models: _Models, llm, cfg: GenerationCo
                                                                    "no_repetition", "no_markup", "known_identifiers",
                                                                    "low_overlap"))]
         for c, verdict in zip(ask, _judge(llm, [(c.passage, c.qa["question"], c.language) for c in ask], cfg,
-                                          breaker)):
+                                          breaker), strict=True):
             c.results["answerable"] = bool(verdict)
             c.measures["judge_unclear"] = float(verdict is None)
-    for c, v in zip(valid, q):
+    for c, v in zip(valid, q, strict=True):
         c.measures["_vec"] = v  # popped by the caller before anything is written
 
 
@@ -680,7 +681,37 @@ def start_folder(out: str | Path, request: dict, resumed: dict | None, force: bo
     return folder
 
 
-def generate_testset(dataset, out: str | Path, *, llm=None, config: GenerationConfig | None = None,
+def _duplicate_gate(c: Candidate, vec, kept_vecs: np.ndarray, guard: np.ndarray, cfg: GenerationConfig,
+                    report: GateReport) -> None:
+    """The not_duplicate gate of a candidate that passed every other gate: its question's embedding ``vec`` against
+    the accepted questions' (``kept_vecs``) and the dataset's existing queries' (``guard``); sets its result and
+    measures and counts a drop as an existing query in ``report``. Other candidates are left as they are."""
+    if not (c.qa is not None and all(c.results.get(g, True) for g in GATES if g != "not_duplicate")):
+        return
+    sim = float((kept_vecs @ vec).max()) if len(kept_vecs) else 0.0
+    leak = float((guard @ vec).max()) if len(guard) else 0.0
+    c.measures["max_similarity_to_accepted"] = sim
+    if len(guard):
+        c.measures["max_similarity_to_existing_queries"] = leak
+    c.results["not_duplicate"] = max(sim, leak) < cfg.gates.duplicate_threshold
+    if leak >= cfg.gates.duplicate_threshold:
+        report.extra["dropped_as_existing_query"] = report.extra.get("dropped_as_existing_query", 0) + 1
+
+
+def _summarize_candidates(report: GateReport, checked: list[Candidate], accepted: list[Candidate]) -> None:
+    """The question types (target mix, asked, accepted) and the distributions of the gates' measures over the
+    checked candidates (the overlap also over the accepted ones), into ``report``."""
+    report.extra["question_types"] = {
+        "target": {t: k / sum(QUESTION_MIX.values()) for t, k in QUESTION_MIX.items()},
+        "asked": {t: sum(1 for c in checked if c.qtype == t) for t in QUESTION_MIX},
+        "accepted": {t: sum(1 for c in accepted if c.qtype == t) for t in QUESTION_MIX}}
+    for key, name in (("overlap", "overlap"), ("answer_support", "answer_support"), ("similarity", "similarity"),
+                      ("repetition", "repetition")):
+        report.distributions[name] = summarize(c.measures[key] for c in checked if key in c.measures)
+    report.distributions["accepted_overlap"] = summarize(c.measures["overlap"] for c in accepted)
+
+
+def generate_testset(dataset, out: str | Path, *, llm=None, config: GenerationConfig | None = None,  # noqa: PLR0913 - one keyword per `lab testset generate` option; a config dataclass is issue 28 item 4
                      chunking=None, cache_dir: str | Path = ".cache", progress: bool = True,
                      tracking_root: str | Path | None = "mlruns", experiment: str = "testset",
                      embedder=None, llm_options: Mapping | None = None, force: bool = False,
@@ -746,7 +777,7 @@ def generate_testset(dataset, out: str | Path, *, llm=None, config: GenerationCo
     estimated = False
     while not done and len(checked) < cap:
         room = cap - len(checked)
-        batch = [c for _, c in zip(range(min(cfg.batch_size, room)), stream)]
+        batch = [c for _, c in zip(range(min(cfg.batch_size, room)), stream, strict=False)]
         if not batch:
             break
         t_batch = time.perf_counter()
@@ -760,16 +791,7 @@ def generate_testset(dataset, out: str | Path, *, llm=None, config: GenerationCo
             break
         for pos, c in enumerate(batch):
             vec = c.measures.pop("_vec", None)
-            others_ok = c.qa is not None and all(c.results.get(g, True) for g in GATES if g != "not_duplicate")
-            if others_ok:
-                sim = float((kept_vecs @ vec).max()) if len(kept_vecs) else 0.0
-                leak = float((guard @ vec).max()) if len(guard) else 0.0
-                c.measures["max_similarity_to_accepted"] = sim
-                if len(guard):
-                    c.measures["max_similarity_to_existing_queries"] = leak
-                c.results["not_duplicate"] = max(sim, leak) < cfg.gates.duplicate_threshold
-                if leak >= cfg.gates.duplicate_threshold:
-                    report.extra["dropped_as_existing_query"] = report.extra.get("dropped_as_existing_query", 0) + 1
+            _duplicate_gate(c, vec, kept_vecs, guard, cfg, report)
             c.dropped_at = report.add(c.results)
             if c.dropped_at is None:
                 c.qid = f"gen-{len(accepted) + 1:04d}"
@@ -796,14 +818,7 @@ def generate_testset(dataset, out: str | Path, *, llm=None, config: GenerationCo
                 return GenerationResult(None, report, {}, None)
     if tick:
         pbar.close()
-    report.extra["question_types"] = {
-        "target": {t: k / sum(QUESTION_MIX.values()) for t, k in QUESTION_MIX.items()},
-        "asked": {t: sum(1 for c in checked if c.qtype == t) for t in QUESTION_MIX},
-        "accepted": {t: sum(1 for c in accepted if c.qtype == t) for t in QUESTION_MIX}}
-    for key, name in (("overlap", "overlap"), ("answer_support", "answer_support"), ("similarity", "similarity"),
-                      ("repetition", "repetition")):
-        report.distributions[name] = summarize(c.measures[key] for c in checked if key in c.measures)
-    report.distributions["accepted_overlap"] = summarize(c.measures["overlap"] for c in accepted)
+    _summarize_candidates(report, checked, accepted)
 
     qrels = {c.qid: {c.unit_id: cfg.grade} for c in accepted}
     if cfg.extra_relevant and accepted and stopped is None:
@@ -811,7 +826,9 @@ def generate_testset(dataset, out: str | Path, *, llm=None, config: GenerationCo
 
     evidence, spans = [], {}
     for c in accepted:
-        spans[c.qid] = sp = c.support
+        sp = c.support
+        assert sp is not None  # accepted: its gates ran with the corpus (_check_batch), which set the span
+        spans[c.qid] = sp
         evidence.append(evidence_record(c.qid, c.unit_id, sp, c.span, cfg.grade))
     tiers = difficulty_tiers(units.corpus, accepted, models.tokenizer, cache_dir, cfg.seed)
     report.extra["difficulty"] = {t: sum(1 for x in tiers.values() if x["difficulty"] == t) for t in DIFFICULTY}
@@ -902,6 +919,8 @@ def difficulty_tiers(corpus: Corpus, accepted: list[Candidate], tokenizer, cache
     run = bm25.search_batch(Queries({c.qid: c.qa["question"] for c in accepted}), 100)
     out = {}
     for c in accepted:
+        # an accepted candidate has its query id and (gates run with the corpus) its evidence span
+        assert c.qid is not None and c.support is not None
         ranked = [did for did, _ in run.ranked(c.qid, 100)]
         rank = ranked.index(c.unit_id) + 1 if c.unit_id in ranked else None
         text = corpus[c.unit_id].text[c.support.start:c.support.end]
@@ -953,7 +972,7 @@ def _second_pass(llm, corpus: Corpus, accepted: list[Candidate], qrels: dict, cf
                                 c.language))
     verdicts = _judge(llm, triples, cfg) if triples else []
     added = 0
-    for (qid, did), v in zip(keys, verdicts):
+    for (qid, did), v in zip(keys, verdicts, strict=True):
         if v:
             qrels[qid][did] = cfg.extra_grade
             added += 1

@@ -76,7 +76,8 @@ def parse_chunking(spec: str | Mapping | None) -> dict | None:
             out["chunker"] = part
             continue
         key, value = (s.strip() for s in part.split("=", 1))
-        out[key] = int(value) if re.fullmatch(r"-?\d+", value) else {"true": True, "false": False}.get(value.lower(), value)
+        out[key] = int(value) if re.fullmatch(r"-?\d+", value) else {"true": True, "false": False}.get(value.lower(),
+                                                                                                       value)
     return out
 
 

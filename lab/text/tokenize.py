@@ -27,7 +27,7 @@ import os
 import re
 import unicodedata
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from lab.core.cache import Memo
 from lab.core.errors import ConfigError
@@ -92,7 +92,7 @@ def detect_language(text: str, threshold: float = 0.3) -> str:
     return "zh" if han_share(text) >= threshold else "en"
 
 
-def _resolve_stopwords(stopwords) -> tuple[str | None, frozenset]:
+def _resolve_stopwords(stopwords: Any) -> tuple[str | None, frozenset[str]]:
     """Map the ``stopwords`` option to (name for logging, set). Accepts a list name, None/False, or words."""
     if stopwords is None or stopwords is False:
         return None, frozenset()
@@ -109,7 +109,7 @@ def _resolve_stopwords(stopwords) -> tuple[str | None, frozenset]:
     return f"custom-{len(words)}-{digest}", words
 
 
-def _resolve_stemmer(stem) -> str | None:
+def _resolve_stemmer(stem: bool | str) -> str | None:
     if stem is None or stem is False:
         return None
     if stem is True:
@@ -141,12 +141,12 @@ class Tokenizer:
         self,
         language: str = "auto",
         stem: bool | str = True,
-        stopwords=True,
-        user_dict: str | os.PathLike | None = None,
-        jieba_dict: str | os.PathLike | None = None,
-        cache_dir: str | os.PathLike | None = None,
+        stopwords: Any = True,
+        user_dict: str | os.PathLike[str] | None = None,
+        jieba_dict: str | os.PathLike[str] | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
         normalize: str | None = "NFKC",
-    ):
+    ) -> None:
         if language not in LANGUAGES:
             raise ConfigError(f"language={language!r}: use one of {', '.join(LANGUAGES)}")
         self.language = language
@@ -157,7 +157,8 @@ class Tokenizer:
         self.user_dict = self._check_file(user_dict, "user_dict")
         self.jieba_dict = self._check_file(jieba_dict, "jieba_dict")
         if self.user_dict is not None and language == "en":
-            raise ConfigError("user_dict is a jieba dictionary; it has no effect with language='en' (use 'auto' or 'zh')")
+            raise ConfigError("user_dict is a jieba dictionary; it has no effect with language='en' "
+                              "(use 'auto' or 'zh')")
         self._stemmer = None
         if self.stemmer_name:
             import Stemmer
@@ -170,7 +171,7 @@ class Tokenizer:
             self._jieba_tokenizer()  # fail early on a bad dictionary
 
     @staticmethod
-    def _check_file(path, field: str) -> Path | None:
+    def _check_file(path: str | os.PathLike[str] | None, field: str) -> Path | None:
         if path is None:
             return None
         p = Path(path)
@@ -179,7 +180,7 @@ class Tokenizer:
         return p
 
     # -- Chinese -------------------------------------------------------------------------------------------
-    def _jieba_tokenizer(self):
+    def _jieba_tokenizer(self) -> Any:
         """This instance's jieba.Tokenizer, built on first use; its cache file lives in cache_dir/jieba."""
         if self._jieba is None:
             import jieba
@@ -207,7 +208,7 @@ class Tokenizer:
     # -- English -------------------------------------------------------------------------------------------
     def _prepare(self, text: str) -> str:
         if self.normalize and not text.isascii():
-            text = unicodedata.normalize(self.normalize, text)
+            text = unicodedata.normalize(self.normalize, text)  # type: ignore[arg-type]  # a form name, as documented
         text = text.lower()
         if "'" in text or "\u2019" in text:
             text = _POSSESSIVE.sub(r"\1", text)
@@ -216,13 +217,14 @@ class Tokenizer:
     def _terms(self, words: list[str]) -> list[str]:
         """Stopword filter then stem, via one memo: surface word -> stem ("" for a stopword)."""
         memo = self._stems
-        missing = set(words).difference(memo)
+        missing: set[str] | list[str] = set(words).difference(memo)
         if missing:
             missing = list(missing)
             keep = [w for w in missing if w not in self.stopwords]
             memo.update(dict.fromkeys(missing, ""))
             if keep:
-                memo.update(zip(keep, self._stemmer.stemWords(keep) if self._stemmer is not None else keep))
+                memo.update(zip(keep, self._stemmer.stemWords(keep) if self._stemmer is not None else keep,
+                                strict=True))
         return list(filter(None, map(memo.__getitem__, words)))
 
     def _text_tokens(self, text: str) -> list[str]:
@@ -256,7 +258,8 @@ class Tokenizer:
 
         texts = list(texts)
         keys = [(self.identity, _digest(t)) for t in texts] if memo else []
-        out = TEXT_TOKENS.get_many(keys) if memo else [None] * len(texts)
+        # None until tokenised; the memo holds tuples, turned back into lists below
+        out: list[Any] = TEXT_TOKENS.get_many(keys) if memo else [None] * len(texts)
         todo = [i for i, tokens in enumerate(out) if tokens is None]
         enabled = show_progress and len(todo) > 2000
         for i in progress(todo, desc="tokenize", enabled=enabled):
@@ -275,7 +278,7 @@ class Tokenizer:
             self._identity = json.dumps(self.describe(), sort_keys=True)
         return self._identity
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         """What to log: language mode, stemmer, stopword list, dictionaries (with content digests)."""
         d = {
             "language": self.language,
@@ -301,6 +304,6 @@ def _digest(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
 
 
-def tokenize(texts: Sequence[str] | Iterable[str], language: str = "auto", **options) -> list[list[str]]:
+def tokenize(texts: Sequence[str] | Iterable[str], language: str = "auto", **options: Any) -> list[list[str]]:
     """Tokens of each text with a fresh :class:`Tokenizer` (``options``: stem, stopwords, user_dict, ...)."""
     return Tokenizer(language=language, **options).tokenize(texts)

@@ -37,7 +37,8 @@ from lab.tracking.store import (
 #: Tags of a run whose queries are split into dev and held-out ones (set by lab.workbench.sweep on its children).
 TAG_HOLDOUT = "holdout.fraction"
 TAG_HOLDOUT_SEED = "holdout.seed"
-#: Tag of a sweep's (or halving's) parent run: its winner's held-out check as JSON (lab.analysis.trust.selection_record).
+#: Tag of a sweep's (or halving's) parent run: its winner's held-out check as JSON
+#: (lab.analysis.trust.selection_record).
 TAG_SELECTION = "holdout.selection"
 #: The held-out queries' per-query table (parquet, indexed by query_id), logged beside per_query.parquet.
 HOLDOUT_ARTIFACT = "holdout_per_query.parquet"

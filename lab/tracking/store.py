@@ -135,7 +135,8 @@ def ensure_store(root: str | Path = "mlruns") -> str:
     lock = FileLock(f"{db}.lock")
     try:
         with lock.acquire(timeout=STORE_LOCK_TIMEOUT):
-            _open_sqlite(SqlAlchemyStore, uri, artifact_location(root) if not is_uri(root) else artifacts, db)
+            # a folder root's artifacts folder; for a URI root (artifact_location None) the one beside the db
+            _open_sqlite(SqlAlchemyStore, uri, artifact_location(root) or artifacts, db)
     except Timeout:
         raise TrackingError(f"{db}: another process has held the store's lock ({lock.lock_file}) for more than "
                             f"{STORE_LOCK_TIMEOUT} s; is a migration stuck? end that process and retry") from None
@@ -181,11 +182,13 @@ def _open_sqlite(store_class, uri: str, artifacts: str, db: Path) -> None:
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
-    out, seen = [], set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        out.append(exc)
-        exc = exc.__cause__ or exc.__context__
+    out: list[BaseException] = []
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        out.append(cur)
+        cur = cur.__cause__ or cur.__context__
     return out
 
 
@@ -213,7 +216,8 @@ def storage_fault(exc: BaseException, db: str | Path | None = None) -> str | Non
             path = getattr(e, "filename", None)
             stores = [Path(db).parent] if db else [p.parent for p in _OPENED]
             if path is not None and not any(Path(path).is_relative_to(s) for s in stores):
-                return f"{path}: {(e.strerror or text).lower()}; check the path and its permissions"
+                strerror = e.strerror if isinstance(e, OSError) else None
+                return f"{path}: {(strerror or text).lower()}; check the path and its permissions"
             return (f"{path or where}: the store is read-only and this command writes to it; run it on a writable "
                     "copy (--root FOLDER) or make the folder writable")
     return None

@@ -11,7 +11,8 @@ Conventions (MLflow 3 UI, checked against the UI bundled with the pinned mlflow)
   the experiment tag ``mlflow.sharedViewState.<key>`` (a JSON object with ``selectedColumns`` and the search
   facets) and applies it when the link carries ``?viewStateShareKey=<key>``. raglab writes the key
   :data:`VIEW_KEY`: param columns (``strategy`` and whatever a sweep varies) and metric columns (``ndcg_at_10``,
-  the sweep's metric, median latency), metrics first (``columnOrder``). Column ids are ``params.`name``` and ``metrics.`name``` (MLflow names:
+  the sweep's metric, median latency), metrics first (``columnOrder``). Column ids are ``params.`name``` and
+  ``metrics.`name``` (MLflow names:
   ``ndcg@10`` is ``ndcg_at_10``, see :func:`lab.tracking.store.mlflow_metric_name`).
 - Child runs: on a browser's first visit to an experiment, the UI expands the parent of every run tagged
   ``mlflow.runType`` = ``evaluation``; sweep child runs carry that tag (each is an evaluation of one config), so
@@ -71,7 +72,8 @@ def set_runs_view(cl, experiment_id: str, params=(), metrics=DEFAULT_METRICS) ->
         state = {}
     cols = list(dict.fromkeys([*state.get("selectedColumns", []), *view_columns(params, metrics)]))
     state["selectedColumns"] = cols
-    state["columnOrder"] = [c for c in cols if c.startswith("metrics.")] + [c for c in cols if not c.startswith("metrics.")]
+    state["columnOrder"] = [c for c in cols if c.startswith("metrics.")] + [c for c in cols
+                                                                            if not c.startswith("metrics.")]
     cl.set_experiment_tag(experiment_id, tag, json.dumps(state, separators=(",", ":")))
     return cols
 
@@ -103,7 +105,8 @@ def ui_command(root="mlruns", host: str = DEFAULT_HOST, port: int = DEFAULT_PORT
     return cmd + ["--host", host, "--port", str(port), "--workers", "1"]
 
 
-def ui_links(root="mlruns", host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, experiment: str | None = None) -> list[str]:
+def ui_links(root="mlruns", host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
+             experiment: str | None = None) -> list[str]:
     """Lines naming the runs view of each experiment in the store (``experiment`` only, when given; the one with
     the latest run first). Experiments without the model-training tag get it (see lab.tracking.store)."""
     from lab.tracking.store import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, client

@@ -218,7 +218,7 @@ class Fit:
     train_seconds: float = 0.0
 
 
-def fit(model, opt, batches: Callable[[int], Sequence], loss_of: Callable[[Any, int], Any], *, epochs: int,
+def fit(model, opt, batches: Callable[[int], Sequence], loss_of: Callable[[Any, int], Any], *, epochs: int,  # noqa: PLR0913 - the loop's knobs shared by both trainers; a dataclass is issue 28 item 4
         total_steps: int, warmup: float, clip_params: Iterable, best: Best, patience: int | None,
         validate: Callable[[], tuple[float, Any]] | None = None, log_every: int = 5, flush_each_epoch: bool = True,
         show: bool = False, log=print, epoch_message: Callable[[dict], str] = lambda e: f"epoch {e['epoch']}",
@@ -247,7 +247,7 @@ def fit(model, opt, batches: Callable[[int], Sequence], loss_of: Callable[[Any, 
         model.train()
         bar = progress(batches(epoch), desc=f"epoch {epoch + 1}/{epochs}", enabled=show)
         for batch in bar:
-            for group, lr0 in zip(opt.param_groups, base_lrs):
+            for group, lr0 in zip(opt.param_groups, base_lrs, strict=True):
                 group["lr"] = lr0 * lr_factor(out.steps, total_steps, warmup_steps)
             loss = loss_of(batch, epoch)
             loss.backward()

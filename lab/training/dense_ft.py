@@ -76,7 +76,8 @@ class FineTunedDense(BaseRetriever):
         if t:
             out.update({"trained.model": t["out"], "trained.reused": t.get("reused", False),
                         "trained.content_key": t.get("content_key"), "trained.model_sha256": t.get("model_sha256"),
-                        "trained.mlflow_run_id": t.get("mlflow_run_id"), "trained.train_seconds": t.get("train_seconds"),
+                        "trained.mlflow_run_id": t.get("mlflow_run_id"),
+                        "trained.train_seconds": t.get("train_seconds"),
                         "trained.n_pairs": t.get("n_pairs"), "trained.selected_epoch": t.get("selected_epoch"),
                         "trained.doc_overlap": t.get("leakage", {}).get("doc_overlap"),
                         "trained.forced": t.get("forced")})

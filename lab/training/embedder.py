@@ -273,7 +273,8 @@ def train_embedder(dataset: str | Path | Dataset, out: str | Path | None = None,
     val_qrels = Qrels({q: train_qrels[q] for q in val_ids}, name=f"{split}-validation")
     pool: list[str] = []
     if val_ids:
-        pool_set = {d for q in val_ids for d in val_qrels.relevant(q)} | {d for q in val_ids for d in bm25_ranked[q][:30]}
+        pool_set = {d for q in val_ids for d in val_qrels.relevant(q)} | {d for q in val_ids
+                                                                          for d in bm25_ranked[q][:30]}
         others = sorted(set(passages) - pool_set)
         pool_set |= set(random.Random(cfg.seed + 3).sample(others, min(cfg.val_pool_random, len(others))))
         pool = sorted(pool_set)

@@ -205,7 +205,7 @@ def group_loss(logits, group_sizes: list[int], kind: str = "listwise"):
         labels[starts] = 1.0
         return torch.nn.functional.binary_cross_entropy_with_logits(logits, labels)
     losses = []
-    for s, n in zip(starts, group_sizes):
+    for s, n in zip(starts, group_sizes, strict=True):
         g = logits[s : s + n]
         if kind == "listwise":
             losses.append(torch.logsumexp(g, dim=0) - g[0])
@@ -333,7 +333,7 @@ def _validate(model, val_q: Queries, val_qrels: Qrels, first: dict, passages: di
     scores = model.predict([(val_q[q], passages[d]) for q, d in keys], batch_size=32, show_progress_bar=show,
                            activation_fn=torch.nn.Identity(), convert_to_numpy=True)
     second: dict[str, dict[str, float]] = {q: {} for q in val_q}
-    for (q, d), s in zip(keys, np.asarray(scores).reshape(-1)):
+    for (q, d), s in zip(keys, np.asarray(scores).reshape(-1), strict=True):
         second[q][d] = float(s)
     run = {q: rerank_scores(first[q], second[q], 1.0) for q in val_q}
     return second, ndcg_at_10(val_qrels, run)
@@ -460,12 +460,13 @@ def train_reranker(dataset: str | Path | Dataset, out: str | Path, cfg: TrainCon
         nonlocal n_in_batch
         extras = (in_batch_extras(batch, qtext, passages, judged_texts, cfg.in_batch_negatives, extra_rng)
                   if cfg.in_batch_negatives else [[] for _ in batch])
-        lists = [[g.doc_id, *g.negatives, *x] for g, x in zip(batch, extras)]
+        lists = [[g.doc_id, *g.negatives, *x] for g, x in zip(batch, extras, strict=True)]
         sizes = [len(docs) for docs in lists]
         n_in_batch += sum(len(x) for x in extras)
         if epoch == 0:
             chance.append(chance_loss(sizes, cfg.loss))
-        features = model.preprocess([(qtext[g.query_id], passages[d]) for g, docs in zip(batch, lists) for d in docs])
+        features = model.preprocess([(qtext[g.query_id], passages[d]) for g, docs in zip(batch, lists, strict=True)
+                                     for d in docs])
         return group_loss(model(features)["scores"].view(-1).float(), sizes, cfg.loss)
 
     def validate() -> tuple[float, dict]:  # nDCG@10 of the pure rerank; its scores pick recommended_alpha
@@ -495,7 +496,7 @@ def train_reranker(dataset: str | Path | Dataset, out: str | Path, cfg: TrainCon
     model.eval()
     model.save_pretrained(str(out))
     reports = [src.report for src in sources]
-    for src, rep in zip(sources, reports):
+    for src, rep in zip(sources, reports, strict=True):
         rep["dataset_fingerprint"] = fingerprint(src.dataset.path)
         rep["prefix"] = src.prefix
     leak_total = {k: sum(r[k] for r in reports) for k in ("shared_query_ids", "shared_pairs",
@@ -544,7 +545,8 @@ def train_reranker(dataset: str | Path | Dataset, out: str | Path, cfg: TrainCon
     common.save_metadata(meta, out, mlflow_root, experiment, log_training)
     log(f"saved {out} ({meta['train_seconds']:.0f} s training, epoch {meta['selected_epoch']} of "
         f"{len(history)} kept); validation nDCG@10: {cfg.first_stage} "
-        f"{first_ndcg if first_ndcg is not None else float('nan'):.4f}, rerank {meta['val_rerank_ndcg@10'] or float('nan'):.4f}, "
+        f"{first_ndcg if first_ndcg is not None else float('nan'):.4f}, "
+        f"rerank {meta['val_rerank_ndcg@10'] or float('nan'):.4f}, "
         f"best alpha {recommended:.1f} -> {alpha_table.get(f'{recommended:.1f}', float('nan')):.4f}")
     return meta
 

@@ -14,7 +14,7 @@ Schema of a spec (top-level keys; anything else is an error naming the file and 
     zip:                                           # lists of equal length, taken row by row ...
       chunking.overlap: [16, 32, 64]               # ... then crossed with the grid
       chunking.chunker: [recursive, recursive, fixed]
-    publish:                                       # optional: headline metrics for monitoring (lab.workbench.monitoring)
+    publish:                                       # optional: headline metrics to monitor (lab.workbench.monitoring)
       prometheus: results/metrics/raglab.prom      # node exporter textfile (inside the repo; elsewhere:
                                                    # --prometheus on the command line), and/or
       pushgateway: http://127.0.0.1:9091           # a Pushgateway (job, metrics, headers_env optional)
@@ -131,7 +131,7 @@ def load_spec(path: str | Path, root: str | Path | None = None) -> SweepSpec:
     return parse_spec(raw, path, root=Path(root) if root is not None else _find_root(path.resolve()))
 
 
-def parse_spec(raw: Any, path: str | Path = "<spec>", root: str | Path | None = None) -> SweepSpec:
+def parse_spec(raw: Any, path: str | Path = "<spec>", root: str | Path | None = None) -> SweepSpec:  # noqa: C901 - one flat check per spec field, each raising its own error line
     """Validate a spec already read from YAML (a dict); errors name ``path`` and the key."""
     path = Path(path)
     if not isinstance(raw, Mapping):
@@ -293,7 +293,7 @@ def expand(spec: SweepSpec) -> list[dict]:
     n_rows = len(spec.zip[zkeys[0]]) if zkeys else 1
     zrows = [{k: spec.zip[k][i] for k in zkeys} for i in range(n_rows)]
     gkeys = list(spec.grid)
-    gpoints = [dict(zip(gkeys, combo)) for combo in itertools.product(*(spec.grid[k] for k in gkeys))]
+    gpoints = [dict(zip(gkeys, combo, strict=True)) for combo in itertools.product(*(spec.grid[k] for k in gkeys))]
 
     configs = []
     for zrow in zrows:

@@ -4,8 +4,9 @@ What it does, in order (each step is a call into the package, nothing is recompu
 1. :func:`lab.workbench.sweep.run_sweep` on ``params/strategy_comparison.yaml``: one execution of
    notebooks/03_strategy_comparison.ipynb and one MLflow run per strategy. Finished configs are skipped, so a
    second ``make demo`` only prints (resume by config hash).
-2. :func:`lab.analysis.compare.experiment_leaderboard` of the sweep's runs (finished now or earlier): nDCG@10 with 95% CIs and a
-   paired test of each strategy against the best (p adjusted for the comparisons: Holm), printed as a table under
+2. :func:`lab.analysis.compare.experiment_leaderboard` of the sweep's runs (finished now or earlier): nDCG@10 with
+   95% CIs and a paired test of each strategy against the best (p adjusted for the comparisons: Holm), printed as a
+   table under
    its trust lines (lab.analysis.trust: where the labels came from, what the query set can detect, warnings).
 3. Charts in ``results/demo/``: ``leaderboard.png`` (bars with CI error bars, strategies significantly below the
    best hatched) and ``quality_vs_latency.png`` (Pareto front marked), plus ``leaderboard.csv``.
@@ -37,7 +38,8 @@ class DemoResult:
 
 
 def sweep_leaderboard(report, metric: str = "ndcg@10", root="mlruns", seed: int = 0, correction: str | None = None):
-    """:func:`lab.analysis.compare.experiment_leaderboard` of this sweep's runs (finished now or skipped as finished earlier).
+    """:func:`lab.analysis.compare.experiment_leaderboard` of this sweep's runs (finished now or skipped as finished
+    earlier).
 
     The paired tests are those of lab.analysis.compare against the best of these runs, and the correction for
     multiple comparisons counts exactly the rows shown (lab.analysis.leaderboard). When the experiment's best run
@@ -56,7 +58,8 @@ def sweep_leaderboard(report, metric: str = "ndcg@10", root="mlruns", seed: int 
     keep = {o.run_id for o in report.outcomes if o.status in ("FINISHED", "SKIPPED") and o.run_id}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CompareWarning)  # kept in df.attrs and printed with the table
-        df = experiment_leaderboard(report.experiment, metric=metric, root=root, seed=seed, run_ids=keep, correction=correction)
+        df = experiment_leaderboard(report.experiment, metric=metric, root=root, seed=seed, run_ids=keep,
+                                    correction=correction)
     if df.empty:
         return df
     cl = client(root)

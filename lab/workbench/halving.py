@@ -249,7 +249,8 @@ def run_halving_sweep(spec_path, metric: str = "ndcg@10", eta: int = 2, min_quer
         full = [float(fresh(i, qids)) for i in range(len(configs))]
         best = max(range(len(configs)), key=lambda i: (full[i], -i))
         out.update(full_scores=full, full_winner=best, full_winner_label=labels[best],
-                   full_seconds=time.perf_counter() - t0, full_index_seconds=fresh.index_seconds, winner_matches=best == rep.winner,
+                   full_seconds=time.perf_counter() - t0, full_index_seconds=fresh.index_seconds,
+                   winner_matches=best == rep.winner,
                    winner_gap=full[best] - full[rep.winner])
         echo(f"full grid winner: {labels[best]} ({metric} {full[best]:.4f}; halving's winner "
              f"{full[rep.winner]:.4f}); match: {best == rep.winner}; full grid {out['full_seconds']:.1f} s")

@@ -159,7 +159,7 @@ def experiment_samples(experiment: str, metrics: Iterable[str] = DEFAULT_METRICS
     runs = [r for r in experiment_runs(cl, exp.experiment_id, parent_run_id) if keep is None or r.info.run_id in keep]
     metrics = list(metrics)
     latest: dict[tuple, tuple[int, object, str]] = {}
-    for r, label in zip(runs, run_labels(runs) if runs else []):
+    for r, label in zip(runs, run_labels(runs) if runs else [], strict=True):
         t, p = r.data.tags, r.data.params
         base = (("experiment", experiment), ("dataset", t.get("dataset", p.get("dataset", ""))),
                 ("split", t.get("split", p.get("split", ""))),

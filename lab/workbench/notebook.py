@@ -71,7 +71,8 @@ def _inline_figures() -> bool:
 
 
 def summary(ds, tracking_root: str | Path = "mlruns", experiment: str | None = None) -> str:
-    """The lines a notebook prints about where it runs: repo root, dataset size and splits, MLflow store and experiment."""
+    """The lines a notebook prints about where it runs: repo root, dataset size and splits, MLflow store and
+    experiment."""
     from lab.core.paths import repo_root
     from lab.tracking.store import tracking_uri
 

@@ -49,7 +49,8 @@ def jupyterlab_command(root: str | Path, host: str = "127.0.0.1", port: int = DE
             f"--MultiKernelManager.default_kernel_name={KERNEL_NAME}",
             f"--ServerApp.contents_manager_class={CONTENTS_MANAGER}",
             "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate", "--LabApp.news_url=None",
-            "--LabApp.extension_manager=readonly", f"--LabApp.app_settings_dir={SETTINGS_DIR}"] + (["--allow-root"] if os.geteuid() == 0 else [])
+            "--LabApp.extension_manager=readonly", f"--LabApp.app_settings_dir={SETTINGS_DIR}"] + (
+        ["--allow-root"] if os.geteuid() == 0 else [])
 
 
 def jupyterlab_env(token: str, base: dict | None = None) -> dict[str, str]:

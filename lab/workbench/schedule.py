@@ -4,8 +4,9 @@ the report, publish, and say (exit 1) when retrieval got worse.
 Flow of :func:`run_scheduled` (``lab sweep SPEC --scheduled``, one command for a cron line or a CI schedule)
 1. The sweep runs with a new parent run tagged ``raglab.scheduled=true``, ``raglab.schedule=<name>`` (default the
    sweep's name) and ``raglab.sequence=<n>`` (1 + the highest sequence of that schedule in the experiment). Configs
-   whose finished run still stands (same config, data, models, metrics version: :mod:`lab.workbench.resume`) are reused, so
-   an unchanged rerun costs seconds. The parent holds ``schedule.json``: per config its run (run now or reused),
+   whose finished run still stands (same config, data, models, metrics version: :mod:`lab.workbench.resume`) are
+   reused, so an unchanged rerun costs seconds. The parent holds ``schedule.json``: per config its run (run now or
+   reused),
    why it ran again, and the dataset fingerprints and model weights that run recorded.
 2. A sweep that cannot finish (a dataset folder gone: before anything runs; an endpoint down: the config fails)
    stops here with one line and a non-zero exit: nothing is compared, written or published, its parent is ended
@@ -26,8 +27,9 @@ Flow of :func:`run_scheduled` (``lab sweep SPEC --scheduled``, one command for a
 6. Exit code: 0 every metric holds (or nothing to compare yet), 1 a metric dropped more than allowed or a config
    failed, 2 bad input (spec, options, a dataset folder gone), as ``lab gate``.
 
-Trends: :func:`lab.analysis.trends.schedule_history` lists each config's headline metric with its CI over the scheduled sweeps of an
-experiment, with ``dataset_changed`` / ``model_changed`` set where that config's run saw other data or weights than
+Trends: :func:`lab.analysis.trends.schedule_history` lists each config's headline metric with its CI over the
+scheduled sweeps of an experiment, with ``dataset_changed`` / ``model_changed`` set where that config's run saw other
+data or weights than
 in the sweep before; :func:`lab.analysis.plots.trend_lines` draws it (``lab report`` and notebook 03 show it).
 """
 from __future__ import annotations
@@ -130,14 +132,16 @@ class ScheduleComparison:
 
         return {
             "schedule": self.schedule, "experiment": self.experiment, "regressed": self.regressed,
-            "previous": {"sequence": self.previous.get("sequence"), "parent_run_id": self.previous.get("parent_run_id")},
+            "previous": {"sequence": self.previous.get("sequence"),
+                         "parent_run_id": self.previous.get("parent_run_id")},
             "current": {"sequence": self.current.get("sequence"), "parent_run_id": self.current.get("parent_run_id")},
             "max_drop": self.max_drop, "relative": self.relative, "significant_only": self.significant_only,
             "alpha": self.alpha, "new_configs": self.new_configs, "gone_configs": self.gone_configs,
             "configs": [{"config_hash": c.config_hash, "label": c.label, "previous_run_id": c.previous_run_id,
                          "current_run_id": c.current_run_id, "paired": c.paired, "same_run": c.same_run,
                          "note": c.note, "reason": c.reason, "failed": c.failed,
-                         "rows": [{k: nan_to_none(v) for k, v in vars(r).items()} | {"failed": r.failed} for r in c.rows]}
+                         "rows": [{k: nan_to_none(v) for k, v in vars(r).items()} | {"failed": r.failed}
+                                  for r in c.rows]}
                         for c in self.configs]}
 
     def table(self) -> str:
@@ -180,7 +184,8 @@ class ScheduleComparison:
                          f"({r.diff:+.4f}{sig}); allowed {r.allowed:.4f}")
         if not failed:
             n = sum(len(cc.rows) for cc in self.configs)
-            lines.append(f"OK: {n} metric(s) of {len(self.configs)} config(s) hold against the previous scheduled sweep")
+            lines.append(f"OK: {n} metric(s) of {len(self.configs)} config(s) hold against the previous "
+                         "scheduled sweep")
         return "\n".join(lines)
 
 
@@ -294,7 +299,8 @@ class ScheduledOutcome:
 
 
 def comparison_samples(comp: ScheduleComparison):
-    """Prometheus samples of a comparison (lab.workbench.monitoring.Sample): metric change and regression flag per config."""
+    """Prometheus samples of a comparison (lab.workbench.monitoring.Sample): metric change and regression flag per
+    config."""
     from lab.workbench.monitoring import Sample
 
     help_change = "Change of a retrieval metric (current - previous) against the previous scheduled sweep."
@@ -313,8 +319,8 @@ def run_scheduled(spec_path: str | Path, schedule: str | None = None, metrics: S
                   max_drop: float = 0.02, relative: bool = False, significant_only: bool = False, alpha: float = 0.05,
                   report_dir: str | Path | None = None, root: str | Path = "mlruns", publish: dict | None = None,
                   echo=print, n_resamples: int = N_RESAMPLES, seed: int = 0, **sweep_kwargs) -> ScheduledOutcome:
-    """One scheduled sweep (see the module docstring). ``sweep_kwargs`` go to :func:`lab.workbench.sweep.run_sweep` (jobs,
-    executor, output_dir, progress, rerun_on_code_change, ...)."""
+    """One scheduled sweep (see the module docstring). ``sweep_kwargs`` go to :func:`lab.workbench.sweep.run_sweep`
+    (jobs, executor, output_dir, progress, rerun_on_code_change, ...)."""
     from lab.workbench.config import load_spec
     from lab.analysis.gate import gate_settings
     from lab.core.paths import resolve_repo_path, results_dir
@@ -341,7 +347,8 @@ def run_scheduled(spec_path: str | Path, schedule: str | None = None, metrics: S
         bad = [o for o in rep.outcomes if o.status not in ("FINISHED", "SKIPPED")]
         first = bad[0]
         msg = (f"scheduled sweep {schedule!r} #{sequence} did not finish: {len(bad)} of {len(rep.outcomes)} configs "
-               f"failed (config {first.index} ({first.label}): {first.error.splitlines()[0] if first.error else first.status}); "
+               f"failed (config {first.index} ({first.label}): "
+               f"{first.error.splitlines()[0] if first.error else first.status}); "
                "nothing compared or published, the previous scheduled sweep stays the reference")
         return ScheduledOutcome(rep, None, None, [], 1, msg)
 
@@ -378,14 +385,16 @@ def run_scheduled(spec_path: str | Path, schedule: str | None = None, metrics: S
     if rep.publish_error:
         return ScheduledOutcome(rep, record, comp, files, 1, f"publishing failed: {rep.publish_error}")
     if comp is None:
-        return ScheduledOutcome(rep, record, None, files, 0, f"scheduled sweep {schedule!r} #{sequence}: baseline recorded")
+        return ScheduledOutcome(rep, record, None, files, 0,
+                                f"scheduled sweep {schedule!r} #{sequence}: baseline recorded")
     failed = [(cc, r) for cc in comp.configs for r in cc.rows if r.failed]
     if failed:
         cc, r = failed[0]
         msg = (f"retrieval got worse: {len(failed)} metric(s) dropped more than allowed against scheduled sweep "
                f"#{previous.get('sequence')} (first: {cc.label} {r.metric} {r.baseline:.4f} -> {r.current:.4f})")
         return ScheduledOutcome(rep, record, comp, files, 1, msg)
-    return ScheduledOutcome(rep, record, comp, files, 0, f"scheduled sweep {schedule!r} #{sequence}: every metric holds")
+    return ScheduledOutcome(rep, record, comp, files, 0,
+                            f"scheduled sweep {schedule!r} #{sequence}: every metric holds")
 
 
 def _write_report(rep, record: dict, comp, metric: str, path: Path, root, cl, schedule: str) -> Path | None:

@@ -4,8 +4,8 @@ Flow of :func:`run_sweep`
 1. Load and expand the spec (:mod:`lab.workbench.config`); each config has a :func:`lab.core.flat.config_hash`.
 2. Resume: a config is skipped when a FINISHED run of the same experiment (whatever sweep made it) can stand for
    it: same config hash, same dataset content, same model weights, same metrics version (and, with
-   ``rerun_on_code_change``, the same git commit); see :mod:`lab.workbench.resume`. Every config that runs again says why
-   ("dataset changed since run 1f44446e (corpus.jsonl)"), in the dry run too, and its run keeps the reason in
+   ``rerun_on_code_change``, the same git commit); see :mod:`lab.workbench.resume`. Every config that runs again says
+   why ("dataset changed since run 1f44446e (corpus.jsonl)"), in the dry run too, and its run keeps the reason in
    tag ``sweep.rerun_reason``. A dataset folder that is gone stops the sweep before anything runs. Runs of this
    sweep left RUNNING by a process that died (kill -9, power loss) are marked KILLED with an ``error`` tag and
    their configs are run again. A lock file (under the tracking root) makes sure no live sweep of the same name
@@ -15,7 +15,8 @@ Flow of :func:`run_sweep`
    (scheduled sweeps, :mod:`lab.workbench.schedule`: every scheduled sweep is one parent run, even when all is reused).
 4. Each config runs :func:`execute_config` (in this process for ``jobs=1``, in a pool of ``jobs`` spawned
    processes, or as Ray tasks): it creates the child run (named by what varies, lab.analysis.labels.short_labels; tag
-   ``mlflow.parentRunId``, ``config_hash``, the flattened config as params), executes the notebook with the config, ``mlflow_run_id``, ``tracking_root`` and
+   ``mlflow.parentRunId``, ``config_hash``, the flattened config as params), executes the notebook with the config,
+   ``mlflow_run_id``, ``tracking_root`` and
    ``experiment`` injected, logs the executed notebook as an artifact and ends the run FINISHED. A notebook that
    raises ends FAILED with tag ``error`` and artifact ``error.txt``; the sweep goes on.
    The child run is also a claim on its config (:mod:`lab.tracking.claims`, key: config hash plus dataset content
@@ -23,13 +24,15 @@ Flow of :func:`run_sweep`
    this sweep deletes its run, waits for that one and counts the config SKIPPED ("run by another sweep at the same
    time"), so no config runs twice. A store that cannot take a config's artifacts fails that config, not the sweep.
 5. The parent is ended FINISHED when every config has a finished run, else FAILED (a rerun retries the rest).
-   Its artifacts ``summary/``: ``leaderboard.png`` and ``quality_vs_latency.png`` (lab.analysis.plots), ``leaderboard.csv``
+   Its artifacts ``summary/``: ``leaderboard.png`` and ``quality_vs_latency.png`` (lab.analysis.plots),
+   ``leaderboard.csv``
    and ``report.html`` (lab.analysis.report) of the sweep's finished runs; a summary that fails is reported
    (``SweepReport.summary_error``) and leaves the runs alone. The experiment's runs view
    (:mod:`lab.tracking.ui`) shows ``strategy``, the varying keys, ``ndcg_at_10``, the sweep's ``metric`` and
    latency as columns; child runs are tagged ``mlflow.runType=evaluation`` so the UI shows them under the parent.
 6. Publish (when the spec's ``publish`` key or the caller asks): the finished runs of this sweep's configs (run
-   now or skipped as finished earlier) go to a Prometheus textfile and/or a Pushgateway (:mod:`lab.workbench.monitoring`).
+   now or skipped as finished earlier) go to a Prometheus textfile and/or a Pushgateway
+   (:mod:`lab.workbench.monitoring`).
    A publishing failure is reported (``SweepReport.publish_error``), never lost, and leaves the runs alone.
 
 Crash safety: a run is FINISHED only after its notebook ran and its artifacts were logged, and it is never
@@ -429,7 +432,7 @@ def _future_result(future, task: dict) -> dict:
     """A worker's outcome, or a FAILED outcome when the worker itself died (the run stays for the next resume)."""
     try:
         return future.result()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - a worker that died: recorded as FAILED, the sweep goes on
         return {**{k: task[k] for k in ("index", "config_hash", "label", "config")}, "status": "FAILED",
                 "run_id": None, "error": f"{type(exc).__name__}: {exc}", "notebook": task["output_path"],
                 "seconds": 0.0}
@@ -710,7 +713,7 @@ def _tasks(spec, todo: list[int], configs: list[dict], hashes: list[str], labels
     return tasks
 
 
-def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry_run: bool = False,
+def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry_run: bool = False,  # noqa: PLR0913 - named steps with a task dataclass are issue 28 item 4
               ray_address: str | None = None, root: str | Path = "mlruns", output_dir: str | Path | None = None,
               progress: bool = True, kernel_name: str | None = None, execution_timeout: int | None = None,
               echo=print, publish: dict | None = None, summary: bool = True, rerun_on_code_change: bool = False,
@@ -725,8 +728,8 @@ def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry
     dry-run and status lines go (None: silent). publish: keys of the spec's ``publish`` mapping (prometheus,
     pushgateway, job, metrics, headers_env) that override or add to the spec's. summary: log the leaderboard
     charts and the HTML report into the parent run (step 5). rerun_on_code_change: the git commit is part of a
-    run's identity (see :mod:`lab.workbench.resume`). parent_tags: extra tags of the parent run. new_parent: always create
-    a new parent run, even when every config is reused. defer_publish: do not publish here (the caller publishes
+    run's identity (see :mod:`lab.workbench.resume`). parent_tags: extra tags of the parent run. new_parent: always
+    create a new parent run, even when every config is reused. defer_publish: do not publish here (the caller publishes
     with :func:`publish_report` once it has checked the outcome). warm_kernels: with ``jobs=1`` and the local
     executor, start the next config's kernel (and its notebook's imports) while the current config runs
     (:mod:`lab.workbench.kernels`); False: Papermill starts each kernel when its config begins. holdout: share of
@@ -740,7 +743,8 @@ def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry
     from lab.tracking.ui import DEFAULT_METRICS, set_runs_view
     from lab.workbench.resume import TAG_REASON, decide, run_identity
     from lab.tracking.lifecycle import tracked_run
-    from lab.tracking.store import (client, environment_tags, get_or_create_experiment, log_metrics, log_params, set_tags,
+    from lab.tracking.store import (client, environment_tags, get_or_create_experiment, log_metrics, log_params,
+                                    set_tags,
                               tracking_uri)
 
     if executor not in ("local", "ray"):
@@ -766,7 +770,7 @@ def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry
                       "--holdout" if holdout is not None else f"{spec.path}: holdout")
     memo: dict = {}
     identities = [run_identity(c, spec.repo_root, rerun_on_code_change, memo, where=f"{spec.path}, config {i} ({lab_})")
-                  for i, (c, lab_) in enumerate(zip(configs, labels))]
+                  for i, (c, lab_) in enumerate(zip(configs, labels, strict=True))]
     out_dir = (resolve_repo_path(output_dir, spec.repo_root) if output_dir is not None
                else results_dir("sweeps", spec.name, root=spec.repo_root, create=False))
     uri = tracking_uri(root)
@@ -853,28 +857,14 @@ def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry
             stream = (_run_ray(tasks, jobs, ray_address, warm_kernels) if executor == "ray"
                       else _run_local(tasks, jobs, warm_kernels)) if tasks \
                 else iter(())
-            failed = 0
             pbar = bar(stream, desc=f"sweep {spec.name}", total=len(tasks), enabled=progress and bool(tasks),
                        unit="config")
-            for res in pbar:
-                o = ConfigOutcome(**{k: res[k] for k in ConfigOutcome.__dataclass_fields__ if k in res})
-                o.reason = res.get("reason") or decisions[o.index].reason  # a claim's reason: who ran it
-                o.previous_run_id = decisions[o.index].previous_run_id
-                outcomes[o.index] = o
-                if o.status == "SKIPPED":  # another sweep ran it meanwhile (lab.tracking.claims)
-                    (pbar.write if hasattr(pbar, "write") else echo)(f"config {o.index} ({o.label}): {o.reason}")
-                elif o.status != "FINISHED":
-                    failed += 1
-                    if hasattr(pbar, "write"):
-                        pbar.write(f"config {o.index} ({o.label}) {o.status}: {o.error}")
-                    else:
-                        echo(f"config {o.index} ({o.label}) {o.status}: {o.error}")
-                if hasattr(pbar, "set_postfix"):
-                    pbar.set_postfix(failed=failed)
+            _collect_outcomes(pbar, decisions, outcomes, echo)
             report.outcomes = [outcomes[i] for i in range(len(configs))]
             report.seconds = time.perf_counter() - t0
             log_metrics(parent, {"n_configs": len(configs), "n_finished": report.n_finished + report.n_skipped,
-                                 "n_failed": report.n_failed, "n_run_now": len(tasks), "seconds": report.seconds}, cl=cl)
+                                 "n_failed": report.n_failed, "n_run_now": len(tasks), "seconds": report.seconds},
+                        cl=cl)
             set_tags(parent, {"sweep.ok": str(report.ok).lower()}, cl=cl)
             if fraction is not None:
                 _select(report, cl, sweep_metric(configs), root, fraction, int(spec.seed or 0), echo)
@@ -886,6 +876,28 @@ def run_sweep(spec_path: str | Path, jobs: int = 1, executor: str = "local", dry
         return report
     finally:
         lock.release()
+
+
+def _collect_outcomes(pbar, decisions, outcomes: dict[int, ConfigOutcome], echo) -> None:
+    """Each config's outcome as the executor yields its result (``pbar``, the progress bar over the stream), into
+    ``outcomes`` by index, with its decision's reason unless a claim gave one; skips and failures are written on the
+    bar (through ``echo`` without one) and the bar shows the count of failures."""
+    failed = 0
+    for res in pbar:
+        o = ConfigOutcome(**{k: res[k] for k in ConfigOutcome.__dataclass_fields__ if k in res})
+        o.reason = res.get("reason") or decisions[o.index].reason  # a claim's reason: who ran it
+        o.previous_run_id = decisions[o.index].previous_run_id
+        outcomes[o.index] = o
+        if o.status == "SKIPPED":  # another sweep ran it meanwhile (lab.tracking.claims)
+            (pbar.write if hasattr(pbar, "write") else echo)(f"config {o.index} ({o.label}): {o.reason}")
+        elif o.status != "FINISHED":
+            failed += 1
+            if hasattr(pbar, "write"):
+                pbar.write(f"config {o.index} ({o.label}) {o.status}: {o.error}")
+            else:
+                echo(f"config {o.index} ({o.label}) {o.status}: {o.error}")
+        if hasattr(pbar, "set_postfix"):
+            pbar.set_postfix(failed=failed)
 
 
 def _holdout_decisions(cl, decisions, fraction, spec):
