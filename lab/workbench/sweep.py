@@ -522,9 +522,10 @@ def _ray_token_available() -> bool:
 
 def _ray_init_args(address: str | None) -> dict:
     """ray.init arguments: the cluster at ``address`` (this driver on 127.0.0.1 when the address is loopback), or
-    a local instance of 2 CPUs without a dashboard."""
+    a new local instance of 2 CPUs without a dashboard (``address="local"``: never a cluster Ray finds by itself
+    through RAY_ADDRESS or a stale /tmp/ray/ray_current_cluster; ``--ray-address auto`` asks for that)."""
     if not address:
-        return {"num_cpus": 2, "include_dashboard": False}
+        return {"address": "local", "num_cpus": 2, "include_dashboard": False}
     args: dict = {"address": address}
     if _ray_host(address) in _LOOPBACK:
         args["_node_ip_address"] = "127.0.0.1"

@@ -22,6 +22,9 @@ from conftest import blank_store
 
 # keep Ray on 127.0.0.1 in this process (read when ray is imported); raglab sets it itself for a loopback address
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+# A driver that cannot reach its cluster retries without end: fail the test instead of holding the whole run.
+pytestmark = pytest.mark.timeout(300, method="signal")
+
 ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'raglab[ray]'")
 
 from lab.tracking.store import client  # noqa: E402
@@ -193,7 +196,7 @@ def test_driver_settings_for_a_loopback_cluster_with_a_token(tmp_path, monkeypat
     assert os.environ["RAY_AUTH_MODE"] == "token" and os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] == "0"
     assert _ray_init_args("127.0.0.1:6379") == {"address": "127.0.0.1:6379", "_node_ip_address": "127.0.0.1"}
     assert _ray_init_args("head.example:6379") == {"address": "head.example:6379"}
-    assert _ray_init_args(None) == {"num_cpus": 2, "include_dashboard": False}
+    assert _ray_init_args(None) == {"address": "local", "num_cpus": 2, "include_dashboard": False}
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")  # the user's own choice is kept
     _import_ray("127.0.0.1:6379")
     assert os.environ["RAY_AUTH_MODE"] == "disabled"
