@@ -58,7 +58,10 @@ def main() -> None:
     ap.add_argument("--inflate-mb", type=int, default=1024)
     ap.add_argument("--random", action="store_true", help="paragraphs of random hex words (about 2x compressible: "
                     "passes the ratio check, so the size limits and the parser's memory are what is measured)")
+    ap.add_argument("--smoke", action="store_true", help="a 16 MiB bomb: checks that the script runs (CI)")
     args = ap.parse_args()
+    if args.smoke:
+        args.inflate_mb = 16
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "docs"
         src.mkdir()

@@ -34,8 +34,14 @@ def stats(folder: Path) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("dirs", nargs="+", type=Path, metavar="DIR")
-    for folder in ap.parse_args().dirs:
+    ap.add_argument("dirs", nargs="*", type=Path, metavar="DIR")
+    ap.add_argument("--smoke", action="store_true", help="the shipped ingested folder data/asymptote (CI)")
+    args = ap.parse_args()
+    if args.smoke:
+        args.dirs = [Path(__file__).resolve().parents[1] / "data" / "asymptote"]
+    if not args.dirs:
+        ap.error("give one or more ingested folders (DIR), or --smoke")
+    for folder in args.dirs:
         print(folder.name)
         for key, value in stats(folder).items():
             print(f"  {key}: {value}")
