@@ -10,7 +10,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import zipfile
 from pathlib import Path
 
@@ -49,19 +48,20 @@ def test_a_docx_bomb_is_skipped_in_seconds_and_bounded_memory_with_its_reason(tm
     write_doc(src / "ok.md", "Fine", ["An ordinary page."])
     script = ("import json, resource, sys\nfrom lab.data.ingest import ingest\n"
               f"rep = ingest({str(src)!r}, {str(tmp_path / 'out')!r}, progress=False)\n"
-              "print(json.dumps({'rss_kib': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,"
+              "use = resource.getrusage(resource.RUSAGE_SELF)\n"
+              "print(json.dumps({'rss_kib': use.ru_maxrss, 'cpu_s': use.ru_utime + use.ru_stime,"
               " 'skipped': rep.skipped, 'documents': rep.documents}))\n")
-    t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, cwd=REPO,
-                          env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120)
-    seconds = time.perf_counter() - t0
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=600)
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert got["documents"] == 1
     (skip,) = got["skipped"]
     assert skip["path"] == "bomb.docx" and skip["kind"] == "too_large", skip
     assert "zip bomb" in skip["reason"] and "document.xml" in skip["reason"] and "--max-zip-ratio" in skip["reason"]
-    assert seconds < 30, seconds  # the probe on main: 3 min 51 s, then MemoryError
+    # CPU seconds of the child (imports included), not wall time, so a loaded machine does not fail it: refused from
+    # the zip directory, nothing inflated (the probe on main: 3 min 51 s, then MemoryError)
+    assert got["cpu_s"] < 60, got["cpu_s"]
     assert got["rss_kib"] < 600 * 1024, got["rss_kib"]  # the probe on main: 3.7 GB
 
 
