@@ -14,7 +14,7 @@ What each reference computes, read from its source (ranx 0.3.21 ranx/metrics/*.p
 - Queries: ranx scores a query without relevant documents as 0 and trec_eval skips it; we exclude it.
   Comparisons are made on the queries we evaluate.
 ranx compiles its metrics with numba on first use (1-3 minutes on a fresh venv on 2 cores): the ranx tests
-still run in `make test` (CI), since parity with ranx is the contract; tests/metrics/test_metrics_ranking.py also checks
+still run in `make test` (CI), since parity with ranx is the contract; tests/metrics/test_ranking.py also checks
 every metric against a loop-by-loop reference.
 """
 from __future__ import annotations
