@@ -6,6 +6,10 @@ from pathlib import Path
 
 import pytest
 
+REPO = Path(__file__).resolve().parents[1]
+#: The ORD-QA dataset of the repository (data/ord-qa), as the CLI tests pass it to `--dataset`.
+ORDQA = str(REPO / "data" / "ord-qa")
+
 
 @pytest.fixture
 def blank_mlflow_root(tmp_path, pytestconfig) -> Path:

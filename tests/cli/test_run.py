@@ -1,4 +1,5 @@
-"""The `lab` command as users and outside checks call it: `lab evaluate ... --json`, `lab run ... --json`."""
+"""lab.cli.run (`lab evaluate`, `lab run`) as users and outside checks call it: `lab evaluate ... --json`,
+`lab run ... --json`."""
 from __future__ import annotations
 
 import json
@@ -7,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import ORDQA
 
 from lab.cli.main import main
 
@@ -75,7 +77,6 @@ def test_run_bm25_json_on_ord_qa(tmp_path):
 
 
 # ---------------------------------------------------------------------------------- issue 15: bad parameters
-ORDQA = str(ROOT / "data" / "ord-qa")
 
 
 @pytest.mark.parametrize("argv, expect", [
@@ -115,59 +116,12 @@ def test_bad_run_parameters_are_one_line_exit_2(argv, expect, capsys):
     assert "Traceback" not in err
 
 
-def test_argparse_errors_are_one_line_exit_2(capsys):
-    from lab.cli.main import main
-
-    for argv in (["run", "--dataset", ORDQA, "--strategy", "bm25", "--k", "abc"], ["sweep", "x.yaml", "--jobs", "0"],
-                 ["testset", "generate", "--dataset", ORDQA, "--out", "o", "--n", "0"],
-                 ["answers", "--dataset", ORDQA, "--max-queries", "0"], ["report", "--worst", "0"],
-                 ["robustness", "--dataset", ORDQA, "-k", "0"]):
-        with pytest.raises(SystemExit) as exc:
-            main(argv)
-        err = capsys.readouterr().err
-        assert exc.value.code == 2 and err.count("\n") == 1 and "expected an integer >= 1" in err, (argv, err)
-
-
 def test_params_are_checked_before_the_dataset_is_read(tmp_path, capsys):
-    from lab.cli.main import main
-
     rc = main(["run", "--dataset", str(tmp_path / "missing"), "--strategy", "bm25", "--set", "k1x=1"])
     assert rc == 2 and "unknown param 'k1x'" in capsys.readouterr().err
 
 
-def test_one_store_option_on_every_command_with_hidden_aliases(capsys):
-    """--tracking-root everywhere a command touches MLflow; --root and --mlflow-root still parse, unlisted."""
-    from lab.cli.main import build_parser, main
-
-    parser = build_parser()
-    for argv in (["run", "--dataset", "d", "--strategy", "bm25"], ["sweep", "s.yaml"], ["compare"], ["ui"],
-                 ["report"], ["demo"], ["testset", "generate", "--dataset", "d", "--out", "o"],
-                 ["answers", "--dataset", "d", "--strategy", "bm25"], ["robustness", "--dataset", "d"],
-                 ["train-embedder", "--dataset", "d"], ["train-reranker", "--dataset", "d"]):
-        assert parser.parse_args(argv + ["--tracking-root", "T"]).tracking_root == "T", argv
-        assert parser.parse_args(argv + ["--root", "R"]).tracking_root == "R", argv
-        assert parser.parse_args(argv + ["--mlflow-root", "M"]).tracking_root == "M", argv
-        assert parser.parse_args(argv).tracking_root == "mlruns", argv
-        with pytest.raises(SystemExit):
-            main([*argv[:1], "--help"] if argv[0] != "testset" else ["testset", "generate", "--help"])
-        out = capsys.readouterr().out
-        assert "--tracking-root" in out and "--mlflow-root" not in out and "--root " not in out, argv
-
-
-def test_unknown_split_is_one_line_on_every_command(tmp_path, capsys):
-    """Dataset.split raises UnknownSplitError (a ConfigError and a KeyError): no KeyError traceback anywhere."""
-    for argv in (["run", "--dataset", ORDQA, "--strategy", "bm25", "--split", "nosuch"],
-                 ["testset", "export-annotation", "--dataset", ORDQA, "--out", str(tmp_path / "p.csv"), "--split",
-                  "nosuch"]):
-        assert main(argv) == 2, argv
-        err = capsys.readouterr().err
-        assert err.count("\n") == 1 and err.startswith("error: ") and "Traceback" not in err, err
-        assert "no qrels for split 'nosuch'; available: ['test'] (--split)" in err, err
-
-
 def test_evaluate_reports_judged_at_k_and_condensed(tmp_path, capsys):
-    from lab.cli.main import main
-
     (tmp_path / "q.tsv").write_text("query-id\tcorpus-id\tscore\nq\ta\t0\nq\tr\t1\n", encoding="utf-8")
     (tmp_path / "r.trec").write_text("q Q0 u1 1 9 t\nq Q0 a 2 8 t\nq Q0 u2 3 7 t\nq Q0 r 4 6 t\n", encoding="utf-8")
     assert main(["evaluate", str(tmp_path / "q.tsv"), str(tmp_path / "r.trec"), "--json"]) == 0
@@ -183,8 +137,6 @@ def test_evaluate_reports_judged_at_k_and_condensed(tmp_path, capsys):
 
 
 def test_run_condensed_is_recorded(capsys):
-    from lab.cli.main import main
-
     argv = ["run", "--dataset", "data/ord-qa", "--strategy", "bm25", "--max-queries", "5", "--metrics", "ndcg@10",
             "judged@10", "--json", "--no-progress"]
     assert main(argv) == 0
