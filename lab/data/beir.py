@@ -24,7 +24,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable, Iterator
 
 from lab.data.io import DataWarning, as_id, as_text, numbered_lines, parse_json_object, read_text
 from lab.data.evidence import SpanReport, read_evidence_report, squad_answer_spans_report
@@ -73,7 +73,7 @@ def _pick(folder: Path, stem: str, required: bool = True) -> Path | None:
     return found[0] if found else None
 
 
-def _metadata(path, line: int, obj: dict, known: frozenset[str]) -> dict:
+def _metadata(path: Path, line: int, obj: dict[str, Any], known: frozenset[str]) -> dict[str, Any]:
     meta = obj.get("metadata")
     if meta is None:
         meta = {}
@@ -86,18 +86,18 @@ def _metadata(path, line: int, obj: dict, known: frozenset[str]) -> dict:
     return {**extra, **meta} if extra else meta
 
 
-def _records(path: Path, what: str, show: bool):
+def _records(path: Path, what: str, show: bool) -> Iterable[tuple[int, str]]:
     text = read_text(path, what, hint=LAYOUT_HINT)
     lines = numbered_lines(path, text, what)
     return _progress(lines, desc=f"read {path.name}", enabled=show and len(lines) >= PROGRESS_MIN_LINES)
 
 
-def _duplicate(path, line: int, kind: str, key: str, first: int):
+def _duplicate(path: Path, line: int, kind: str, key: str, first: int) -> DataError:
     return DataError(path, f"duplicate {kind} id {key!r} (first on line {first})", line=line, field="_id",
                      hint=f"{kind} ids must be unique; remove or rename one of them")
 
 
-def _objects(path: Path, what: str, kind: str, show: bool):
+def _objects(path: Path, what: str, kind: str, show: bool) -> Iterator[tuple[int, dict[str, Any], str]]:
     """(line, JSON object, ``_id``) of each record of a JSON Lines file, in file order; a DataError for a line
     that is no JSON object, has no valid ``_id``, or repeats the ``_id`` of an earlier line (both lines named)."""
     lines_of: dict[str, int] = {}
@@ -132,7 +132,7 @@ def read_queries(path: Path | str, progress: bool = True) -> Queries:
     """
     path = Path(path)
     texts: dict[str, str] = {}
-    metadata: dict[str, dict] = {}
+    metadata: dict[str, dict[str, Any]] = {}
     known = frozenset(("_id", "text", "metadata"))
     for line, obj, qid in _objects(path, "queries file", "query", progress):
         texts[qid] = as_text(path, line, obj, "text")

@@ -32,6 +32,10 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import Counter, defaultdict
+from typing import Any
+
+#: An ingested document record: ``{"_id", "title", "text", "metadata"}`` (lab.data.ingest).
+Record = dict[str, Any]
 
 BOILERPLATE_SHARE = 0.2
 BOILERPLATE_MIN_DOCS = 5
@@ -56,7 +60,7 @@ def block_key(block: str, heading: bool = False) -> str:
     return block.strip() if heading else _DIGITS.sub("#", block.strip())
 
 
-def blocks(doc: dict) -> list[tuple[str, int, bool]]:
+def blocks(doc: Record) -> list[tuple[str, int, bool]]:
     """(block, start offset, is a heading) for each block of ``doc``'s text, in order."""
     starts = {h["start"] for h in doc["metadata"].get("headings") or []}
     out, start = [], 0
@@ -73,19 +77,19 @@ def word_count(text: str) -> int:
 
 # ------------------------------------------------------------------------------------------------ boilerplate
 
-def boilerplate(docs: list[dict], share: float = BOILERPLATE_SHARE) -> Counter:
+def boilerplate(docs: list[Record], share: float = BOILERPLATE_SHARE) -> Counter[str]:
     """Block key -> number of HTML documents holding it, for the keys that are boilerplate (module conventions)."""
     html = [d for d in docs if d["metadata"].get("format") == "html"]
     if not share or share <= 0:
         return Counter()
-    counts: Counter = Counter()
+    counts: Counter[str] = Counter()
     for d in html:
         counts.update({block_key(b, heading) for b, _, heading in blocks(d) if b.strip()})
     need = max(BOILERPLATE_MIN_DOCS, share * len(html))
     return Counter({k: c for k, c in counts.items() if c >= need})
 
 
-def drop_blocks(doc: dict, keys: set[str] | Counter) -> int:
+def drop_blocks(doc: Record, keys: set[str] | Counter[str]) -> int:
     """Remove the blocks of ``doc`` whose key is in ``keys``, in place: text rebuilt with blank lines between the
     kept blocks, heading offsets moved and dropped headings removed. Returns how many blocks were dropped."""
     headings = doc["metadata"].get("headings", [])
@@ -112,7 +116,7 @@ def drop_blocks(doc: dict, keys: set[str] | Counter) -> int:
 
 # ----------------------------------------------------------------------------------------------------- titles
 
-def retitle(docs: list[dict]) -> int:
+def retitle(docs: list[Record]) -> int:
     """Apply the title rule of the module conventions in place; returns how many titles changed."""
     first = {d["_id"]: _first_heading(d) for d in docs}
     heading_count = Counter(t for t in first.values() if t)
@@ -130,7 +134,7 @@ def retitle(docs: list[dict]) -> int:
     return changed
 
 
-def _first_heading(doc: dict) -> str | None:
+def _first_heading(doc: Record) -> str | None:
     headings = doc["metadata"].get("headings") or []
     return headings[0]["title"] if headings else None
 
@@ -148,7 +152,7 @@ def sketch(text: str) -> set[int]:
     return out
 
 
-def near_duplicates(docs: list[dict]) -> list[dict]:
+def near_duplicates(docs: list[Record]) -> list[Record]:
     """Pairs ``{"a", "b", "containment", "jaccard"}`` (ids; ``a`` the smaller document) of near-duplicates."""
     sketches = {d["_id"]: sketch(d["text"]) for d in docs}
     postings: dict[int, list[str]] = defaultdict(list)
@@ -157,14 +161,14 @@ def near_duplicates(docs: list[dict]) -> list[dict]:
             postings[h].append(did)
     common = {h for h, ids in postings.items() if len(ids) > COMMON_SHINGLE_DOCS}
     sizes = {did: len(sk - common) for did, sk in sketches.items()}
-    shared: Counter = Counter()
+    shared: Counter[tuple[str, str]] = Counter()
     for h, ids in postings.items():
         if h in common or len(ids) < 2:
             continue
         for i, a in enumerate(ids):
             for b in ids[i + 1:]:
                 shared[(a, b) if a < b else (b, a)] += 1
-    pairs = []
+    pairs: list[Record] = []
     for (a, b), n in shared.items():
         small, large = (a, b) if (sizes[a], a) <= (sizes[b], b) else (b, a)
         if sizes[small] < MIN_SKETCH or n / sizes[small] < CONTAINMENT:
@@ -174,7 +178,7 @@ def near_duplicates(docs: list[dict]) -> list[dict]:
     return sorted(pairs, key=lambda p: (p["a"], p["b"]))
 
 
-def dedupe_choice(pairs: list[dict], docs: list[dict]) -> dict[str, str]:
+def dedupe_choice(pairs: list[Record], docs: list[Record]) -> dict[str, str]:
     """Id of each document ``--dedupe`` drops -> the id of the near-duplicate it is dropped for."""
     by_id = {d["_id"]: d for d in docs}
     drop: dict[str, str] = {}
@@ -186,7 +190,7 @@ def dedupe_choice(pairs: list[dict], docs: list[dict]) -> dict[str, str]:
     return drop
 
 
-def _keep_order(doc: dict) -> tuple:
+def _keep_order(doc: Record) -> tuple[int, int, str]:
     fmt = doc["metadata"].get("format")
     rank = FORMAT_PREFERENCE.index(fmt) if fmt in FORMAT_PREFERENCE else len(FORMAT_PREFERENCE)
     return rank, -len(doc["text"]), doc["_id"]

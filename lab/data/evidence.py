@@ -59,7 +59,8 @@ class SpanReport:
         return out
 
 
-def _unknown(path, line, what: str, value: str, fieldname: str, strict: bool, report: SpanReport) -> None:
+def _unknown(path: Path, line: int | None, what: str, value: str, fieldname: str, strict: bool,
+             report: SpanReport) -> None:
     if strict:
         raise DataError(path, f"{what} {value!r} is not in the dataset", line=line, field=fieldname,
                         hint="fix the id, or load with strict=False to drop such spans and count them")
@@ -69,7 +70,7 @@ def _unknown(path, line, what: str, value: str, fieldname: str, strict: bool, re
         report.unknown_docs += 1
 
 
-def _span(path, line, value: Any, index: int) -> tuple[int, int]:
+def _span(path: Path, line: int, value: Any, index: int) -> tuple[int, int]:
     ok = (isinstance(value, (list, tuple)) and len(value) == 2
           and all(isinstance(v, int) and not isinstance(v, bool) for v in value))
     if not ok or not 0 <= value[0] < value[1]:
@@ -84,7 +85,7 @@ def read_evidence_report(path: Path | str, corpus: Corpus | None = None, queries
     path = Path(path)
     report = SpanReport(path.name)
     out: list[EvidenceSpan] = []
-    seen: set[tuple] = set()
+    seen: set[tuple[str, str, int, int, str]] = set()
     for line, obj in iter_jsonl(path, "evidence file", hint="evidence.jsonl is optional; remove it or fix the path"):
         qid = as_id(path, line, obj.get("query_id"), "query_id")
         did = as_id(path, line, obj.get("doc_id"), "doc_id")
@@ -156,7 +157,7 @@ def _squad_files(raw: Path) -> list[Path]:
     return files
 
 
-def _need(path, obj: Any, key: str, kind: type, where: str) -> Any:
+def _need(path: Path, obj: Any, key: str, kind: type, where: str) -> Any:
     value = obj.get(key) if isinstance(obj, dict) else None
     if not isinstance(value, kind) or isinstance(value, bool):
         raise DataError(path, f"expected {kind.__name__} '{key}' at {where}", field=f"{where}.{key}",

@@ -49,7 +49,13 @@ import io
 import re
 import unicodedata
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+
+if TYPE_CHECKING:  # types only: the packages are imported where used (module docstring)
+    from charset_normalizer import CharsetMatch
+    from docx.text.paragraph import Paragraph
+    from pypdf import PdfReader
 
 #: Bump when extraction output changes, so `lab ingest` re-reads files it would otherwise reuse.
 EXTRACTOR_VERSION = 2
@@ -89,12 +95,18 @@ class Unreadable(Exception):
         super().__init__(reason)
 
 
+#: A heading of an extracted text: ``{"level", "title", "start", "end"}`` (character offsets).
+Heading = dict[str, Any]
+#: A block of text before assembly: ``(text, heading level or None[, heading title])``.
+Block = tuple[str, int | None] | tuple[str, int | None, str | None]
+
+
 @dataclass
 class Extracted:
     text: str
     title: str | None = None
-    headings: list[dict] = field(default_factory=list)
-    meta: dict = field(default_factory=dict)
+    headings: list[Heading] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------------------------- normalisation
@@ -116,12 +128,14 @@ def normalise(text: str) -> str:
     return _BLANKS.sub("\n\n", text).strip()
 
 
-def _assemble(blocks: list[tuple]) -> tuple[str, list[dict], list[int]]:
+def _assemble(blocks: Iterable[Block]) -> tuple[str, list[Heading], list[int]]:
     """Join blocks ``(text, heading level or None[, heading title])`` with blank lines; return the text, the
     headings (offsets of their blocks) and each block's start offset (an empty block: where the next would start).
     """
     parts: list[str] = []
-    headings, offsets, pos = [], [], 0
+    headings: list[Heading] = []
+    offsets: list[int] = []
+    pos = 0
     for raw, level, *rest in blocks:
         block = normalise(raw)
         if level is not None:
@@ -144,7 +158,7 @@ _BOMS = ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe\x00\x00", "utf-32-le"), (b"
          (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
 
 
-def decode_text(data: bytes) -> tuple[str, str, dict | None]:
+def decode_text(data: bytes) -> tuple[str, str, dict[str, Any] | None]:
     """(text, encoding name, low-confidence guess or None): a byte-order mark, else strict UTF-8, else
     charset-normalizer's best guess (windows-1252 preferred when it fits as well). The guess is a dict
     ``{"encoding", "alternatives": [{"encoding", "reads"}], "reads"}`` when other encodings fit about as well and
@@ -187,7 +201,8 @@ def decode_text(data: bytes) -> tuple[str, str, dict | None]:
     return text, encoding, _ambiguity(data, text, encoding, matches, best)
 
 
-def _ambiguity(data: bytes, text: str, encoding: str, matches, best) -> dict | None:
+def _ambiguity(data: bytes, text: str, encoding: str, matches: list[CharsetMatch], best: CharsetMatch
+               ) -> dict[str, Any] | None:
     """The low-confidence record of a detected encoding (see decode_text), or None when no other encoding that
     fits about as well reads the bytes differently."""
     alternatives: list[dict[str, Any]] = []
@@ -254,9 +269,9 @@ def _underlined(lines: list[str], skip: set[int], markdown: bool = False,
     return found
 
 
-def _line_blocks(lines: list[str], headings: dict[int, tuple[int, str]], drop: set[int]) -> list[tuple]:
+def _line_blocks(lines: list[str], headings: dict[int, tuple[int, str]], drop: set[int]) -> list[Block]:
     """Blocks of a text file: heading lines alone, other lines grouped into paragraphs at blank lines."""
-    blocks: list[tuple] = []
+    blocks: list[Block] = []
     buf: list[str] = []
     for i, line in enumerate(lines):
         if i in headings:
@@ -367,11 +382,11 @@ def _words(value: str | None) -> set[str]:
     return {w for w in re.split(r"[\s_\-]+", (value or "").lower()) if w}
 
 
-def _has_heading(el) -> bool:
+def _has_heading(el: Any) -> bool:  # an lxml element (lxml ships no types)
     return any(d.tag in _HEADINGS for d in el.iter() if isinstance(d.tag, str))
 
 
-def _is_boilerplate(el) -> bool:
+def _is_boilerplate(el: Any) -> bool:
     tag = el.tag.lower() if isinstance(el.tag, str) else ""
     if tag in _DROP_TAGS or (el.get("role") or "").lower() in _DROP_ROLES or el.get("hidden") is not None:
         return True
@@ -390,7 +405,7 @@ def _is_boilerplate(el) -> bool:
     return False
 
 
-def _html_decode(data: bytes) -> tuple[str, str, dict | None]:
+def _html_decode(data: bytes) -> tuple[str, str, dict[str, Any] | None]:
     for bom, encoding in _BOMS:
         if data.startswith(bom):
             return data[len(bom):].decode(encoding.replace("-sig", ""), errors="replace"), encoding, None
@@ -428,12 +443,12 @@ def extract_html(data: bytes) -> Extracted:
     blocks: list[tuple[str, int | None]] = []
     buf: list[str] = []
 
-    def flush():
+    def flush() -> None:
         if buf:
             blocks.append(("".join(buf), None))
             buf.clear()
 
-    def walk(el):
+    def walk(el: Any) -> None:
         tag = el.tag.lower() if isinstance(el.tag, str) else ""
         if tag in _HEADINGS or tag == "pre":  # one block of the element's whole text (a heading has a level)
             flush()
@@ -533,7 +548,7 @@ def extract_docx(data: bytes, limits: Limits | None = None) -> Extracted:
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 
 
-def _docx_level(paragraph, style_names: dict[str, str]) -> int | None:
+def _docx_level(paragraph: Paragraph, style_names: dict[str, str]) -> int | None:
     """Heading level of a paragraph. The style is looked up by its id in ``style_names`` (id -> name, read once per
     document): python-docx's ``paragraph.style`` scans every style for each paragraph, minutes for a long file."""
     ppr = paragraph.paragraph_format.element.pPr  # the w:p element's properties (public ElementProxy.element)
@@ -557,22 +572,26 @@ def _docx_level(paragraph, style_names: dict[str, str]) -> int | None:
 _PAGE_NUMBER = re.compile(r"[-–—\s]*(\d+|(?=[ivx])x{0,3}(?:ix|iv|v?i{0,3}))[-–—\s]*")
 
 
+def _running_key(line: str) -> str:
+    """A line with its digits masked, lower case: how running heads and feet are compared across pages."""
+    return re.sub(r"\d+", "#", line.lower())
+
+
 def _page_lines(pages: list[str]) -> list[list[str]]:
     """Each page's non-empty lines with running heads/feet removed: the first or last line when the same line
     (digits ignored; at least 5 characters with a letter) is first or last on at least 3 pages ("Chapter 6:
     Programming 36"), and a bare page number (arabic or lower-case roman) among the first or last two."""
     lines = [[ln.strip() for ln in normalise(p).split("\n") if ln.strip()] for p in pages]
-    key = lambda s: re.sub(r"\d+", "#", s.lower())  # noqa: E731
     counts: dict[str, int] = {}
     for page in lines:
-        for ln in {key(x) for x in page[:1] + page[-1:]}:
+        for ln in {_running_key(x) for x in page[:1] + page[-1:]}:
             counts[ln] = counts.get(ln, 0) + 1
     running = {k for k, c in counts.items() if c >= 3 and len(k) >= 5 and re.search(r"[^\W\d_]", k)}
     out = []
     for page in lines:
         keep = list(page)
         for idx in (0, -1, 1, -2):
-            if len(keep) > abs(idx) and ((idx in (0, -1) and key(keep[idx]) in running)
+            if len(keep) > abs(idx) and ((idx in (0, -1) and _running_key(keep[idx]) in running)
                                          or _PAGE_NUMBER.fullmatch(keep[idx])):
                 keep[idx] = ""
         out.append([x for x in keep if x])
@@ -618,7 +637,7 @@ def extract_pdf(data: bytes, limits: Limits | None = None) -> Extracted:
         logger.setLevel(level)
 
 
-def _read_pdf(data: bytes, pypdf, limits: Limits) -> Extracted:
+def _read_pdf(data: bytes, pypdf: ModuleType, limits: Limits) -> Extracted:
     from pypdf.errors import DependencyError, FileNotDecryptedError, PdfReadError
 
     try:
@@ -652,18 +671,18 @@ def _read_pdf(data: bytes, pypdf, limits: Limits) -> Extracted:
     pages = [[_LEADERS.sub(" ... ", ln) for ln in p] for p in _dehyphenate(_page_lines(texts))]
     text, _, offsets = _assemble([("\n".join(p), None) for p in pages])
     bounds = offsets + [len(text)]
-    headings = []
+    headings: list[Heading] = []
     for level, title, page in outline:
         start, end, found = _find_on_page(text, title, bounds[page] if page is not None else 0,
                                           bounds[page + 1] if page is not None else len(text))
         headings.append({"level": level, "title": title, "start": start, "end": end, "found": found})
     headings.sort(key=lambda h: h["start"])
-    title = headings[0]["title"] if headings else info_title
-    return Extracted(text, title, headings, {"pages": len(texts), "page_offsets": offsets[: len(texts)]})
+    doc_title = headings[0]["title"] if headings else info_title
+    return Extracted(text, doc_title, headings, {"pages": len(texts), "page_offsets": offsets[: len(texts)]})
 
 
-def _outline(reader):
-    def walk(items, depth):
+def _outline(reader: PdfReader) -> Iterator[tuple[int, str, int | None]]:
+    def walk(items: Iterable[Any], depth: int) -> Iterator[tuple[int, str, int | None]]:
         for item in items:
             if isinstance(item, list):
                 yield from walk(item, depth + 1)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Protocol
 
 from lab.data.io import read_bytes
 from lab.data.types import Dataset
@@ -54,7 +54,13 @@ def _content(path: Path) -> bytes:
     return read_bytes(path).replace(b"\r\n", b"\n")
 
 
-def _finish(h, full: bool) -> str:
+class _Digest(Protocol):
+    """What :func:`_finish` needs of a hashlib object."""
+
+    def hexdigest(self) -> str: ...
+
+
+def _finish(h: _Digest, full: bool) -> str:
     digest = h.hexdigest()
     return digest if full else digest[:SHORT]
 

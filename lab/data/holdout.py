@@ -45,7 +45,7 @@ def holdout_split(query_ids: Iterable[str], fraction: float, seed: int = 0) -> H
     return HoldoutSplit(float(fraction), int(seed), tuple(q for q in ids if q not in keep), tuple(held))
 
 
-def holdout_problem(fraction, query_ids: Iterable[str] | None = None, seed: int = 0,
+def holdout_problem(fraction: object, query_ids: Iterable[str] | None = None, seed: int = 0,
                     where: str = "holdout") -> str | None:
     """One line when ``fraction`` is not a usable holdout (not a number in (0, 0.9), or, given the query ids, a
     split with fewer than :data:`MIN_QUERIES` queries on a side), else None."""

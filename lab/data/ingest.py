@@ -49,8 +49,10 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from lab.data import cleanup
+from lab.data.cleanup import Record
 from lab.data.extract import EXTRACTOR_VERSION, FORMATS, Limits, Unreadable, extract
 from lab.core.errors import DataError
 
@@ -69,29 +71,29 @@ class IngestReport:
     src: str
     out: str
     documents: int = 0
-    by_format: dict = field(default_factory=dict)  # format -> {"files", "documents", "skipped"}
-    skipped: list = field(default_factory=list)  # {"path", "format", "kind", "reason", "sha256"}
+    by_format: dict[str, dict[str, int]] = field(default_factory=dict)  # format -> {"files", "documents", "skipped"}
+    skipped: list[Record] = field(default_factory=list)  # {"path", "format", "kind", "reason", "sha256"}
     reused: int = 0
     changed: int = 0
     new: int = 0
-    dropped: list = field(default_factory=list)  # source paths no longer in SRC
+    dropped: list[str] = field(default_factory=list)  # source paths no longer in SRC
     hidden_ignored: int = 0
     excluded: int = 0
-    exclude: list = field(default_factory=list)
+    exclude: list[str] = field(default_factory=list)
     seconds: float = 0.0
-    libraries: dict = field(default_factory=dict)
-    limits: dict = field(default_factory=dict)
-    ids_rewritten: list = field(default_factory=list)  # {"path", "id"}: whitespace replaced in the id
-    id_collisions: list = field(default_factory=list)  # {"id", "paths", "ids"}
-    encoding_guesses: list = field(default_factory=list)  # {"path", "encoding", "reads", "alternatives"}
-    boilerplate: dict = field(default_factory=dict)  # {"share", "blocks", "dropped", "documents", "top"}
+    libraries: dict[str, str | None] = field(default_factory=dict)
+    limits: dict[str, Any] = field(default_factory=dict)
+    ids_rewritten: list[Record] = field(default_factory=list)  # {"path", "id"}: whitespace replaced in the id
+    id_collisions: list[Record] = field(default_factory=list)  # {"id", "paths", "ids"}
+    encoding_guesses: list[Record] = field(default_factory=list)  # {"path", "encoding", "reads", "alternatives"}
+    boilerplate: dict[str, Any] = field(default_factory=dict)  # {"share", "blocks", "dropped", "documents", "top"}
     titles_from_page_title: int = 0
-    near_duplicates: list = field(default_factory=list)  # {"a", "b", "containment", "jaccard"}
-    short_documents: list = field(default_factory=list)  # {"id", "words"} under cleanup.SHORT_WORDS words
+    near_duplicates: list[Record] = field(default_factory=list)  # {"a", "b", "containment", "jaccard"}
+    short_documents: list[Record] = field(default_factory=list)  # {"id", "words"} under cleanup.SHORT_WORDS words
     min_words: int = 0
     dedupe: bool = False
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"src": self.src, "out": self.out, "extractor_version": EXTRACTOR_VERSION,
                 "libraries": self.libraries, "documents": self.documents, "by_format": self.by_format,
                 "skipped": self.skipped, "rerun": {"reused": self.reused, "changed": self.changed, "new": self.new,
@@ -174,10 +176,11 @@ def _shown(path: str) -> str:
     return path if path.isprintable() else ascii(path)[1:-1]
 
 
-def _group(skip: dict) -> str:
+def _group(skip: Record) -> str:
     if skip["kind"] == "unknown_extension":
         return f"unknown extension {Path(skip['path']).suffix or '(none)'}"
-    return skip["reason"] if skip["kind"] in ("binary", "empty", "no_text") else skip["kind"].replace("_", " ")
+    kind = str(skip["kind"])
+    return str(skip["reason"]) if kind in ("binary", "empty", "no_text") else kind.replace("_", " ")
 
 
 _WHITESPACE = re.compile(r"\s+")
@@ -190,13 +193,14 @@ def document_id(rel: str) -> str:
     return _WHITESPACE.sub("_", (path.parent / path.stem).as_posix() if path.suffix else path.as_posix())
 
 
-def assign_ids(files: list[str]) -> tuple[dict[str, str], list[dict]]:
+def assign_ids(files: list[str]) -> tuple[dict[str, str], list[Record]]:
     """Relative path -> document id for the files of a known format, and the collisions (module conventions)."""
     groups: dict[str, list[str]] = {}
     for rel in files:
         if Path(rel).suffix.lower() in FORMATS and Path(rel).name.lower() not in NOT_DOCUMENTS:
             groups.setdefault(document_id(rel), []).append(rel)
-    ids, clashes = {}, []
+    ids: dict[str, str] = {}
+    clashes: list[tuple[str, list[str]]] = []
     for did, rels in groups.items():
         by_extension = len(rels) > 1 and len({Path(r).suffix for r in rels}) == len(rels)
         if by_extension:
@@ -220,11 +224,13 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _walk(src: Path, out: Path, exclude: tuple[str, ...] = ()) -> tuple[list[str], list[dict], int, int]:
+def _walk(src: Path, out: Path, exclude: tuple[str, ...] = ()) -> tuple[list[str], list[Record], int, int]:
     """Relative POSIX paths of the files under ``src`` to read (sorted), the skip records of links and special
     files not read, how many hidden files or folders were ignored (a hidden folder counts once) and how many
     files matched an ``exclude`` glob. Links are not followed (module conventions)."""
-    files, special, hidden, excluded = [], [], 0, 0
+    files: list[str] = []
+    special: list[Record] = []
+    hidden, excluded = 0, 0
     out_abs, src_real = out.resolve(), Path(os.path.realpath(src))
     def unreadable(exc: OSError) -> None:
         rel = Path(exc.filename).relative_to(src).as_posix() if exc.filename else "."
@@ -242,8 +248,8 @@ def _walk(src: Path, out: Path, exclude: tuple[str, ...] = ()) -> tuple[list[str
                 rel = full.relative_to(src).as_posix()
                 if _excluded(rel, d, exclude):
                     excluded += 1
-                else:
-                    special.append(_special(full, rel, src_real))
+                elif (record := _special(full, rel, src_real)) is not None:  # None only if it changed meanwhile
+                    special.append(record)
             elif full.resolve() != out_abs:
                 kept.append(d)
         dirs[:] = sorted(kept)
@@ -267,9 +273,9 @@ def _excluded(rel: str, name: str, exclude: tuple[str, ...]) -> bool:
     return any(fnmatch.fnmatchcase(rel, g) or fnmatch.fnmatchcase(name, g) for g in exclude)
 
 
-def _special(path: Path, rel: str, src_real: Path) -> dict | None:
+def _special(path: Path, rel: str, src_real: Path) -> Record | None:
     """None for a regular file (or a link to one inside SRC), else the skip record saying what it is."""
-    def record(kind: str, reason: str) -> dict:
+    def record(kind: str, reason: str) -> Record:
         return {"path": rel, "format": None, "kind": kind, "reason": reason, "sha256": None}
 
     if path.is_symlink():
@@ -323,7 +329,7 @@ def _read(path: Path, limit: int, fmt: str, src_real: Path) -> bytes:
     return data
 
 
-def _previous(out: Path) -> tuple[dict, dict]:
+def _previous(out: Path) -> tuple[dict[str, Record], dict[str, Record]]:
     """Extracted documents (before clean-up) and skip records of the last ingest into ``out``, by source path
     (empty when none or stale)."""
     report_path, cache_path = out / REPORT, out / EXTRACTED
@@ -335,7 +341,7 @@ def _previous(out: Path) -> tuple[dict, dict]:
         return {}, {}
     if report.get("extractor_version") != EXTRACTOR_VERSION:
         return {}, {}
-    docs = {}
+    docs: dict[str, Record] = {}
     if cache_path.is_file():
         with cache_path.open(encoding="utf-8") as fh:
             for line in fh:
@@ -364,10 +370,10 @@ def check_out(src: Path, out: Path) -> None:
                         hint="choose another --out, or remove the file if it may be replaced")
 
 
-def library_versions() -> dict:
+def library_versions() -> dict[str, str | None]:
     from importlib.metadata import PackageNotFoundError, version
 
-    out = {}
+    out: dict[str, str | None] = {}
     for name in ("pypdf", "python-docx", "lxml", "charset-normalizer"):
         try:
             out[name] = version(name)
@@ -398,7 +404,8 @@ def ingest(src: Path | str, out: Path | str, exclude: list[str] | tuple[str, ...
                          exclude=list(exclude), libraries=library_versions(), limits=vars(limits).copy(),
                          id_collisions=collisions, min_words=min_words, dedupe=dedupe)
     report.skipped += special
-    docs, by_format = [], {}
+    docs: list[Record] = []
+    by_format: dict[str, dict[str, int]] = {}
     for rel in bar(files, desc="ingest", unit="file", enabled=progress):
         fmt = FORMATS.get(Path(rel).suffix.lower())
         counts = by_format.setdefault(fmt or "other", {"files": 0, "documents": 0, "skipped": 0})
@@ -432,8 +439,8 @@ def ingest(src: Path | str, out: Path | str, exclude: list[str] | tuple[str, ...
     return report
 
 
-def _one_file(src: Path, rel: str, fmt: str | None, limits: Limits, old_docs: dict, old_skips: dict,
-              report: IngestReport) -> dict | None:
+def _one_file(src: Path, rel: str, fmt: str | None, limits: Limits, old_docs: dict[str, Record],
+              old_skips: dict[str, Record], report: IngestReport) -> Record | None:
     """The extracted document of one file (reused when its sha256 is unchanged), or None after adding its skip
     record to ``report``."""
     def skip(kind: str, reason: str, digest: str | None = None) -> None:
@@ -441,15 +448,19 @@ def _one_file(src: Path, rel: str, fmt: str | None, limits: Limits, old_docs: di
 
     if fmt is None:
         suffix = Path(rel).suffix or "(none)"
-        return skip("unknown_extension", f"unknown extension {suffix} (lab ingest reads {' '.join(sorted(FORMATS))})")
+        skip("unknown_extension", f"unknown extension {suffix} (lab ingest reads {' '.join(sorted(FORMATS))})")
+        return None
     if Path(rel).name.lower() in NOT_DOCUMENTS:
-        return skip("not_a_document", f"{Path(rel).name} is a web-server file, not a document")
+        skip("not_a_document", f"{Path(rel).name} is a web-server file, not a document")
+        return None
     try:
         data = _read(src / rel, limits.max_bytes(fmt), fmt, Path(os.path.realpath(src)))
     except Unreadable as exc:
-        return skip(exc.kind, exc.reason)
+        skip(exc.kind, exc.reason)
+        return None
     except OSError as exc:
-        return skip("unreadable", f"cannot be opened ({exc.strerror or exc})")
+        skip("unreadable", f"cannot be opened ({exc.strerror or exc})")
+        return None
     digest = _sha256(data)
     before = old_docs.get(rel) or old_skips.get(rel)
     if before is not None:
@@ -466,18 +477,22 @@ def _one_file(src: Path, rel: str, fmt: str | None, limits: Limits, old_docs: di
     try:
         return _document(rel, fmt, data, digest, limits)
     except Unreadable as exc:
-        return skip(exc.kind, exc.reason, digest)
+        skip(exc.kind, exc.reason, digest)
+        return None
     except MemoryError:
-        return skip("too_large", "ran out of memory while extracting (lower the --max-* limits, or split the file)",
-                    digest)
+        skip("too_large", "ran out of memory while extracting (lower the --max-* limits, or split the file)",
+             digest)
+        return None
     except Exception as exc:  # noqa: BLE001 - a library failing on one odd file must not stop the ingest
-        return skip("extraction_failed", f"extraction failed ({type(exc).__name__}: {exc})"[:300], digest)
+        skip("extraction_failed", f"extraction failed ({type(exc).__name__}: {exc})"[:300], digest)
+        return None
 
 
-def _clean(docs: list[dict], report: IngestReport, by_format: dict, share: float) -> list[dict]:
+def _clean(docs: list[Record], report: IngestReport, by_format: dict[str, dict[str, int]], share: float
+           ) -> list[Record]:
     """The corpus-wide clean-up (:mod:`lab.data.cleanup`) of the extracted documents, recorded in ``report``;
     documents removed by it move from ``documents`` to ``skipped`` in ``by_format``."""
-    def remove(doc: dict, kind: str, reason: str) -> None:
+    def remove(doc: Record, kind: str, reason: str) -> None:
         meta = doc["metadata"]
         report.skipped.append({"path": meta["source"], "format": meta["format"], "kind": kind, "reason": reason,
                                "sha256": meta["sha256"]})
@@ -489,7 +504,7 @@ def _clean(docs: list[dict], report: IngestReport, by_format: dict, share: float
     report.boilerplate = {"share": share, "blocks": len(blocks), "dropped": sum(dropped.values()),
                           "documents": sum(1 for n in dropped.values() if n),
                           "top": [{"text": k[:200], "documents": c} for k, c in blocks.most_common(10)]}
-    kept = []
+    kept: list[Record] = []
     for d in docs:
         if d["text"].strip():
             kept.append(d)
@@ -514,7 +529,7 @@ def _clean(docs: list[dict], report: IngestReport, by_format: dict, share: float
     return [d for d in kept if d["_id"] not in drop]
 
 
-def _document(rel: str, fmt: str, data: bytes, digest: str, limits: Limits | None = None) -> dict:
+def _document(rel: str, fmt: str, data: bytes, digest: str, limits: Limits | None = None) -> Record:
     got = extract(data, fmt, limits)
     meta = {"source": rel, "format": fmt, "sha256": digest, "size": len(data), **got.meta,
             "headings": got.headings}
@@ -522,7 +537,7 @@ def _document(rel: str, fmt: str, data: bytes, digest: str, limits: Limits | Non
     return {"_id": document_id(rel), "title": got.title or Path(rel).stem, "text": got.text, "metadata": meta}
 
 
-def _jsonl(docs: list[dict]) -> str:
+def _jsonl(docs: list[Record]) -> str:
     return "".join(json.dumps(d, ensure_ascii=False) + "\n" for d in docs)
 
 

@@ -71,7 +71,7 @@ def numbered_lines(path: Path | str, text: str, what: str = "file") -> list[tupl
     return lines
 
 
-def parse_json_object(path: Path | str, line_no: int, line: str) -> dict:
+def parse_json_object(path: Path | str, line_no: int, line: str) -> dict[str, Any]:
     """One JSON Lines record: a JSON object, else a DataError naming the line."""
     try:
         obj = json_loads(line)
@@ -84,7 +84,7 @@ def parse_json_object(path: Path | str, line_no: int, line: str) -> dict:
     return obj
 
 
-def iter_jsonl(path: Path | str, what: str = "file", hint: str = "") -> Iterator[tuple[int, dict]]:
+def iter_jsonl(path: Path | str, what: str = "file", hint: str = "") -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for each record of a JSON Lines file (``.gz`` allowed)."""
     text = read_text(path, what, hint)
     for line_no, line in numbered_lines(path, text, what):
@@ -105,7 +105,7 @@ def as_id(path: Path | str, line_no: int | None, value: Any, field: str) -> str:
                     hint="write ids as JSON strings")
 
 
-def as_text(path: Path | str, line_no: int, obj: dict, field: str, required: bool = True) -> str:
+def as_text(path: Path | str, line_no: int, obj: dict[str, Any], field: str, required: bool = True) -> str:
     """A string field; absent or null gives "" when optional, anything not a string is an error."""
     value = obj.get(field)
     if isinstance(value, str):

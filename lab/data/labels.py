@@ -56,12 +56,12 @@ class LabelProvenance:
     judge: str | None = None
     judge_check: str | None = None
     judge_kappa: float | None = None
-    judge_card: dict | None = field(default=None, compare=False)
+    judge_card: dict[str, Any] | None = field(default=None, compare=False)
     prompt_version: str | None = None
     reviewed: str | None = None
-    counts: dict = field(default_factory=dict, compare=False)
+    counts: dict[str, Any] = field(default_factory=dict, compare=False)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict of every field."""
         return asdict(self)
 
@@ -69,7 +69,7 @@ class LabelProvenance:
         """The run tags :data:`TAG_FIELDS` (fields that are None left out)."""
         return {tag: str(getattr(self, f)) for tag, f in TAG_FIELDS.items() if getattr(self, f) is not None}
 
-    def short(self) -> dict:
+    def short(self) -> dict[str, Any]:
         """The four fields every leaderboard shows: source, generator, judge, judge_check."""
         return {f: getattr(self, f) for f in SHOWN}
 
@@ -79,7 +79,7 @@ def sidecar_path(folder: str | Path, split: str) -> Path:
     return Path(folder) / "qrels" / f"{split}.provenance.jsonl"
 
 
-def read_provenance_file(folder: str | Path) -> dict:
+def read_provenance_file(folder: str | Path) -> dict[str, Any]:
     """``provenance.json`` of a set, {} when there is none or it is not a JSON object."""
     path = Path(folder) / PROVENANCE_FILE
     if not path.is_file():
@@ -115,7 +115,7 @@ def _qrels_rows(folder: Path, split: str) -> int | None:
     return max(0, len(lines) - (1 if lines and lines[0].lower().startswith("query") else 0))
 
 
-def _fully_reviewed(prov: Mapping) -> tuple[bool, str | None]:
+def _fully_reviewed(prov: Mapping[str, Any]) -> tuple[bool, str | None]:
     """(every query reviewed by people, a line naming the review) from ``reviews`` of provenance.json."""
     reviews = [r for r in prov.get("reviews") or [] if isinstance(r, Mapping)]
     if not reviews:
@@ -128,7 +128,7 @@ def _fully_reviewed(prov: Mapping) -> tuple[bool, str | None]:
     return full, f"{reviewed} of {max(total, reviewed)} queries reviewed by people"
 
 
-def _generator(prov: Mapping) -> str | None:
+def _generator(prov: Mapping[str, Any]) -> str | None:
     if prov.get("kind") == "logs":
         return "query logs"
     llm = prov.get("llm")
@@ -136,7 +136,7 @@ def _generator(prov: Mapping) -> str | None:
     return str(ident) if ident else "unknown model"
 
 
-def _judge(prov: Mapping) -> tuple[str | None, dict | None, str | None]:
+def _judge(prov: Mapping[str, Any]) -> tuple[str | None, dict[str, Any] | None, str | None]:
     """(judge identity, card, summary) from provenance.json's ``judge`` key."""
     j = prov.get("judge")
     if not isinstance(j, Mapping):

@@ -16,6 +16,7 @@ import math
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable, Iterator
 
 from lab.data.io import DataWarning, as_int, numbered_lines, read_text
 from lab.data.types import Qrels, Run
@@ -97,7 +98,7 @@ def read_qrels_rows(path: Path | str) -> tuple[str, list[QrelRow]]:
     return fmt, rows
 
 
-def qrels_from_rows(rows, name: str = "") -> Qrels:
+def qrels_from_rows(rows: Iterable[QrelRow], name: str = "") -> Qrels:
     """A Qrels value from rows, in file order."""
     out: dict[str, dict[str, int]] = {}
     for row in rows:
@@ -112,14 +113,14 @@ def read_qrels(path: Path | str, name: str | None = None) -> Qrels:
     return qrels_from_rows(rows, name=path.name.split(".")[0] if name is None else name)
 
 
-def _check_trec_id(value: str, what: str, path) -> str:
+def _check_trec_id(value: str, what: str, path: Path) -> str:
     if not value or any(c.isspace() for c in value):
         raise DataError(path, f"{what} {value!r} is empty or contains whitespace, which TREC format cannot hold",
                         field=what, hint="use ids without spaces, tabs or newlines")
     return value
 
 
-def _write_lines(path: Path, lines) -> None:
+def _write_lines(path: Path, lines: Iterable[str]) -> None:
     """Write lines atomically (temporary file, then rename), creating the parent folder."""
     with atomic_path(path) as tmp:
         with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
@@ -130,7 +131,7 @@ def write_trec_qrels(qrels: Qrels, path: Path | str) -> Path:
     """Write ``qid 0 docid grade`` lines (TREC qrels, as trec_eval reads them); returns the path."""
     path = Path(path)
 
-    def lines():
+    def lines() -> Iterator[str]:
         for qid, docs in qrels.qrels.items():
             _check_trec_id(qid, "query id", path)
             for did, grade in docs.items():
@@ -192,7 +193,7 @@ def write_trec_run(run: Run, path: Path | str, tag: str | None = None, k: int | 
     path = Path(path)
     tag = _check_trec_id(tag if tag is not None else (run.name or "run"), "tag", path)
 
-    def lines():
+    def lines() -> Iterator[str]:
         for qid in run.scores:
             _check_trec_id(qid, "query id", path)
             for rank, (did, score) in enumerate(run.ranked(qid, k), 1):

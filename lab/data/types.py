@@ -9,7 +9,7 @@ Conventions
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 
 @dataclass(frozen=True)
@@ -17,7 +17,7 @@ class Document:
     id: str
     text: str
     title: str = ""
-    metadata: Mapping = field(default_factory=dict)
+    metadata: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -45,7 +45,7 @@ class Corpus:
 @dataclass
 class Queries:
     texts: dict[str, str]
-    metadata: dict[str, dict] = field(default_factory=dict)
+    metadata: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -59,7 +59,7 @@ class Queries:
     def __contains__(self, qid: object) -> bool:
         return qid in self.texts
 
-    def subset(self, ids) -> "Queries":
+    def subset(self, ids: Iterable[str]) -> "Queries":
         ids = [i for i in ids if i in self.texts]
         return Queries({i: self.texts[i] for i in ids}, {i: self.metadata[i] for i in ids if i in self.metadata})
 
