@@ -1,7 +1,8 @@
 """Storage faults (issue 27.6), each through the real `lab` command on a real MLflow store: a corrupt (truncated)
 mlflow.db gives one `error:` line naming the file for every command that opens it; a read-only store serves
 `lab compare` and `lab report`; a full disk (a 2 MB tmpfs, root only) gives one line and leaves no 0-byte or half
-file; a sweep whose artifacts cannot be stored marks each config FAILED and goes on; atomic writes."""
+file; a sweep whose artifacts cannot be stored marks each config FAILED and goes on (atomic writes themselves:
+tests/core/test_atomic.py; the fault messages: tests/tracking/test_store.py)."""
 from __future__ import annotations
 
 import os
@@ -15,8 +16,7 @@ import pytest
 
 from conftest import blank_store
 
-from lab.core.atomic import atomic_path, write_text_atomic
-from lab.tracking.store import client, get_or_create_experiment, storage_fault
+from lab.tracking.store import client, get_or_create_experiment
 
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOK = REPO / "tests" / "fixtures" / "notebooks" / "tiny_experiment.ipynb"
@@ -147,32 +147,3 @@ def test_a_sweep_whose_artifacts_cannot_be_stored_fails_each_config_and_goes_on(
         (arts / "filler").unlink()
         again = lab("sweep", spec, "--root", root, "--no-progress", "--output-dir", tmp_path / "out")
         assert again.returncode == 0 and "2 configs, 2 finished" in again.stdout, again.stderr[-2000:]
-
-
-def test_atomic_writes_leave_the_old_file_or_the_new_one(tmp_path):
-    target = tmp_path / "result.json"
-    write_text_atomic(target, "old")
-    with pytest.raises(RuntimeError):
-        with atomic_path(target) as tmp:
-            tmp.write_text("half")
-            raise RuntimeError("serialising failed")
-    assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["result.json"]
-
-
-def test_storage_fault_names_the_fault():
-    import errno
-    import sqlite3
-
-    assert storage_fault(ValueError("x")) is None
-    denied = PermissionError(errno.EACCES, "Permission denied", "/data/corpus.jsonl")  # not the store
-    assert storage_fault(denied) == "/data/corpus.jsonl: permission denied; check the path and its permissions"
-    assert "the store is read-only" in storage_fault(PermissionError(errno.EROFS, "x", "/s/mlflow.db"), "/s/mlflow.db")
-    full = OSError(errno.ENOSPC, "No space left on device", "/x/result.json")
-    assert storage_fault(full).startswith("/x/result.json: no space left on the device")
-    try:
-        try:
-            raise sqlite3.DatabaseError("database disk image is malformed")
-        except sqlite3.DatabaseError as inner:
-            raise RuntimeError("wrapped") from inner
-    except RuntimeError as outer:
-        assert "corrupt (database disk image is malformed)" in storage_fault(outer, "/s/mlflow.db")

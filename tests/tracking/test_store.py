@@ -1,6 +1,8 @@
 """lab.tracking.store: a real BM25 result on ORD-QA logged into a real MLflow store in tmp_path."""
 from __future__ import annotations
 
+import errno
+import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +12,8 @@ import pytest
 from conftest import blank_store
 
 from lab.core.flat import config_hash
-from lab.tracking.store import client, log_figure, log_params, load_per_query, metric_name_from_mlflow, mlflow_metric_name, tracking_uri
+from lab.tracking.store import (client, log_figure, log_params, load_per_query, metric_name_from_mlflow, mlflow_metric_name,
+                                storage_fault, tracking_uri)
 from lab.tracking.results import log_result
 
 
@@ -259,3 +262,19 @@ def test_lab_run_prints_the_result_and_says_where_it_went_when_logging_fails(tmp
     out, err = capsys.readouterr()
     assert rc == 1 and json.loads(out)["ndcg@10"] >= 0
     assert err.count("\n") == 1 and err.startswith("error: logging to MLflow") and "results/unlogged" in err
+
+
+def test_storage_fault_names_the_fault():
+    assert storage_fault(ValueError("x")) is None
+    denied = PermissionError(errno.EACCES, "Permission denied", "/data/corpus.jsonl")  # not the store
+    assert storage_fault(denied) == "/data/corpus.jsonl: permission denied; check the path and its permissions"
+    assert "the store is read-only" in storage_fault(PermissionError(errno.EROFS, "x", "/s/mlflow.db"), "/s/mlflow.db")
+    full = OSError(errno.ENOSPC, "No space left on device", "/x/result.json")
+    assert storage_fault(full).startswith("/x/result.json: no space left on the device")
+    try:
+        try:
+            raise sqlite3.DatabaseError("database disk image is malformed")
+        except sqlite3.DatabaseError as inner:
+            raise RuntimeError("wrapped") from inner
+    except RuntimeError as outer:
+        assert "corrupt (database disk image is malformed)" in storage_fault(outer, "/s/mlflow.db")
