@@ -1,6 +1,10 @@
 """lab.core.atomic: a reader sees the old file or the whole new one, never a 0-byte or half file."""
 from __future__ import annotations
 
+import errno
+import os
+import stat
+
 import pytest
 
 from lab.core.atomic import atomic_path, write_text_atomic
@@ -14,3 +18,34 @@ def test_atomic_writes_leave_the_old_file_or_the_new_one(tmp_path):
             tmp.write_text("half")
             raise RuntimeError("serialising failed")
     assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["result.json"]
+
+
+def test_write_text_atomic_creates_parents_writes_0644_and_leaves_no_temporary(tmp_path):
+    target = tmp_path / "a" / "b" / "out.txt"
+    assert write_text_atomic(target, "é\n") == target
+    assert target.read_bytes() == "é\n".encode("utf-8")
+    assert stat.S_IMODE(os.stat(target).st_mode) == 0o644
+    assert [p.name for p in target.parent.iterdir()] == ["out.txt"]
+
+
+def test_the_temporary_is_beside_the_target_and_hidden(tmp_path):
+    with atomic_path(tmp_path / "x.json") as tmp:
+        assert tmp.parent == tmp_path and tmp.name.startswith(".x.json.") and tmp.suffix == ".tmp"
+        tmp.write_text("new")
+    assert (tmp_path / "x.json").read_text() == "new" and not tmp.exists()
+
+
+def test_an_os_error_that_names_no_file_is_raised_again_naming_the_target(tmp_path):
+    target = tmp_path / "result.json"
+    with pytest.raises(OSError) as exc:
+        with atomic_path(target):
+            raise OSError(errno.ENOSPC, "No space left on device")
+    assert exc.value.errno == errno.ENOSPC and exc.value.filename == str(target)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_os_error_naming_a_file_propagates_as_it_is(tmp_path):
+    with pytest.raises(PermissionError) as exc:
+        with atomic_path(tmp_path / "out"):
+            raise PermissionError(errno.EACCES, "Permission denied", "/elsewhere")
+    assert exc.value.filename == "/elsewhere" and list(tmp_path.iterdir()) == []
