@@ -11,7 +11,6 @@ import asyncio
 import collections
 import json
 import pickle
-import random
 import socket
 import threading
 import time
@@ -20,7 +19,6 @@ from pathlib import Path
 import pytest
 
 from lab.core.errors import ConfigError
-from lab.core.net import backoff_delay, parse_retry_after
 from lab.models.llm import LLMError, LocalLLM, OpenAILLM, load_llm, smollm2_path
 
 SERVER_KEY = "sk-test-llamacpp-0123456789abcdef"
@@ -406,21 +404,3 @@ def test_dict_spec_with_key_env_and_refusal_of_inline_keys(faults, monkeypatch):
 def test_identity_hides_url_credentials():
     llm = OpenAILLM("m", "http://user:pw@127.0.0.1:8000/v1/?token=abc", cache_dir=None)
     assert llm.identity == "openai:http://127.0.0.1:8000/v1#m"
-
-
-# ------------------------------------------------------------------------------------------------ pure helpers
-def test_backoff_is_exponential_capped_and_seeded():
-    a = [backoff_delay(i, 1.0, 8.0, rng) for rng in [random.Random(7)] for i in range(6)]
-    b = [backoff_delay(i, 1.0, 8.0, rng) for rng in [random.Random(7)] for i in range(6)]
-    assert a == b
-    for i, d in enumerate(a):
-        nominal = min(8.0, 2.0 ** i)
-        assert 0.5 * nominal <= d < 1.5 * nominal
-
-
-def test_parse_retry_after():
-    assert parse_retry_after({"retry-after": "3"}) == 3.0
-    assert parse_retry_after({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
-    assert parse_retry_after({}) is None
-    assert parse_retry_after({"retry-after": "Wed, 21 Oct 2015 07:28:10 GMT"}, now=1445412480.0) == 10.0
-    assert parse_retry_after({"retry-after": "soon"}) is None

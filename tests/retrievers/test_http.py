@@ -17,7 +17,7 @@ import pytest
 from lab.data.types import Corpus, Document
 from lab.core.errors import ConfigError
 from lab.retrievers.base import Context, build
-from lab.core.net import public_url, redact, resolve_headers
+from lab.core.net import public_url
 from lab.experiment.serve import StrategyServer, make_app
 from lab.retrievers.http import HttpRetrieverError, ResponseError, fill_template, parse_hits
 
@@ -170,17 +170,6 @@ def test_parse_hits_common_shapes(payload, kw, want):
 def test_parse_hits_errors_name_the_problem(payload, kw, message):
     with pytest.raises(ResponseError, match=message):
         parse_hits(payload, **kw)
-
-
-def test_headers_from_environment_and_redaction():
-    env = {"TOK": SECRET, "USER_KEY": "k-123456"}
-    assert resolve_headers({"Authorization": "TOK"}, env) == {"Authorization": SECRET}
-    assert resolve_headers({"Authorization": "Bearer ${TOK}", "X-Key": "$USER_KEY"}, env) == {
-        "Authorization": f"Bearer {SECRET}", "X-Key": "k-123456"}
-    with pytest.raises(ConfigError, match="MISSING_VAR is not set") as err:
-        resolve_headers({"Authorization": "Bearer $MISSING_VAR"}, env)
-    assert SECRET not in str(err.value)
-    assert redact(f"got Bearer {SECRET} and {SECRET}", [f"Bearer {SECRET}"]) == "got *** and ***"
 
 
 def test_url_checks():
