@@ -147,3 +147,53 @@ def test_lab_ui_link_lands_on_the_runs_table_with_strategy_and_ndcg(tmp_path, bl
         assert repr(run.data.metrics["ndcg_at_10"])[:8] in text, (run.data.metrics["ndcg_at_10"], cells)
     assert "Observability" not in body and "Model registry" in body  # "Model training" mode, not GenAI
     assert shot.stat().st_size > 20_000
+
+
+def test_ui_command_prints_a_single_worker_server_without_job_runner(tmp_path, capsys):
+    from lab.cli.main import main
+
+    assert main(["ui", "--root", str(tmp_path / "s"), "--port", "5099", "--print"]) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false ")
+    assert f"--backend-store-uri sqlite:///{tmp_path / 's' / 'mlflow.db'}" in line
+    assert f"--default-artifact-root {(tmp_path / 's' / 'artifacts').as_uri()}" in line
+    assert "--host 127.0.0.1 --port 5099 --workers 1" in line
+
+
+@pytest.mark.slow
+def test_ui_serves_the_store(store):
+    """Starts the real MLflow UI (30-75 s to answer on a loaded 2-core machine) and lists the experiments."""
+    import json
+    import os
+    import socket
+    import subprocess
+    import time
+    import urllib.request
+
+    from lab.tracking.ui import UI_ENV, ui_command
+
+    from lab.tracking.store import get_or_create_experiment
+
+    get_or_create_experiment("ui-check", store)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(ui_command(store, port=port), env={**os.environ, **UI_ENV}, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline, body = time.time() + 180, None
+        while time.time() < deadline and body is None:
+            try:
+                req = urllib.request.Request(f"http://127.0.0.1:{port}/api/2.0/mlflow/experiments/search",
+                                             data=b'{"max_results": 10}', headers={"Content-Type": "application/json"})
+                with urllib.request.urlopen(req, timeout=5) as r:
+                    body = json.load(r)
+            except OSError:
+                assert proc.poll() is None, "mlflow ui exited"
+                time.sleep(0.5)
+        assert body and "ui-check" in {e["name"] for e in body["experiments"]}
+        children = subprocess.run(["ps", "-o", "args=", "--ppid", str(proc.pid)], capture_output=True, text=True).stdout
+        assert "_job_runner" not in children  # no huey job runner beside the server
+    finally:
+        os.killpg(proc.pid, 15)
+        proc.wait(timeout=60)

@@ -1,0 +1,1 @@
+"""Tests of lab.tracking (a package so its conftest.py does not shadow tests/conftest.py)."""
