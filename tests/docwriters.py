@@ -9,6 +9,8 @@ import html
 import re
 from pathlib import Path
 
+import pypdf
+
 FORMATS = ("md", "rst", "txt", "html", "docx", "pdf")
 
 
@@ -110,3 +112,15 @@ def _cjk_lines(text, font, size, width):
             cur = ""
         cur += ch
     return lines + ([cur] if cur else [])
+
+
+def encrypted_pdf(path: Path, user_password: str) -> Path:
+    """A PDF at ``path`` (one page, "Secret") encrypted with RC4-128: ``user_password`` opens it for reading (the
+    empty one: owner-only protection), "owner" for editing."""
+    src = write_doc(path.with_suffix(".plain.pdf"), "Secret", ["A paragraph nobody may read."])
+    writer = pypdf.PdfWriter(clone_from=str(src))
+    writer.encrypt(user_password=user_password, owner_password="owner", algorithm="RC4-128")
+    with path.open("wb") as fh:
+        writer.write(fh)
+    src.unlink()
+    return path
