@@ -6,12 +6,19 @@ DOCX through python-docx, the text formats and HTML by hand as their authors' to
 from __future__ import annotations
 
 import html
+import random
 import re
+import shutil
 from pathlib import Path
 
 import pypdf
 
 FORMATS = ("md", "rst", "txt", "html", "docx", "pdf")
+#: The committed Asymptote documentation, real pages to copy into a folder.
+RAW = Path(__file__).resolve().parents[1] / "data" / "raw" / "asymptote"
+#: Made-up words of a site's page text (:func:`prose`).
+WORDS = [f"{a}{b}" for a in ("lo", "ra", "ve", "mu", "ti", "sa", "no", "ke", "pi", "do")
+         for b in ("ban", "ster", "mid", "quor", "lith", "vex", "pond", "rill", "cas", "tum")]
 
 
 def write_doc(path: Path, title: str, paragraphs: list[str]) -> Path:
@@ -124,3 +131,61 @@ def encrypted_pdf(path: Path, user_password: str) -> Path:
         writer.write(fh)
     src.unlink()
     return path
+
+
+def write_folder(root: Path) -> Path:
+    """``root/docs``: one document of each format, two copied Asymptote pages, and files an ingest must skip
+    (an image, an empty file, a broken and a locked PDF, Latin-1 and binary text, a hidden folder)."""
+    src = root / "docs"
+    write_doc(src / "guides" / "install.md", "Install", ["Run the installer."])
+    write_doc(src / "guides" / "usage.rst", "Usage", ["Call the function."])
+    write_doc(src / "faq.html", "FAQ", ["Questions and answers."])
+    write_doc(src / "manual.pdf", "Manual", ["The whole manual."])
+    write_doc(src / "notes.docx", "Notes", ["Meeting notes."])
+    (src / "plain.txt").write_text("Plain text file.\n")
+    shutil.copy(RAW / "faq" / "section1.html", src / "asy-faq-1.html")
+    (src / "figure.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x00" * 50)
+    (src / "empty.md").write_bytes(b"")
+    (src / "broken.pdf").write_bytes(b"%PDF-1.5\ngarbage")
+    encrypted_pdf(src / "locked.pdf", "secret")
+    (src / "latin1.txt").write_bytes(bytes(range(0x80, 0x100)) * 40)
+    (src / "blob.txt").write_bytes(b"\x00\x01\x02" * 100)
+    (src / ".git").mkdir()
+    (src / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    return src
+
+
+def prose(seed: int, n: int = 120) -> str:
+    """``n`` words drawn (seeded) from :data:`WORDS`: text two pages share only by chance."""
+    rng = random.Random(seed)
+    return " ".join(rng.choice(WORDS) for _ in range(n)) + "."
+
+
+def site_page(path: Path, title: str, heading: str, paragraphs: list[str], day: int, toc: bool = False) -> None:
+    """An HTML page built as the SQLite documentation is: a tagline div, an optional in-page table of contents, a
+    heading, the paragraphs and a dated "last modified" footer."""
+    toc_html = ('<div class="fancy_toc"><a onclick="toggle_toc()">Table Of Contents</a><div id="toc_sub">'
+                '<div><a href="#s1">1. First part</a></div><div><a href="#s2">2. Second part</a></div></div></div>'
+                if toc else "")
+    body = "".join(f"<p>{p}</p>\n" for p in paragraphs)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"<html><head><title>{title}</title></head><body>\n"
+                    '<div class="tagline">Small. Fast. Reliable.<br>Choose any three.</div>\n'
+                    f"{toc_html}<h1>{heading}</h1>\n{body}"
+                    f"<p>This page last modified on 2022-01-{day:02d} 21:38:08 UTC</p></body></html>\n")
+
+
+def write_site(root: Path) -> Path:
+    """``root/site``: a small site made like the SQLite documentation (C-API pages all headed "SQLite C Interface",
+    generic "1. Overview" headings, a tiny page, one page also as PDF, robots.txt)."""
+    src = root / "site"
+    for i in range(6):
+        site_page(src / "c3ref" / f"fn{i}.html", f"Function number {i}", "SQLite C Interface", [prose(i)], i + 1)
+    site_page(src / "fts.html", "Full-text search", "1. Overview", [prose(10)], 11, toc=True)
+    site_page(src / "json.html", "JSON functions", "1. Overview", [prose(11)], 12)
+    site_page(src / "lang.html", "Query language", "Query language", [prose(12)], 13)
+    site_page(src / "tiny.html", "Tiny page", "Tiny page", ["Only a few words here."], 14)
+    site_page(src / "release.html", "Release terms", "Release terms", [prose(20), prose(21)], 15)
+    write_doc(src / "release.pdf", "Release terms", [prose(20), prose(21)])  # the same page as a PDF
+    (src / "robots.txt").write_text("User-agent: *\nDisallow: /search\n")
+    return src

@@ -8,56 +8,19 @@ words, so pages share nothing but their template."""
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 
-from docwriters import write_doc
+from docwriters import prose, site_page, write_doc, write_site
 
-from lab.cli.main import main
 from lab.data import cleanup
 from lab.data.ingest import ingest
-
-WORDS = [f"{a}{b}" for a in ("lo", "ra", "ve", "mu", "ti", "sa", "no", "ke", "pi", "do")
-         for b in ("ban", "ster", "mid", "quor", "lith", "vex", "pond", "rill", "cas", "tum")]
-
-
-def _prose(seed: int, n: int = 120) -> str:
-    rng = random.Random(seed)
-    return " ".join(rng.choice(WORDS) for _ in range(n)) + "."
-
-
-def _page(path: Path, title: str, heading: str, paragraphs: list[str], day: int, toc: bool = False) -> None:
-    toc_html = ('<div class="fancy_toc"><a onclick="toggle_toc()">Table Of Contents</a><div id="toc_sub">'
-                '<div><a href="#s1">1. First part</a></div><div><a href="#s2">2. Second part</a></div></div></div>'
-                if toc else "")
-    body = "".join(f"<p>{p}</p>\n" for p in paragraphs)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(f"<html><head><title>{title}</title></head><body>\n"
-                    '<div class="tagline">Small. Fast. Reliable.<br>Choose any three.</div>\n'
-                    f"{toc_html}<h1>{heading}</h1>\n{body}"
-                    f"<p>This page last modified on 2022-01-{day:02d} 21:38:08 UTC</p></body></html>\n")
-
-
-def _site(root: Path) -> Path:
-    src = root / "site"
-    for i in range(6):
-        _page(src / "c3ref" / f"fn{i}.html", f"Function number {i}", "SQLite C Interface", [_prose(i)], i + 1)
-    _page(src / "fts.html", "Full-text search", "1. Overview", [_prose(10)], 11, toc=True)
-    _page(src / "json.html", "JSON functions", "1. Overview", [_prose(11)], 12)
-    _page(src / "lang.html", "Query language", "Query language", [_prose(12)], 13)
-    _page(src / "tiny.html", "Tiny page", "Tiny page", ["Only a few words here."], 14)
-    _page(src / "release.html", "Release terms", "Release terms", [_prose(20), _prose(21)], 15)
-    write_doc(src / "release.pdf", "Release terms", [_prose(20), _prose(21)])  # the same page as a PDF
-    (src / "robots.txt").write_text("User-agent: *\nDisallow: /search\n")
-    return src
-
 
 def _corpus(out: Path) -> dict[str, dict]:
     return {d["_id"]: d for d in map(json.loads, (out / "corpus.jsonl").read_text().splitlines())}
 
 
 def test_site_boilerplate_is_dropped_counted_and_the_most_frequent_shown(tmp_path):
-    src, out = _site(tmp_path), tmp_path / "out"
+    src, out = write_site(tmp_path), tmp_path / "out"
     rep = ingest(src, out, progress=False)
     docs = _corpus(out)
     html = [d for d in docs.values() if d["metadata"]["format"] == "html"]
@@ -68,19 +31,19 @@ def test_site_boilerplate_is_dropped_counted_and_the_most_frequent_shown(tmp_pat
         for h in d["metadata"]["headings"]:  # offsets still point at the headings
             assert d["text"][h["start"]:h["end"]] == h["title"]
     assert "SQLite C Interface" not in docs["c3ref/fn0"]["text"]  # the first heading of 6 of 11 pages
-    assert _prose(0) in docs["c3ref/fn0"]["text"]
+    assert prose(0) in docs["c3ref/fn0"]["text"]
     top = {t["text"]: t["documents"] for t in rep.boilerplate["top"]}
     assert top["Small. Fast. Reliable.\nChoose any three."] == 11
     assert top["This page last modified on #-#-# #:#:# UTC"] == 11  # dates differ, the template does not
     assert rep.boilerplate["documents"] == 11 and rep.boilerplate["dropped"] == 11 * 2 + 6
     assert "boilerplate: 3 blocks repeated in >= 20% of the HTML pages" in rep.summary()
-    assert "release.pdf" in docs and _prose(20)[:40] in docs["release.pdf"]["text"]  # other formats untouched
+    assert "release.pdf" in docs and prose(20)[:40] in docs["release.pdf"]["text"]  # other formats untouched
     kept = ingest(src, tmp_path / "kept", progress=False, boilerplate_share=0)
     assert "Choose any three" in _corpus(tmp_path / "kept")["lang"]["text"] and kept.boilerplate["blocks"] == 0
 
 
 def test_titles_come_from_the_page_title_where_the_first_heading_is_generic_or_shared(tmp_path):
-    src, out = _site(tmp_path), tmp_path / "out"
+    src, out = write_site(tmp_path), tmp_path / "out"
     rep = ingest(src, out, progress=False)
     titles = {i: d["title"] for i, d in _corpus(out).items()}
     assert titles["c3ref/fn3"] == "Function number 3"  # "SQLite C Interface" on 6 pages (and boilerplate)
@@ -92,7 +55,7 @@ def test_titles_come_from_the_page_title_where_the_first_heading_is_generic_or_s
 
 
 def test_near_duplicates_are_reported_and_dedupe_keeps_the_text_format(tmp_path):
-    src = _site(tmp_path)
+    src = write_site(tmp_path)
     rep = ingest(src, tmp_path / "out", progress=False)
     assert [(p["a"], p["b"]) for p in rep.near_duplicates] == [("release.html", "release.pdf")]
     assert rep.near_duplicates[0]["containment"] >= 0.9
@@ -107,7 +70,7 @@ def test_near_duplicates_are_reported_and_dedupe_keeps_the_text_format(tmp_path)
 
 
 def test_short_documents_are_reported_min_words_skips_them_and_robots_txt_is_no_document(tmp_path):
-    src = _site(tmp_path)
+    src = write_site(tmp_path)
     rep = ingest(src, tmp_path / "out", progress=False)
     assert rep.short_documents == [{"id": "tiny", "words": 7}]  # "Tiny page" + "Only a few words here."
     assert "tiny" in _corpus(tmp_path / "out") and "robots" not in _corpus(tmp_path / "out")
@@ -121,7 +84,7 @@ def test_short_documents_are_reported_min_words_skips_them_and_robots_txt_is_no_
 def test_a_rerun_reuses_extraction_and_cleans_the_same_way(tmp_path, monkeypatch):
     import lab.data.ingest as ingest_module
 
-    src, out = _site(tmp_path), tmp_path / "out"
+    src, out = write_site(tmp_path), tmp_path / "out"
     ingest(src, out, progress=False, min_words=20)
     first = (out / "corpus.jsonl").read_text()
     read: list[str] = []
@@ -134,26 +97,13 @@ def test_a_rerun_reuses_extraction_and_cleans_the_same_way(tmp_path, monkeypatch
     assert read == [] and "tiny" in _corpus(out)
 
 
-def test_cli_dedupe_min_words_and_json_report_keys(tmp_path, capsys):
-    src = _site(tmp_path)
-    assert main(["ingest", str(src), "--out", str(tmp_path / "o"), "--no-progress", "--dedupe", "--min-words",
-                 "20", "--json"]) == 0
-    report = json.loads(capsys.readouterr().out)
-    for key in ("documents", "by_format", "skipped", "rerun", "dropped", "hidden_ignored", "excluded", "seconds",
-                "limits", "id_collisions", "ids_rewritten", "encoding_guesses", "boilerplate",
-                "titles_from_page_title", "near_duplicates", "short_documents", "min_words", "dedupe"):
-        assert key in report, key
-    assert report["documents"] == 10 and report["dedupe"] is True and report["min_words"] == 20
-    assert report["limits"]["max_zip_ratio"] == 100
-
-
 def test_a_page_of_nothing_but_boilerplate_is_skipped_and_a_rerun_renames_a_reused_document(tmp_path):
-    src, out = _site(tmp_path), tmp_path / "out"
-    _page(src / "empty.html", "Empty", "", [], 16)  # only the tagline and the footer
+    src, out = write_site(tmp_path), tmp_path / "out"
+    site_page(src / "empty.html", "Empty", "", [], 16)  # only the tagline and the footer
     rep = ingest(src, out, progress=False)
     assert {s["path"]: s["kind"] for s in rep.skipped}["empty.html"] == "only_boilerplate"
     assert "lang" in _corpus(out)
-    write_doc(src / "lang.md", "Query language notes", [_prose(30)])  # now lang.html shares its stem
+    write_doc(src / "lang.md", "Query language notes", [prose(30)])  # now lang.html shares its stem
     rep = ingest(src, out, progress=False)
     assert rep.reused >= 11 and {"lang.html", "lang.md"} <= set(_corpus(out)) and "lang" not in _corpus(out)
     assert {"id": "lang", "paths": ["lang.html", "lang.md"], "ids": ["lang.html", "lang.md"]} in rep.id_collisions

@@ -9,11 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from docwriters import encrypted_pdf, write_doc
+from docwriters import RAW, encrypted_pdf, write_doc
 from lab.data.extract import Unreadable, extract, normalise
 
-REPO = Path(__file__).resolve().parents[2]
-RAW = REPO / "data" / "raw" / "asymptote"
 
 
 def _check_offsets(got):

@@ -5,19 +5,10 @@ few copied from the committed Asymptote documentation (data/raw/asymptote)."""
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-import sys
-from pathlib import Path
 
-import pytest
 
-from docwriters import encrypted_pdf, write_doc
-from lab.cli.main import main
+from docwriters import write_doc, write_folder
 from lab.data.ingest import document_id, ingest
-
-REPO = Path(__file__).resolve().parents[2]
-RAW = REPO / "data" / "raw" / "asymptote"
 
 
 # ------------------------------------------------------------------------------------------------ the folder
@@ -28,28 +19,8 @@ def test_document_ids_are_relative_paths_without_extension():
     assert document_id("README") == "README"
 
 
-def _folder(root: Path) -> Path:
-    src = root / "docs"
-    write_doc(src / "guides" / "install.md", "Install", ["Run the installer."])
-    write_doc(src / "guides" / "usage.rst", "Usage", ["Call the function."])
-    write_doc(src / "faq.html", "FAQ", ["Questions and answers."])
-    write_doc(src / "manual.pdf", "Manual", ["The whole manual."])
-    write_doc(src / "notes.docx", "Notes", ["Meeting notes."])
-    (src / "plain.txt").write_text("Plain text file.\n")
-    shutil.copy(RAW / "faq" / "section1.html", src / "asy-faq-1.html")
-    (src / "figure.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x00" * 50)
-    (src / "empty.md").write_bytes(b"")
-    (src / "broken.pdf").write_bytes(b"%PDF-1.5\ngarbage")
-    encrypted_pdf(src / "locked.pdf", "secret")
-    (src / "latin1.txt").write_bytes(bytes(range(0x80, 0x100)) * 40)
-    (src / "blob.txt").write_bytes(b"\x00\x01\x02" * 100)
-    (src / ".git").mkdir()
-    (src / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
-    return src
-
-
 def test_ingest_writes_corpus_and_report_skipping_unreadable_files_with_reasons(tmp_path):
-    src, out = _folder(tmp_path), tmp_path / "out"
+    src, out = write_folder(tmp_path), tmp_path / "out"
     rep = ingest(src, out, progress=False)
     docs = {d["_id"]: d for d in map(json.loads, (out / "corpus.jsonl").read_text().splitlines())}
     assert sorted(docs) == ["asy-faq-1", "faq", "guides/install", "guides/usage", "manual", "notes", "plain"]
@@ -106,7 +77,7 @@ def test_same_stem_files_are_both_kept_with_their_extension_and_every_collision_
 def test_rerun_reads_only_changed_files_and_drops_deleted_ones(tmp_path, monkeypatch):
     import lab.data.ingest as ingest_module
 
-    src, out = _folder(tmp_path), tmp_path / "out"
+    src, out = write_folder(tmp_path), tmp_path / "out"
     ingest(src, out, progress=False)
     first = (out / "corpus.jsonl").read_text()
     read: list[str] = []
@@ -125,52 +96,3 @@ def test_rerun_reads_only_changed_files_and_drops_deleted_ones(tmp_path, monkeyp
     docs = {d["_id"]: d for d in map(json.loads, (out / "corpus.jsonl").read_text().splitlines())}
     assert "faq" not in docs and "new" in docs and "new installer" in docs["guides/install"]["text"]
     assert "1 changed, 1 new, 2 dropped" in rep.summary()
-
-
-# ------------------------------------------------------------------------------------------------------- CLI
-
-def test_cli_prints_summary_exit_0_and_strict_exit_1(tmp_path, capsys):
-    src = _folder(tmp_path)
-    assert main(["ingest", str(src), "--out", str(tmp_path / "o"), "--no-progress"]) == 0
-    out = capsys.readouterr().out
-    assert "ingested 7 documents" in out and "skipped 6 files" in out
-    assert main(["ingest", str(src), "--out", str(tmp_path / "o"), "--no-progress", "--strict"]) == 1
-    assert "--strict: 6 files were skipped" in capsys.readouterr().out
-    assert main(["ingest", str(src), "--out", str(tmp_path / "o2"), "--exclude", "*.png", "--exclude", "locked.pdf",
-                 "--exclude", "blob.txt", "--exclude", "latin1.txt", "--exclude", "broken.pdf",
-                 "--exclude", "empty.md", "--strict", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["excluded"] == 6
-
-
-@pytest.mark.parametrize("case", ["missing_src", "no_out", "out_is_file", "foreign_corpus", "out_is_src", "limit",
-                                  "share", "min_words"])
-def test_cli_bad_arguments_exit_2_with_one_line(tmp_path, case):
-    src = tmp_path / "docs"
-    src.mkdir()
-    (src / "a.md").write_text("# A\n")
-    out = tmp_path / "out"
-    args = [str(src), "--out", str(out)]
-    if case == "missing_src":
-        args = [str(tmp_path / "nope"), "--out", str(out)]
-    elif case == "no_out":
-        args = [str(src)]
-    elif case == "out_is_file":
-        out.write_text("x")
-    elif case == "foreign_corpus":
-        out.mkdir()
-        (out / "corpus.jsonl").write_text('{"_id": "1", "text": "someone else\'s"}\n')
-    elif case == "out_is_src":
-        args = [str(src), "--out", str(src)]
-    elif case == "limit":
-        args += ["--max-zip-ratio", "0"]
-    elif case == "share":
-        args += ["--boilerplate-share", "1.5"]
-    elif case == "min_words":
-        args += ["--min-words", "-1"]
-    proc = subprocess.run([sys.executable, "-m", "lab", "ingest", *args, "--no-progress"], capture_output=True,
-                          text=True, cwd=tmp_path)
-    assert proc.returncode == 2, proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith("error: "), proc.stderr
-    assert "Traceback" not in proc.stderr and proc.stdout == ""
-    if case == "foreign_corpus":
-        assert (out / "corpus.jsonl").read_text().startswith('{"_id": "1"')  # untouched
