@@ -1,0 +1,114 @@
+"""The tests mirror the package: every module of a layer that defines a function or a class has
+``tests/<layer>/test_<module>.py``, and every test file of a layer folder is named after a module of that layer
+(``test_<module>.py``, or ``test_<module>_<aspect>.py`` for a second file on one module).
+
+Files that do not fit yet are listed below, each list with its reason; an entry that starts to fit must leave its
+list (the last test checks it), so the lists only shrink.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from test_layers import LAYERS
+
+ROOT = Path(__file__).resolve().parents[1]
+LAB, TESTS = ROOT / "lab", ROOT / "tests"
+
+#: Modules with behaviour but no test file of their name yet ("layer/module"). Left for later because other
+#: branches are rewriting their tests at the same time (testset, training: their tests exist under other names,
+#: tests/testset/test_testset_<module>.py and tests/training/test_train_<module>.py) or because the command group's
+#: tests still live in the layer test of what the command runs (named after each entry).
+MODULES_WITHOUT_TESTS = {
+    "cli/answers",  # `lab answers`, `lab judge-check`: tests/experiment/test_answers.py
+    "cli/report",  # `lab report`, `lab gate`: tests/analysis/test_report.py, tests/analysis/test_gate.py
+    "cli/robustness",  # `lab robustness`: tests/analysis/test_robustness.py
+    "cli/testset",  # `lab testset ...`: tests/testset/test_testset_cli.py
+    "cli/train",  # `lab train-reranker`, `lab train-embedder`: tests/training/test_train_*.py
+    "cli/workbench",  # `lab sweep`, `lab compare`, `lab ui`: tests/workbench/test_sweep*.py, analysis/test_compare.py
+    "experiment/serve",  # python -m lab.experiment.serve: tests/retrievers/test_http.py (the client's server)
+    "testset/annotate", "testset/gates", "testset/generate", "testset/io", "testset/judge", "testset/judgecheck",
+    "testset/logs", "testset/passages", "testset/spans", "testset/spotcheck",
+    "testset/track",  # log_testset_run: through tests/testset/test_testset_generate.py
+    "training/embedder", "training/reranker",
+    "training/dense_ft",  # the dense_ft strategy: tests/training/test_train_embedder.py
+    "workbench/demo",  # `lab demo`'s steps: tests/workbench/test_notebooks.py, analysis/test_leaderboard.py
+}
+
+#: Test files in a layer folder that name no module of it. Cross-cutting: a promise kept by several modules at once
+#: (one test file per promise). Left for later: files other branches are editing now (do not rename them there).
+TESTS_NOT_NAMED_AFTER_A_MODULE = {
+    # cross-cutting
+    "cli/test_exposure.py",  # servers bind loopback: `lab ui`, `lab notebook`, python -m lab.experiment.serve
+    "cli/test_storage_faults.py",  # a corrupt, read-only or full store through every command that opens it
+    "workbench/test_notebooks.py",  # the notebooks/ folder, each notebook run by Papermill
+    # left for later (other branches edit them now)
+    "testset/test_testset_annotate.py", "testset/test_testset_cli.py", "testset/test_testset_gates.py",
+    "testset/test_testset_generate.py", "testset/test_testset_io.py", "testset/test_testset_judge.py",
+    "testset/test_testset_judgecheck.py", "testset/test_testset_logs.py", "testset/test_testset_passages.py",
+    "testset/test_testset_spans.py", "testset/test_testset_spotcheck.py",
+    "training/test_train_embedder.py", "training/test_train_reranker.py",
+    "workbench/test_ray.py", "workbench/test_ray_cluster.py",  # the Ray executor of lab.workbench.sweep
+}
+
+
+def _defines_something(path: Path) -> bool:
+    """True when the module defines a function or a class at its top level (a module of constants has none)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return any(isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) for node in tree.body)
+
+
+def _modules() -> dict[str, Path]:
+    """``layer/module`` -> path, for the modules of every layer (``__init__`` left out)."""
+    return {f"{layer}/{p.stem}": p for layer in LAYERS for p in sorted((LAB / layer).glob("*.py"))
+            if p.stem != "__init__"}
+
+
+def _test_file(key: str) -> Path:
+    layer, module = key.split("/")
+    return TESTS / layer / f"test_{module}.py"
+
+
+def _test_files() -> list[str]:
+    """``layer/test_x.py`` for the test files of every layer folder."""
+    return [f"{layer}/{p.name}" for layer in LAYERS for p in sorted((TESTS / layer).glob("test_*.py"))]
+
+
+def _names_a_module(rel: str) -> bool:
+    layer, name = rel.split("/")
+    stem = name.removeprefix("test_").removesuffix(".py")
+    modules = {p.stem for p in (LAB / layer).glob("*.py")}
+    return stem in modules or any(stem.startswith(m + "_") for m in modules)
+
+
+def test_the_layers_are_the_package_folders():
+    """Guards the two checks below: a new layer folder in lab/ must be in test_layers.LAYERS to be checked."""
+    folders = {p.name for p in LAB.iterdir() if (p / "__init__.py").is_file()}
+    assert folders == set(LAYERS)
+
+
+def test_every_module_with_behaviour_has_a_test_file_of_its_name():
+    missing = [f"lab/{key}.py -> tests/{key.split('/')[0]}/test_{key.split('/')[1]}.py"
+               for key, path in _modules().items()
+               if _defines_something(path) and not _test_file(key).is_file() and key not in MODULES_WITHOUT_TESTS]
+    assert not missing, "modules without a test file of their name:\n" + "\n".join(missing)
+
+
+def test_every_test_file_of_a_layer_names_one_of_its_modules():
+    stray = [rel for rel in _test_files() if not _names_a_module(rel) and rel not in TESTS_NOT_NAMED_AFTER_A_MODULE]
+    assert not stray, ("test files named after no module of their layer (test_<module>.py or "
+                       "test_<module>_<aspect>.py):\n" + "\n".join(stray))
+
+
+@pytest.mark.parametrize("entry", sorted(MODULES_WITHOUT_TESTS))
+def test_an_entry_of_the_module_list_is_still_needed(entry):
+    assert entry in _modules(), f"{entry}: no such module any more; drop it from MODULES_WITHOUT_TESTS"
+    assert not _test_file(entry).is_file(), f"{entry} has its test file now; drop it from MODULES_WITHOUT_TESTS"
+
+
+@pytest.mark.parametrize("entry", sorted(TESTS_NOT_NAMED_AFTER_A_MODULE))
+def test_an_entry_of_the_test_file_list_is_still_needed(entry):
+    assert (TESTS / entry).is_file(), f"{entry}: no such test file any more; drop it from the list"
+    assert not _names_a_module(entry), f"{entry} is named after a module now; drop it from the list"
