@@ -28,7 +28,6 @@ MODULES_WITHOUT_TESTS = {
     "cli/testset",  # `lab testset ...`: tests/testset/test_testset_cli.py
     "cli/train",  # `lab train-reranker`, `lab train-embedder`: tests/training/test_train_*.py
     "cli/workbench",  # `lab sweep`, `lab compare`, `lab ui`: tests/workbench/test_sweep*.py, analysis/test_compare.py
-    "experiment/serve",  # python -m lab.experiment.serve: tests/retrievers/test_http.py (the client's server)
     "testset/annotate", "testset/gates", "testset/generate", "testset/io", "testset/judge", "testset/judgecheck",
     "testset/logs", "testset/passages", "testset/spans", "testset/spotcheck",
     "testset/track",  # log_testset_run: through tests/testset/test_testset_generate.py
