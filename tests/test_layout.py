@@ -33,7 +33,6 @@ MODULES_WITHOUT_TESTS = {
     "testset/track",  # log_testset_run: through tests/testset/test_testset_generate.py
     "training/embedder", "training/reranker",
     "training/dense_ft",  # the dense_ft strategy: tests/training/test_train_embedder.py
-    "workbench/demo",  # `lab demo`'s steps: tests/workbench/test_notebooks.py, analysis/test_leaderboard.py
 }
 
 #: Test files in a layer folder that name no module of it. Cross-cutting: a promise kept by several modules at once
