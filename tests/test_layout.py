@@ -22,9 +22,7 @@ LAB, TESTS = ROOT / "lab", ROOT / "tests"
 #: tests/testset/test_testset_<module>.py and tests/training/test_train_<module>.py) or because the command group's
 #: tests still live in the layer test of what the command runs (named after each entry).
 MODULES_WITHOUT_TESTS = {
-    "cli/answers",  # `lab answers`, `lab judge-check`: tests/experiment/test_answers.py
     "cli/report",  # `lab report`, `lab gate`: tests/analysis/test_report.py, tests/analysis/test_gate.py
-    "cli/robustness",  # `lab robustness`: tests/analysis/test_robustness.py
     "cli/testset",  # `lab testset ...`: tests/testset/test_testset_cli.py
     "cli/train",  # `lab train-reranker`, `lab train-embedder`: tests/training/test_train_*.py
     "cli/workbench",  # `lab sweep`, `lab compare`, `lab ui`: tests/workbench/test_sweep*.py, analysis/test_compare.py

@@ -1,7 +1,6 @@
 """lab.analysis.robustness: the robustness table on a small real example (ORD-QA, BM25, 30 queries) and its statistics."""
 from __future__ import annotations
 
-import shutil
 
 import numpy as np
 import pandas as pd
@@ -148,15 +147,3 @@ def test_logged_to_mlflow_with_one_nested_run_per_strategy_and_variant(variants,
     kids = cl.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{rob.summary_run_id}'")
     assert sorted(r.data.tags["variant"] for r in kids) == [CLEAN, "typo"]
     assert all(r.info.status == "FINISHED" and "ndcg_at_10" in r.data.metrics for r in kids)
-
-
-def test_cli_robustness_makes_missing_variants(tmp_path, capsys):
-    from lab.cli.main import build_parser
-
-    args = build_parser().parse_args(["robustness", "--dataset", str(ORD_QA), "--strategies", "bm25", "--make",
-                                      "distractor", "--max-queries", "15", "--resamples", "200", "--out",
-                                      str(tmp_path), "--no-log", "--no-progress"])
-    assert args.func(args) == 0
-    out = capsys.readouterr().out
-    assert "| bm25 | distractor |" in out and (tmp_path / "variants" / "ord-qa-distractor").is_dir()
-    shutil.rmtree(tmp_path)

@@ -160,38 +160,3 @@ def test_real_answer_from_smollm2(tmp_path):
     assert sample.answer_cost["calls"] == 1 and sample.answer_cost["completion_tokens"] <= 24
     assert llm.usage()["generated"] == 1
     llm.close()
-
-
-# ------------------------------------------------------------------------------------------------ CLI
-def test_cli_llm_spec_and_parsers():
-    from lab.cli.main import build_parser
-    from lab.cli.answers import llm_spec
-    from lab.core.errors import ConfigError
-
-    assert llm_spec(None) is None and llm_spec(" local ") == "local"
-    assert llm_spec("{backend: openai, model: m, base_url: 'http://127.0.0.1:8000/v1'}") == {
-        "backend": "openai", "model": "m", "base_url": "http://127.0.0.1:8000/v1"}
-    with pytest.raises(ConfigError, match="not a JSON/YAML mapping"):
-        llm_spec("{backend: [")
-    args = build_parser().parse_args(["answers", "--dataset", "data/ord-qa", "--strategy", "bm25", "--set", "k1=1.2",
-                                      "--max-queries", "3", "--judge", "openai:gpt-4o-mini"])
-    assert (args.k, args.llm, args.judge, args.n_questions, args.experiment) == (
-        5, "local", "openai:gpt-4o-mini", 3, "answer_metrics")
-    args = build_parser().parse_args(["judge-check", "--json"])
-    assert args.judge == "local" and args.fixture.endswith("fixtures/answers")
-
-
-@pytest.mark.slow
-def test_cli_answers_one_query_with_smollm2(tmp_path, capsys):
-    import json
-
-    from lab.cli.main import main
-
-    rc = main(["answers", "--dataset", "data/ord-qa", "--strategy", "bm25", "--max-queries", "1", "--k", "2",
-               "--context-tokens", "256", "--answer-tokens", "32", "--n-questions", "1", "--max-claims", "2",
-               "--no-log", "--json", "--cache-dir", str(tmp_path), "--per-query", str(tmp_path / "pq.csv")])
-    out = json.loads(capsys.readouterr().out)
-    assert rc == 0 and out["n_queries"] == 1 and out["answer_calls"] == 1 and out["judge_calls"] >= 3
-    for m in ("faithfulness", "answer_relevancy", "context_precision", "context_recall"):
-        assert out[f"n_scored_{m}"] + out[f"n_failed_{m}"] + out[f"n_skipped_{m}"] == 1
-    assert (tmp_path / "pq.csv").exists() and out["_meta"]["mlflow_run_id"] is None
