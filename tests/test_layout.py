@@ -25,7 +25,6 @@ MODULES_WITHOUT_TESTS = {
     "cli/report",  # `lab report`, `lab gate`: tests/analysis/test_report.py, tests/analysis/test_gate.py
     "cli/testset",  # `lab testset ...`: tests/testset/test_testset_cli.py
     "cli/train",  # `lab train-reranker`, `lab train-embedder`: tests/training/test_train_*.py
-    "cli/workbench",  # `lab sweep`, `lab compare`, `lab ui`: tests/workbench/test_sweep*.py, analysis/test_compare.py
     "testset/annotate", "testset/gates", "testset/generate", "testset/io", "testset/judge", "testset/judgecheck",
     "testset/logs", "testset/passages", "testset/spans", "testset/spotcheck",
     "testset/track",  # log_testset_run: through tests/testset/test_testset_generate.py

@@ -149,17 +149,6 @@ def test_lab_ui_link_lands_on_the_runs_table_with_strategy_and_ndcg(tmp_path, bl
     assert shot.stat().st_size > 20_000
 
 
-def test_ui_command_prints_a_single_worker_server_without_job_runner(tmp_path, capsys):
-    from lab.cli.main import main
-
-    assert main(["ui", "--root", str(tmp_path / "s"), "--port", "5099", "--print"]) == 0
-    line = capsys.readouterr().out.strip()
-    assert line.startswith("MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false ")
-    assert f"--backend-store-uri sqlite:///{tmp_path / 's' / 'mlflow.db'}" in line
-    assert f"--default-artifact-root {(tmp_path / 's' / 'artifacts').as_uri()}" in line
-    assert "--host 127.0.0.1 --port 5099 --workers 1" in line
-
-
 @pytest.mark.slow
 def test_ui_serves_the_store(store):
     """Starts the real MLflow UI (30-75 s to answer on a loaded 2-core machine) and lists the experiments."""
