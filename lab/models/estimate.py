@@ -147,8 +147,9 @@ def map_estimated(llm, prompts: Sequence[str | Sequence[Message]], step: str, po
 
 
 def worth_showing(est: StepEstimate, dry_run: bool = False) -> bool:
-    """Whether to print ``est``: asked for (a dry run), or the step will take more than :data:`SHOW_SECONDS`."""
-    return dry_run or (est.seconds is not None and est.seconds > SHOW_SECONDS) or bool(est.sample_error)
+    """Whether to print ``est``: asked for (a dry run), or the step will take more than :data:`SHOW_SECONDS`. A failed
+    sample is shown only in a dry run: otherwise the step meets the same failure and reports it its own way."""
+    return dry_run or (est.seconds is not None and est.seconds > SHOW_SECONDS)
 
 
 def to_stderr(line: str) -> None:

@@ -243,7 +243,7 @@ def judge_dataset(dataset, *, out: str | Path | None = None, in_place: bool = Fa
     The judge is checked first; below ``config.min_kappa`` it raises JudgeBelowFloor unless ``force``.
     ``estimate``: where the estimate of the judging (card and pool, :func:`estimate_judging`) goes (default: stderr
     when it will take more than a minute); with ``dry_run`` nothing is judged or written and the result is
-    ``{"dry_run": True, "estimate": {...}}``."""
+    :func:`dry_run_result`'s."""
     from lab.data.types import Qrels
     from lab.experiment.run import load, run_experiment, split_queries
     from lab.metrics import evaluate

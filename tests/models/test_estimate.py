@@ -58,6 +58,7 @@ def test_when_an_estimate_is_shown():
     assert not worth_showing(short) and worth_showing(short, dry_run=True) and worth_showing(long)
     assert "8.2 min" in long.line() and "10,000 tokens" in long.line()
     failed = StepEstimate("s", 10, 0, sample_error="LLMError: down")
-    assert worth_showing(failed) and "the timed sample failed (LLMError: down)" in failed.line()
+    assert not worth_showing(failed) and worth_showing(failed, dry_run=True)  # the step reports its own failure
+    assert "the timed sample failed (LLMError: down)" in failed.line()
     assert StepEstimate("s", 4, 4).line().endswith("nothing to generate")
     assert StepEstimate("s", 4, 1).to_dict()["to_make"] == 3
