@@ -24,7 +24,7 @@ Conventions
   from data (queries, documents, labels, params) is escaped with :func:`html.escape`. Sections carry the ids in
   :data:`SECTION_IDS`. Runs are named by their short labels (lab.analysis.labels: only what varies, as in the
   charts), the whole label in a ``title`` tooltip; the leaderboard table wraps its cells to fit the page width.
-- Building (:func:`build_report`): one function per section over a shared :class:`_Page` (copies of the runs with
+- Building (:func:`build_report`): one function per section over a shared :class:`ReportPage` (copies of the runs with
   their per-query means applied: the runs and notes passed in are never changed); options as
   :class:`ReportSettings`.
 - MLflow: :func:`log_report` logs the HTML as artifact ``report.html`` of a new run in the experiment, tagged
@@ -606,7 +606,7 @@ class ReportSettings:
 
 
 @dataclass
-class _Page:
+class ReportPage:
     """What the sections of one report share: the runs (copies, per-query means applied), the metrics reported,
     the reference, the leaderboard, the settings, the short run names, the notes gathered so far."""
 
@@ -671,7 +671,7 @@ def short_names(labels: Sequence[str]) -> dict[str, str]:
 
 
 def plan_page(runs: Sequence[RunData], metrics: Sequence[str] | None, settings: ReportSettings,
-              notes: Sequence[str]) -> _Page:
+              notes: Sequence[str]) -> ReportPage:
     """The shared state of a report: copies of the runs, the metrics, the reference and the leaderboard."""
     if not runs:
         raise ConfigError("nothing to report: no runs (an experiment without finished runs, or no files)")
@@ -685,11 +685,11 @@ def plan_page(runs: Sequence[RunData], metrics: Sequence[str] | None, settings: 
     if len(versions) > 1:
         page_notes.append(f"runs carry different metrics versions ({', '.join(versions)}): not comparable")
     labels = [str(v) for v in board["label"]]
-    return _Page(copies, have, ref_i, board, settings, page_notes, short_names(labels),
+    return ReportPage(copies, have, ref_i, board, settings, page_notes, short_names(labels),
                  dict(zip(labels, short_labels(labels), strict=True)), versions)
 
 
-def metric_charts_html(page: _Page) -> str:
+def metric_charts_html(page: ReportPage) -> str:
     """Per metric: bars with 95% CIs, runs significantly below the reference hatched."""
     charts = []
     for m in page.metrics:
@@ -702,7 +702,7 @@ def metric_charts_html(page: _Page) -> str:
     return "\n".join(charts)
 
 
-def quality_latency_html(page: _Page) -> str:
+def quality_latency_html(page: ReportPage) -> str:
     """The first metric against P50 latency, with the Pareto front named under the chart."""
     lat = _chart_frame(page.board, page.primary)
     lat = lat[lat["latency_p50_ms"].notna()]
@@ -716,7 +716,7 @@ def quality_latency_html(page: _Page) -> str:
                 zip(lat["label"], lat[page.primary], lat["latency_p50_ms"], front, strict=True) if on) + ".</p>")
 
 
-def distributions_html(page: _Page) -> str:
+def distributions_html(page: ReportPage) -> str:
     """Per metric: the per-query distribution of every run with a per-query table."""
     dists = []
     for m in page.metrics:
@@ -727,7 +727,7 @@ def distributions_html(page: _Page) -> str:
     return "\n".join(dists) or "<p>No per-query tables: distributions need them.</p>"
 
 
-def reference_dataset(page: _Page):
+def reference_dataset(page: ReportPage):
     """The reference run's dataset (the settings' override first), None when unknown or unreadable (noted);
     DataError when the override is not a dataset folder."""
     ref = page.ref
@@ -742,7 +742,7 @@ def reference_dataset(page: _Page):
         return None
 
 
-def worst_queries_html(page: _Page, ds) -> str:
+def worst_queries_html(page: ReportPage, ds) -> str:
     """The ``n_worst`` lowest queries of the reference run with their relevant documents and top hits."""
     ref, primary = page.ref, page.primary
     if ref.per_query is None or primary not in ref.per_query:
@@ -768,7 +768,7 @@ def worst_queries_html(page: _Page, ds) -> str:
             "shaded; grade is the qrels grade of the hit's document.</p>" + render_worst(details, primary, others))
 
 
-def diagnosis_inputs(page: _Page, ds) -> list[tuple[str, dict]]:
+def diagnosis_inputs(page: ReportPage, ds) -> list[tuple[str, dict]]:
     """(label, figures) per leaderboard row for :func:`lab.analysis.diagnosis.diagnosis_table`: the run's figures
     with the leaderboard's CIs, its test against the reference and the precision@3 ceiling of its dataset."""
     ref, primary = page.ref, page.primary
@@ -793,7 +793,7 @@ def diagnosis_inputs(page: _Page, ds) -> list[tuple[str, dict]]:
     return out
 
 
-def overview_html(page: _Page, trust: Mapping | None, sources: Sequence[str]) -> str:
+def overview_html(page: ReportPage, trust: Mapping | None, sources: Sequence[str]) -> str:
     """Trust first, then the runs, metrics, reference, settings, sources and notes (all of them: built last)."""
     s = page.settings
     return (render_trust(trust, page.primary)
@@ -807,7 +807,7 @@ def overview_html(page: _Page, trust: Mapping | None, sources: Sequence[str]) ->
                if page.notes else ""))
 
 
-def method_html(page: _Page) -> str:
+def method_html(page: ReportPage) -> str:
     """How the figures were computed: metrics version, CIs, tests and their correction, latency."""
     return ("<ul><li>Metrics as trec_eval / ranx (README, metrics version "
             + esc(", ".join(page.versions) or "unknown") + "): relevant means grade &ge; 1; ties broken by document "
