@@ -7,7 +7,8 @@ Conventions
   values and CI bounds are read as :mod:`lab.tracking.store` logged them
   (``<metric>`` mean, ``<metric>_ci_low`` / ``<metric>_ci_high``, names mapped back from MLflow's ``_at_``).
 - Label: ``key=value`` of the params that differ between the listed runs (``resolved.*`` and
-  ``retriever.*`` keys left out), else the run name.
+  ``retriever.*`` keys left out), else the run name. The frame and JSON keep it whole; the printed tables show the
+  short labels of lab.analysis.labels ("rerank · biencoder MiniLM · α 0.5"; ``long_labels``: the whole label).
 - Paired test against the best run (highest mean) and everything after the CI columns come from the one
   leaderboard function :func:`lab.analysis.leaderboard.leaderboard` (its docstring states the conventions):
   per-query values from each run's ``per_query.parquet``, :func:`lab.metrics.paired_test` of (run - best) on the
@@ -32,6 +33,7 @@ from typing import Iterable
 
 import pandas as pd
 
+from lab.analysis.labels import short_labels, table_labels
 from lab.analysis.leaderboard import N_RESAMPLES, TEST_COLUMNS, legend_lines
 from lab.analysis.leaderboard import leaderboard
 from lab.core.errors import ConfigError
@@ -290,8 +292,6 @@ def runs_overlap(df: pd.DataFrame, root="mlruns", p: float | None = None, k: int
     from lab.metrics.overlap import JACCARD_K, P, overlap_table
     from lab.tracking.store import RUN_ARTIFACT, artifact_file, client
 
-    from lab.analysis.labels import short_labels
-
     cl = client(root)
     runs = {}
     for label, rid in zip(short_labels(list(df["label"].astype(str))), df["run_id"], strict=True):
@@ -307,14 +307,16 @@ def judged_metric(metric: str) -> str:
     return f"judged@{k if sep and k.isdigit() else 10}"
 
 
-def format_leaderboard(df: pd.DataFrame, max_label: int = 60) -> str:
-    """The leaderboard as a fixed-width text table (what ``lab compare`` prints)."""
+def format_leaderboard(df: pd.DataFrame, max_label: int = 60, long_labels: bool = False) -> str:
+    """The leaderboard as a fixed-width text table (what ``lab compare``, ``lab sweep`` and ``lab demo`` print),
+    rows named by their short labels (:func:`lab.analysis.labels.table_labels`; ``long_labels``: the whole
+    ``key=value`` label), cut to ``max_label`` characters."""
     metric = df.attrs.get("metric") or df.columns[1]
     if df.empty:
         return f"no finished runs with {metric}"
     show = pd.DataFrame({
         "#": range(1, len(df) + 1),
-        "config": [s if len(s) <= max_label else s[: max_label - 3] + "..." for s in df["label"].astype(str)],
+        "config": table_labels(list(df["label"].astype(str)), long_labels, max_label),
         metric: df[metric].map("{:.4f}".format),
         "95% CI": [f"[{a:.4f}, {b:.4f}]" if not (math.isnan(a) or math.isnan(b)) else "-"
                    for a, b in zip(df[f"{metric}_ci_low"], df[f"{metric}_ci_high"], strict=True)],
@@ -446,12 +448,12 @@ def leaderboard_by(df: pd.DataFrame, groups: dict[str, str], by: str = "tier", r
     return out
 
 
-def format_leaderboard_by(table: pd.DataFrame, max_label: int = 60) -> str:
-    """:func:`leaderboard_by` as a fixed-width text table: one column per group, "mean (n)"."""
+def format_leaderboard_by(table: pd.DataFrame, max_label: int = 60, long_labels: bool = False) -> str:
+    """:func:`leaderboard_by` as a fixed-width text table: one column per group, "mean (n)"; rows named as in
+    :func:`format_leaderboard`."""
     metric, names = table.attrs["metric"], table.attrs["groups"]
     show = pd.DataFrame({"#": range(1, len(table) + 1),
-                         "config": [s if len(s) <= max_label else s[: max_label - 3] + "..."
-                                    for s in table["label"].astype(str)]})
+                         "config": table_labels(list(table["label"].astype(str)), long_labels, max_label)})
     for g in names:
         show[g] = [("-" if math.isnan(m) else f"{m:.4f}") + f" ({n})"
                    for m, n in zip(table[g], table[f"{g} n"], strict=True)]

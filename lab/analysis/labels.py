@@ -12,6 +12,10 @@ Conventions
   names (alpha -> α, top_n -> top). Parts are joined by " · ".
 - A configuration whose varying keys are all absent (e.g. the plain baseline) is named by its strategy, else by
   its full label.
+- One home: the charts (lab.analysis.plots), the text leaderboards of ``lab compare``, ``lab sweep`` and
+  ``lab demo`` (lab.analysis.compare.format_leaderboard, through :func:`table_labels`) and the HTML report name
+  configurations with :func:`short_labels`; the full label stays in the JSON outputs (key ``label``), in the
+  report's tooltips (``title``) and behind ``lab compare --long-labels``.
 """
 from __future__ import annotations
 
@@ -87,3 +91,15 @@ def short_labels(labels: Sequence[str | Mapping]) -> list[str]:
             parts.append(f"{SHORT_NAMES.get(leaf, leaf.replace('_', ' '))} {_value(k, shown[k])}")
         out.append(SEPARATOR.join(parts) or str(c.get("strategy") or original))
     return out
+
+
+def clip(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters, "..." marking a cut."""
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def table_labels(labels: Sequence[str], long: bool = False, width: int = 60) -> list[str]:
+    """The names of a text table's rows: :func:`short_labels` (``long``: the labels as given), each cut to
+    ``width`` characters."""
+    shown = [str(lb) for lb in labels] if long else short_labels([str(lb) for lb in labels])
+    return [clip(s, width) for s in shown]

@@ -14,17 +14,22 @@ Conventions
 """
 from __future__ import annotations
 
+import textwrap
 from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from lab.analysis.labels import SEPARATOR, short_labels
 from lab.metrics.stats import CI_RESAMPLES, N_RESAMPLES
 
 #: Colours cycled over series (matplotlib's tab10, fixed so figures do not depend on rcParams).
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
           "#17becf")
+#: How a value is printed on a hatched bar: dark text on a white box, so the hatching does not cross it.
+VALUE_ON_HATCH = {"color": "#222222", "bbox": {"boxstyle": "round,pad=0.15", "facecolor": "white",
+                                                "edgecolor": "none", "alpha": 0.9}}
 
 
 def ci_columns(metric: str) -> tuple[str, str]:
@@ -64,18 +69,12 @@ def _ci_err(df: pd.DataFrame, metric: str, ci: tuple[str, str] | None) -> np.nda
 def _labels(df: pd.DataFrame, label: str | None, width: int = 34) -> list[str]:
     """Row labels: sweep labels ("strategy=rerank, params.model=...") shortened to what varies between the rows
     (:func:`lab.analysis.labels.short_labels`), then wrapped at ``width`` characters so they stay inside the figure."""
-    from lab.analysis.labels import short_labels
-
     values = [str(i) for i in df.index] if label is None or label not in df else [str(v) for v in df[label]]
     return [_wrap(v, width) for v in short_labels(values)]
 
 
 def _wrap(text: str, width: int) -> str:
     """Wrap at ``width`` characters, breaking between " · " parts where it can, else between words."""
-    import textwrap
-
-    from lab.analysis.labels import SEPARATOR
-
     lines: list[str] = []
     for part in text.split(SEPARATOR):
         if lines and len(lines[-1]) + len(SEPARATOR) + len(part) <= width:
@@ -217,7 +216,8 @@ def leaderboard_bars(
     """Horizontal bars of ``metric`` per row (best on top), with CI error bars when the CI columns exist.
 
     label: column naming each row (default "strategy"; the index when absent). highlight: optional boolean
-    per row (e.g. "significantly worse than the best") drawn hatched and named in the legend.
+    per row (e.g. "significantly worse than the best") drawn hatched and named in the legend; the value printed
+    on a hatched bar sits on a white box (:data:`VALUE_ON_HATCH`) so it stays readable.
     """
     _require(df, [metric], "leaderboard_bars")
     order = np.argsort(-df[metric].to_numpy(dtype=float), kind="stable")
@@ -244,10 +244,12 @@ def leaderboard_bars(
     hi = d[metric].to_numpy(dtype=float) + (err[1] if err is not None else 0.0)
     top = float(np.nanmax(hi)) if len(d) and np.isfinite(hi).any() else 1.0
     ax.set_xlim(0, max(top * 1.1, 1e-9))
-    for yi, v in zip(y, d[metric].to_numpy(dtype=float),
-                     strict=True):  # value at the bar's base, clear of the error bar
-        ax.text(top * 0.01, yi, f"{v:.3f}", va="center", ha="left", fontsize="small", color="white",
-                fontweight="bold")
+    hatched = (np.asarray(highlight, dtype=bool)[order] if highlight is not None
+               else np.zeros(len(d), dtype=bool))
+    for yi, v, flag in zip(y, d[metric].to_numpy(dtype=float), hatched,
+                           strict=True):  # value at the bar's base, clear of the error bar
+        ax.text(top * 0.01, yi, f"{v:.3f}", va="center", ha="left", fontsize="small", fontweight="bold",
+                **(VALUE_ON_HATCH if flag else {"color": "white"}))
     ax.set_yticks(y, names)
     ax.set_xlabel(metric + (" (95% CI)" if err is not None else ""))
     ax.grid(True, axis="x", alpha=0.3)

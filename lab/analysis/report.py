@@ -22,7 +22,11 @@ Conventions
   computes it for MLflow runs, or from the runs' per-query tables and dataset folders for result files.
 - HTML: one file, inline CSS, images as base64 PNG data URIs, no script, no external URL; every piece of text
   from data (queries, documents, labels, params) is escaped with :func:`html.escape`. Sections carry the ids in
-  :data:`SECTION_IDS`.
+  :data:`SECTION_IDS`. Runs are named by their short labels (lab.analysis.labels: only what varies, as in the
+  charts), the whole label in a ``title`` tooltip; the leaderboard table wraps its cells to fit the page width.
+- Building (:func:`build_report`): one function per section over a shared :class:`ReportPage` (copies of the runs with
+  their per-query means applied: the runs and notes passed in are never changed); options as
+  :class:`ReportSettings`.
 - MLflow: :func:`log_report` logs the HTML as artifact ``report.html`` of a new run in the experiment, tagged
   ``lab.role=report`` with the ids of the runs it covers (it logs no metric, so leaderboards skip it).
 """
@@ -36,13 +40,16 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from lab.analysis.diagnosis import diagnosis_table, precision_ceiling
+from lab.analysis.labels import short_labels
 from lab.analysis.leaderboard import N_RESAMPLES
+from lab.analysis.plots import leaderboard_bars, pareto_front, per_query_distribution, quality_vs_latency
 from lab.core.atomic import write_text_atomic
 from lab.core.errors import ConfigError, DataError
 
@@ -75,6 +82,9 @@ tr.best td{background:#eef7ee}.sig{color:#b00020;font-weight:bold}.muted{color:#
 .qtext{font-size:1.05em;font-weight:bold}.rel td{background:#eef7ee}.doc{white-space:pre-wrap;font-size:.92em}
 .notes li{color:#8a5a00}code{background:#f3f3f3;padding:0 .2em}
 nav a{margin-right:1em}
+.table-wrap{max-width:100%;overflow-x:auto}
+table.leaderboard{width:100%;font-size:.8em}table.leaderboard th,table.leaderboard td{padding:.2em .3em}
+table.leaderboard td:nth-child(2){min-width:9em;max-width:22em;overflow-wrap:anywhere}
 """
 
 
@@ -400,8 +410,6 @@ def chart_label(label: str, rank: int, width: int = CHART_LABEL_MAX) -> str:
 
 
 def _chart_frame(board: pd.DataFrame, metric: str) -> pd.DataFrame:
-    from lab.analysis.labels import short_labels
-
     d = board[["label", metric, f"{metric}_ci_low", f"{metric}_ci_high", "latency_p50_ms"]].copy()
     d["label"] = [chart_label(lbl, i + 1) for i, lbl in enumerate(short_labels([str(v) for v in d["label"]]))]
     return d[d[metric].notna()].reset_index(drop=True)
@@ -424,7 +432,7 @@ def _num(v, fmt="{:.4f}") -> str:
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], row_classes: Sequence[str] | None = None,
-           num_cols: Sequence[int] = ()) -> str:
+           num_cols: Sequence[int] = (), table_class: str = "") -> str:
     """An HTML table; ``rows`` hold already-escaped HTML cells."""
     head = "".join(f"<th>{esc(h)}</th>" for h in headers)
     body = []
@@ -432,7 +440,17 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], row_classes: S
         cls = f' class="{row_classes[i]}"' if row_classes and row_classes[i] else ""
         cells = "".join(f'<td class="num">{c}</td>' if j in num_cols else f"<td>{c}</td>" for j, c in enumerate(r))
         body.append(f"<tr{cls}>{cells}</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    cls = f' class="{table_class}"' if table_class else ""
+    return f"<table{cls}><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def run_name(label: str, names: Mapping[str, str], bold: bool = True) -> str:
+    """A run's name in the page (escaped): its short label (``names``: label -> short label), the whole label in
+    the ``title`` tooltip when they differ."""
+    short = names.get(label, label)
+    tip = f' title="{esc(label)}"' if short != label else ""
+    tag = "b" if bold else "span"
+    return f"<{tag}{tip}>{esc(short)}</{tag}>"
 
 
 def _img(uri: str, alt: str) -> str:
@@ -455,8 +473,10 @@ def render_leaderboard(board: pd.DataFrame) -> str:
             headers += ["W/T/L"]
     headers += ["P50 ms", "P95 ms", "index s", "queries"]
     rows, classes = [], []
+    names = dict(zip(board["label"], short_labels([str(v) for v in board["label"]]), strict=True))
     for i, r in board.iterrows():
-        cells = [str(i + 1), esc(r["label"]) + (' <span class="muted">(reference)</span>' if r["is_reference"] else "")]
+        cells = [str(i + 1), run_name(r["label"], names, bold=False)
+                 + (' <span class="muted">(reference)</span>' if r["is_reference"] else "")]
         for m in metrics:
             lo, hi = r[f"{m}_ci_low"], r[f"{m}_ci_high"]
             p, padj = r[f"{m}_p"], r.get(f"{m}_p_adjusted", r[f"{m}_p"])
@@ -475,13 +495,14 @@ def render_leaderboard(board: pd.DataFrame) -> str:
     num_cols = [j for j, h in enumerate(headers) if j >= 2 and h not in ("95% CI", "W/T/L")]
     corrections = board.attrs.get("corrections") or {}
     named = "; ".join(f"{esc(m)}: {esc(n)}" for m, n in corrections.items()) or "p not adjusted"
-    foot = (f'<p class="muted">Reference: <b>{esc(board.attrs["reference"])}</b>. \u0394 = run minus reference, '
+    foot = (f'<p class="muted">Reference: {run_name(board.attrs["reference"], names)}. Runs are named by what '
+            "differs between them; hover a name for its whole config. \u0394 = run minus reference, "
             "paired on the same queries; p: two-sided sign-flip randomisation test (raw); p adj: adjusted for the "
             f"comparisons against the reference, one family per metric ({named}); <span class=\"sig\">*</span> "
             f"significantly different from the reference (p adj &lt; {alpha:g}; \u0394 gives the direction). "
             f"W/T/L ({esc(primary)}): queries the run scored higher / equal / lower than the reference. "
             "CIs: 95% percentile bootstrap over queries (Wilson's interval for 0/1 metrics).</p>")
-    return _table(headers, rows, classes, num_cols) + foot
+    return '<div class="table-wrap">' + _table(headers, rows, classes, num_cols, "leaderboard") + "</div>" + foot
 
 
 def render_worst(details: Sequence[dict], metric: str, others: pd.DataFrame | None) -> str:
@@ -565,177 +586,280 @@ def _load_dataset(run: RunData, override: str | None, notes: list[str]):
     return load_dataset(path, splits=[run.split], progress=False)
 
 
-def build_report(runs: Sequence[RunData], out: str | Path = "report.html", metrics: Sequence[str] | None = None,  # noqa: C901, PLR0913 - one function per section is issue 28 item 4
-                 title: str = "Retrieval report", reference: str | None = None, dataset: str | None = None,
-                 n_worst: int = 10, depth: int = 10, alpha: float = 0.05, n_resamples: int = N_RESAMPLES,
-                 seed: int = 0, notes: list[str] | None = None, subtitle: str = "",
-                 extra_sections: Sequence[tuple[str, str, str]] = (), correction: str | None = None,
-                 trust: Mapping | None = None) -> ReportResult:
-    """Write the HTML report of ``runs`` to ``out`` (see the module docstring) and return a ReportResult.
-    ``trust``: the trust object shown above the leaderboard (lab.analysis.trust; what ``lab compare`` computed for
-    MLflow runs), None to compute it here from the runs' per-query tables and dataset folders.
-    ``extra_sections``: (id, title, HTML body) appended after the standard sections (bodies already escaped).
-    ``correction``: none|holm|bh for the p-values of the leaderboard, None for Holm when more than one run is
-    tested against the reference (lab.analysis.leaderboard)."""
-    from lab.analysis.diagnosis import diagnosis_table
-    from lab.analysis.plots import leaderboard_bars, per_query_distribution, quality_vs_latency
+@dataclass(frozen=True)
+class ReportSettings:
+    """How :func:`build_report` builds the page: ``reference`` (a run's label or run id; None: the best on the first
+    metric), ``dataset`` (a BEIR folder overriding the runs' own, for the worst queries), ``n_worst`` queries shown
+    with their top ``depth`` hits, ``alpha``, ``n_resamples`` of the paired tests, ``seed``, ``subtitle`` and
+    ``correction`` (none|holm|bh; None: Holm when more than one run is tested, lab.analysis.leaderboard)."""
 
-    t0 = time.perf_counter()
-    if not runs:
-        raise ConfigError("nothing to report: no runs (an experiment without finished runs, or no files)")
-    notes = list(notes or [])
-    metrics = list(dict.fromkeys(metrics or DEFAULT_REPORT_METRICS))
-    have = [m for m in metrics if any(m in r.figures or (r.per_query is not None and m in r.per_query) for r in runs)]
-    missing = [m for m in metrics if m not in have]
+    title: str = "Retrieval report"
+    reference: str | None = None
+    dataset: str | None = None
+    n_worst: int = 10
+    depth: int = 10
+    alpha: float = 0.05
+    n_resamples: int = N_RESAMPLES
+    seed: int = 0
+    subtitle: str = ""
+    correction: str | None = None
+
+
+@dataclass
+class ReportPage:
+    """What the sections of one report share: the runs (copies, per-query means applied), the metrics reported,
+    the reference, the leaderboard, the settings, the short run names, the notes gathered so far."""
+
+    runs: list[RunData]
+    metrics: list[str]
+    ref_i: int
+    board: pd.DataFrame
+    settings: ReportSettings
+    notes: list[str]
+    short: dict[str, str]  # label -> name in charts (short label, clipped: chart_label)
+    names: dict[str, str]  # label -> short label (lab.analysis.labels), whole
+    versions: list[str]
+
+    @property
+    def primary(self) -> str:
+        return self.metrics[0]
+
+    @property
+    def ref(self) -> RunData:
+        return self.runs[self.ref_i]
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """label -> per-query table of the runs that have one."""
+        return {r.label: r.per_query for r in self.runs if r.per_query is not None}
+
+
+def report_settings(settings: ReportSettings | None, options: Mapping) -> ReportSettings:
+    """``settings`` with ``options`` (fields of :class:`ReportSettings` by name) applied; ConfigError naming an
+    unknown option."""
+    names = set(ReportSettings.__dataclass_fields__)
+    unknown = sorted(set(options) - names)
+    if unknown:
+        raise ConfigError(f"build_report: unknown option {', '.join(unknown)}; options: {', '.join(sorted(names))}")
+    return replace(settings or ReportSettings(), **options)
+
+
+def report_metrics(runs: Sequence[RunData], metrics: Sequence[str] | None, notes: list[str]) -> list[str]:
+    """The metrics asked for (default :data:`DEFAULT_REPORT_METRICS`) that some run has; those none has are noted;
+    ConfigError when no run has any."""
+    wanted = list(dict.fromkeys(metrics or DEFAULT_REPORT_METRICS))
+    have = [m for m in wanted if any(m in r.figures or (r.per_query is not None and m in r.per_query) for r in runs)]
     if not have:
-        raise ConfigError(f"no run has any of {', '.join(metrics)}")
+        raise ConfigError(f"no run has any of {', '.join(wanted)}")
+    missing = [m for m in wanted if m not in have]
     if missing:
         notes.append(f"no run has {', '.join(missing)}; left out")
-    metrics = have
-    for r in runs:  # per-query means are the truth where present
-        if r.per_query is not None:
-            r.figures.update({m: float(r.per_query[m].mean()) for m in r.per_query.columns})
-    ref_i = pick_reference(runs, metrics[0], reference)
-    board = report_leaderboard(runs, metrics, ref_i, alpha, n_resamples, seed, notes, correction=correction)
-    versions = sorted({r.metrics_version for r in runs if r.metrics_version})
-    if len(versions) > 1:
-        notes.append(f"runs carry different metrics versions ({', '.join(versions)}): not comparable")
-    primary = metrics[0]
-    ref = runs[ref_i]
-    trust = trust if trust is not None else runs_trust(runs, primary, alpha, seed)
+    return have
 
-    # charts
+
+def with_per_query_means(run: RunData) -> RunData:
+    """A copy of ``run`` whose figures hold its per-query means (the truth where a per-query table exists); the
+    run given is left as it was."""
+    if run.per_query is None:
+        return replace(run, figures=dict(run.figures))
+    means = {m: float(run.per_query[m].mean()) for m in run.per_query.columns}
+    return replace(run, figures={**run.figures, **means})
+
+
+def short_names(labels: Sequence[str]) -> dict[str, str]:
+    """label -> the run's name in charts: its short label (lab.analysis.labels), "#rank ..." when long."""
+    return {lbl: chart_label(s, i + 1) for i, (lbl, s) in enumerate(zip(labels, short_labels(labels), strict=True))}
+
+
+def plan_page(runs: Sequence[RunData], metrics: Sequence[str] | None, settings: ReportSettings,
+              notes: Sequence[str]) -> ReportPage:
+    """The shared state of a report: copies of the runs, the metrics, the reference and the leaderboard."""
+    if not runs:
+        raise ConfigError("nothing to report: no runs (an experiment without finished runs, or no files)")
+    page_notes = list(notes)
+    copies = [with_per_query_means(r) for r in runs]
+    have = report_metrics(copies, metrics, page_notes)
+    ref_i = pick_reference(copies, have[0], settings.reference)
+    board = report_leaderboard(copies, have, ref_i, settings.alpha, settings.n_resamples, settings.seed, page_notes,
+                               correction=settings.correction)
+    versions = sorted({r.metrics_version for r in copies if r.metrics_version})
+    if len(versions) > 1:
+        page_notes.append(f"runs carry different metrics versions ({', '.join(versions)}): not comparable")
+    labels = [str(v) for v in board["label"]]
+    return ReportPage(copies, have, ref_i, board, settings, page_notes, short_names(labels),
+                 dict(zip(labels, short_labels(labels), strict=True)), versions)
+
+
+def metric_charts_html(page: ReportPage) -> str:
+    """Per metric: bars with 95% CIs, runs significantly below the reference hatched."""
     charts = []
-    for m in metrics:
-        d = _chart_frame(board, m)
-        shown = board[board[m].notna()]  # hatched: significantly below the reference (p adjusted, diff < 0)
+    for m in page.metrics:
+        d = _chart_frame(page.board, m)
+        shown = page.board[page.board[m].notna()]  # hatched: significantly below the reference (p adjusted, diff < 0)
         sig = (shown[f"{m}_significant"].to_numpy(dtype=bool) & (shown[f"{m}_diff"].to_numpy(dtype=float) < 0))
         charts.append(f"<h3>{esc(m)}</h3>" + _img(figure_data_uri(leaderboard_bars(
             d, m, label="label", highlight=sig, title=f"{m} (95% CI), hatched: significantly below the reference")),
             f"bar chart of {m} with 95% confidence intervals"))
-    lat = _chart_frame(board, primary)
+    return "\n".join(charts)
+
+
+def quality_latency_html(page: ReportPage) -> str:
+    """The first metric against P50 latency, with the Pareto front named under the chart."""
+    lat = _chart_frame(page.board, page.primary)
     lat = lat[lat["latency_p50_ms"].notna()]
-    if len(lat):
-        from lab.analysis.plots import pareto_front
+    if not len(lat):
+        return "<p>No run recorded latency (summary JSON of <code>lab run --json</code> or MLflow runs do).</p>"
+    front = pareto_front(lat[page.primary].to_numpy(), lat["latency_p50_ms"].to_numpy())
+    return (_img(figure_data_uri(quality_vs_latency(lat, page.primary, label="label")),
+                 f"{page.primary} against P50 latency with the Pareto front")
+            + "<p>Pareto front (no other run is both better and faster): " + ", ".join(
+                f"<b>{esc(lbl)}</b> ({v:.4f}, {t:.2f} ms)" for lbl, v, t, on in
+                zip(lat["label"], lat[page.primary], lat["latency_p50_ms"], front, strict=True) if on) + ".</p>")
 
-        front = pareto_front(lat[primary].to_numpy(), lat["latency_p50_ms"].to_numpy())
-        pareto_html = _img(figure_data_uri(quality_vs_latency(lat, primary, label="label")),
-                           f"{primary} against P50 latency with the Pareto front")
-        pareto_html += "<p>Pareto front (no other run is both better and faster): " + ", ".join(
-            f"<b>{esc(lbl)}</b> ({v:.4f}, {t:.2f} ms)" for lbl, v, t, on in
-            zip(lat["label"], lat[primary], lat["latency_p50_ms"], front, strict=True) if on) + ".</p>"
-    else:
-        pareto_html = "<p>No run recorded latency (summary JSON of <code>lab run --json</code> or MLflow runs do).</p>"
 
-    tables = {r.label: r.per_query for r in runs if r.per_query is not None}
-    from lab.analysis.labels import short_labels
-
-    labels = [str(v) for v in board["label"]]
-    short = {lbl: chart_label(s, i + 1) for i, (lbl, s) in enumerate(zip(labels, short_labels(labels), strict=True))}
+def distributions_html(page: ReportPage) -> str:
+    """Per metric: the per-query distribution of every run with a per-query table."""
     dists = []
-    for m in metrics:
-        sub = {short[lbl]: t[m] for lbl, t in tables.items() if m in t}
+    for m in page.metrics:
+        sub = {page.short[lbl]: t[m] for lbl, t in page.tables().items() if m in t}
         if sub:
-            dists.append(f"<h3>{esc(m)}</h3>" + _img(figure_data_uri(per_query_distribution(sub, m, seed=seed)),
-                                                     f"distribution of {m} over queries per run"))
-    dist_html = "\n".join(dists) or "<p>No per-query tables: distributions need them.</p>"
+            dists.append(f"<h3>{esc(m)}</h3>" + _img(figure_data_uri(per_query_distribution(
+                sub, m, seed=page.settings.seed)), f"distribution of {m} over queries per run"))
+    return "\n".join(dists) or "<p>No per-query tables: distributions need them.</p>"
 
-    # worst queries of the reference run
-    worst_html = ""
-    ds = None
+
+def reference_dataset(page: ReportPage):
+    """The reference run's dataset (the settings' override first), None when unknown or unreadable (noted);
+    DataError when the override is not a dataset folder."""
+    ref = page.ref
+    if ref.per_query is None or page.primary not in ref.per_query:
+        return None
+    try:
+        return _load_dataset(ref, page.settings.dataset, page.notes)
+    except DataError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the rest of the report is still useful
+        page.notes.append(f"worst queries: cannot load the dataset ({exc})")
+        return None
+
+
+def worst_queries_html(page: ReportPage, ds) -> str:
+    """The ``n_worst`` lowest queries of the reference run with their relevant documents and top hits."""
+    ref, primary = page.ref, page.primary
     if ref.per_query is None or primary not in ref.per_query:
-        worst_html = f"<p>The reference run has no per-query {esc(primary)}.</p>"
-    else:
+        return f"<p>The reference run has no per-query {esc(primary)}.</p>"
+    run_obj = None
+    if ds is not None and ref.load_run is not None:
         try:
-            ds = _load_dataset(ref, dataset, notes)
-        except DataError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - the rest of the report is still useful
-            notes.append(f"worst queries: cannot load the dataset ({exc})")
-        run_obj = None
-        if ds is not None and ref.load_run is not None:
-            try:
-                run_obj = ref.load_run()
-            except Exception as exc:  # noqa: BLE001 - as above: noted, the rest of the report stays
-                notes.append(f"worst queries: cannot read the run of {ref.label} ({exc})")
-        if ds is None or run_obj is None:
-            worst_html = ("<p>Showing the worst queries needs the dataset and the retrieved lists "
-                          "(MLflow artifact run.trec, or a .trec file beside the result); see the notes.</p>")
-            if ds is None and ref.load_run is None:
-                notes.append(f"worst queries: no TREC run for {ref.label}")
-        else:
-            queries, qrels = ds.split(ref.split)
-            ids = worst_query_ids(ref.per_query[primary], n_worst)
-            details = [query_detail(q, queries.texts.get(q, ""), qrels.qrels.get(q, {}),
-                                    run_obj.ranked(q) if q in run_obj else [], ds.corpus, depth) for q in ids]
-            others = pd.DataFrame({short[lbl]: t[primary] for lbl, t in tables.items() if primary in t})
-            worst_html = (f"<p>The {len(ids)} lowest queries of the reference run <b>{esc(ref.label)}</b> on "
-                          f"{esc(primary)} (dataset {esc(ds.name)}, split {esc(ref.split)}). Relevant rows are "
-                          "shaded; grade is the qrels grade of the hit's document.</p>"
-                          + render_worst(details, primary, others))
+            run_obj = ref.load_run()
+        except Exception as exc:  # noqa: BLE001 - as above: noted, the rest of the report stays
+            page.notes.append(f"worst queries: cannot read the run of {ref.label} ({exc})")
+    if ds is None or run_obj is None:
+        if ds is None and ref.load_run is None:
+            page.notes.append(f"worst queries: no TREC run for {ref.label}")
+        return ("<p>Showing the worst queries needs the dataset and the retrieved lists "
+                "(MLflow artifact run.trec, or a .trec file beside the result); see the notes.</p>")
+    queries, qrels = ds.split(ref.split)
+    ids = worst_query_ids(ref.per_query[primary], page.settings.n_worst)
+    details = [query_detail(q, queries.texts.get(q, ""), qrels.qrels.get(q, {}),
+                            run_obj.ranked(q) if q in run_obj else [], ds.corpus, page.settings.depth) for q in ids]
+    others = pd.DataFrame({page.short[lbl]: t[primary] for lbl, t in page.tables().items() if primary in t})
+    return (f"<p>The {len(ids)} lowest queries of the reference run {run_name(ref.label, page.names)} on "
+            f"{esc(primary)} (dataset {esc(ds.name)}, split {esc(ref.split)}). Relevant rows are "
+            "shaded; grade is the qrels grade of the hit's document.</p>" + render_worst(details, primary, others))
 
-    # diagnosis
+
+def diagnosis_inputs(page: ReportPage, ds) -> list[tuple[str, dict]]:
+    """(label, figures) per leaderboard row for :func:`lab.analysis.diagnosis.diagnosis_table`: the run's figures
+    with the leaderboard's CIs, its test against the reference and the precision@3 ceiling of its dataset."""
+    ref, primary = page.ref, page.primary
     ceiling = None
     if ds is not None:
-        from lab.analysis.diagnosis import precision_ceiling
-
         _, qr = ds.split(ref.split)
         qids = [q for q in ref.per_query.index if q in qr] if ref.per_query is not None else qr.query_ids
         counts = [n for n in (len(qr.relevant(q)) for q in qids) if n]
         ceiling = precision_ceiling(counts, 3) if counts else None
     ref_lat = ref.figures.get("latency_p50_ms", math.nan)
-    diag_in = []
-    for d in board.to_dict("records"):
-        r = runs[d["_index"]]
+    out = []
+    for d in page.board.to_dict("records"):
+        r = page.runs[d["_index"]]
         fig = dict(r.figures)
-        for m in metrics:
+        for m in page.metrics:
             fig[f"{m}_ci_low"], fig[f"{m}_ci_high"] = d[f"{m}_ci_low"], d[f"{m}_ci_high"]
         if not d["is_reference"]:
             fig.update(p_value=d[f"{primary}_p"], diff=d[f"{primary}_diff"], reference_latency_p50_ms=ref_lat)
         if ceiling is not None and r.dataset_path == ref.dataset_path:
             fig["precision@3_ceiling"] = ceiling
-        diag_in.append((r.label, fig))
-    diag = diagnosis_table(diag_in)
+        out.append((r.label, fig))
+    return out
 
-    # assemble
-    sources = sorted({r.source for r in runs})
-    overview = (render_trust(trust, primary)
-                + f"<p>{len(runs)} run(s); metrics {', '.join(esc(m) for m in metrics)}; reference "
-                f"<b>{esc(ref.label)}</b> ({'chosen' if reference else 'best on ' + esc(primary)}); alpha {alpha:g}; "
-                f"seed {seed}; {esc(board.attrs['correction_note'])} ({esc(primary)}).</p>"
-                + (f"<p>{esc(subtitle)}</p>" if subtitle else "")
-                + "<details><summary>Sources</summary><ul>" + "".join(f"<li>{esc(s)}</li>" for s in sources)
-                + "</ul></details>"
-                + ('<ul class="notes">' + "".join(f"<li>{esc(n)}</li>" for n in dict.fromkeys(notes)) + "</ul>"
-                   if notes else ""))
-    method = ("<ul><li>Metrics as trec_eval / ranx (README, metrics version "
-              + esc(", ".join(versions) or "unknown") + "): relevant means grade &ge; 1; ties broken by document "
-              "id.</li><li>CIs: 95% percentile bootstrap over queries (1000 resamples, seeded; Wilson's interval "
-              f"for 0/1 metrics). Paired tests: {n_resamples} sign flips of the per-query differences, add-one "
-              "p-value; " + esc("; ".join(f"{m}: {n}" for m, n in board.attrs["corrections"].items()))
-              + " (one family per metric: the runs tested against the reference).</li>"
-              "<li>Latency: per query searched alone, in milliseconds.</li></ul>")
-    nav = "<nav>" + "".join(f'<a href="#{s}">{esc(s)}</a>' for s in [*SECTION_IDS, *(e[0] for e in extra_sections)]) \
-        + "</nav>"
-    body = "\n".join([
-        _section("overview", "Overview", overview),
-        _section("leaderboard", "Leaderboard", render_leaderboard(board)),
-        _section("metric-charts", "Metrics with 95% confidence intervals", "\n".join(charts)),
-        _section("quality-latency", f"Quality vs latency: {primary}", pareto_html),
-        _section("distributions", "Per-query distributions", dist_html),
-        _section("worst-queries", f"Worst queries ({primary})", worst_html),
-        _section("diagnosis", "Diagnosis", render_diagnosis(diag, short)),
-        _section("method", "Method", method),
-        *(_section(sid, title, html_body) for sid, title, html_body in extra_sections),
-    ])
-    page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+
+def overview_html(page: ReportPage, trust: Mapping | None, sources: Sequence[str]) -> str:
+    """Trust first, then the runs, metrics, reference, settings, sources and notes (all of them: built last)."""
+    s = page.settings
+    return (render_trust(trust, page.primary)
+            + f"<p>{len(page.runs)} run(s); metrics {', '.join(esc(m) for m in page.metrics)}; reference "
+            f"{run_name(page.ref.label, page.names)} ({'chosen' if s.reference else 'best on ' + esc(page.primary)}); "
+            f"alpha {s.alpha:g}; seed {s.seed}; {esc(page.board.attrs['correction_note'])} ({esc(page.primary)}).</p>"
+            + (f"<p>{esc(s.subtitle)}</p>" if s.subtitle else "")
+            + "<details><summary>Sources</summary><ul>" + "".join(f"<li>{esc(x)}</li>" for x in sources)
+            + "</ul></details>"
+            + ('<ul class="notes">' + "".join(f"<li>{esc(n)}</li>" for n in dict.fromkeys(page.notes)) + "</ul>"
+               if page.notes else ""))
+
+
+def method_html(page: ReportPage) -> str:
+    """How the figures were computed: metrics version, CIs, tests and their correction, latency."""
+    return ("<ul><li>Metrics as trec_eval / ranx (README, metrics version "
+            + esc(", ".join(page.versions) or "unknown") + "): relevant means grade &ge; 1; ties broken by document "
+            "id.</li><li>CIs: 95% percentile bootstrap over queries (1000 resamples, seeded; Wilson's interval "
+            f"for 0/1 metrics). Paired tests: {page.settings.n_resamples} sign flips of the per-query differences, "
+            "add-one p-value; " + esc("; ".join(f"{m}: {n}" for m, n in page.board.attrs["corrections"].items()))
+            + " (one family per metric: the runs tested against the reference).</li>"
+            "<li>Latency: per query searched alone, in milliseconds.</li></ul>")
+
+
+def page_html(title: str, sections: Sequence[tuple[str, str, str]]) -> str:
+    """The whole HTML document: head (inline CSS), the title, a navigation bar and the (id, title, body) sections."""
+    nav = "<nav>" + "".join(f'<a href="#{sid}">{esc(sid)}</a>' for sid, _, _ in sections) + "</nav>"
+    body = "\n".join(_section(sid, heading, html_body) for sid, heading, html_body in sections)
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             f"<title>{esc(title)}</title><style>{CSS}</style></head>\n<body>\n<h1>{esc(title)}</h1>\n{nav}\n{body}\n"
             f'<p class="muted">Generated by raglab (lab report) on {time.strftime("%Y-%m-%d %H:%M")}.</p>\n'
             "</body></html>\n")
-    out = write_text_atomic(out, page)
-    return ReportResult(out, out.stat().st_size, time.perf_counter() - t0, board, diag, list(dict.fromkeys(notes)),
-                        trust=trust)
+
+
+def build_report(runs: Sequence[RunData], out: str | Path = "report.html", metrics: Sequence[str] | None = None,
+                 settings: ReportSettings | None = None, *, notes: Sequence[str] | None = None,
+                 extra_sections: Sequence[tuple[str, str, str]] = (), trust: Mapping | None = None,
+                 **options) -> ReportResult:
+    """Write the HTML report of ``runs`` to ``out`` (see the module docstring) and return a ReportResult; the
+    runs and notes passed in are left as they are.
+
+    ``settings`` / ``options``: a :class:`ReportSettings`, or its fields by name (``title=..., n_worst=...``),
+    applied over it. ``trust``: the trust object shown above the leaderboard (lab.analysis.trust; what
+    ``lab compare`` computed for MLflow runs), None to compute it here from the runs' per-query tables and dataset
+    folders. ``extra_sections``: (id, title, HTML body) appended after the standard sections (bodies already
+    escaped)."""
+    t0 = time.perf_counter()
+    s = report_settings(settings, options)
+    page = plan_page(runs, metrics, s, notes or [])
+    shown_trust = trust if trust is not None else runs_trust(page.runs, page.primary, s.alpha, s.seed)
+    ds = reference_dataset(page)
+    diag = diagnosis_table(diagnosis_inputs(page, ds))
+    sections = [
+        ("leaderboard", "Leaderboard", render_leaderboard(page.board)),
+        ("metric-charts", "Metrics with 95% confidence intervals", metric_charts_html(page)),
+        ("quality-latency", f"Quality vs latency: {page.primary}", quality_latency_html(page)),
+        ("distributions", "Per-query distributions", distributions_html(page)),
+        ("worst-queries", f"Worst queries ({page.primary})", worst_queries_html(page, ds)),
+        ("diagnosis", "Diagnosis", render_diagnosis(diag, page.short)),
+        ("method", "Method", method_html(page)),
+    ]
+    overview = ("overview", "Overview", overview_html(page, shown_trust, sorted({r.source for r in page.runs})))
+    path = write_text_atomic(out, page_html(s.title, [overview, *sections, *extra_sections]))
+    return ReportResult(path, path.stat().st_size, time.perf_counter() - t0, page.board, diag,
+                        list(dict.fromkeys(page.notes)), trust=shown_trust)
 
 
 def runs_trust(runs: Sequence[RunData], metric: str, alpha: float = 0.05, seed: int = 0) -> dict | None:

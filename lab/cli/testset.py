@@ -9,6 +9,7 @@ import sys
 
 from lab.cli.options import add_max_consecutive_failures, add_tracking_root, non_negative_int, positive_int
 from lab.core.settings import parse_settings
+from lab.models.estimate import EstimatePolicy
 
 
 def _common(p, mlflow: bool = True) -> None:
@@ -127,6 +128,24 @@ def cmd_import_annotation(args) -> int:
     return 0
 
 
+def _estimate_policy(args) -> EstimatePolicy:
+    """The estimate on stderr before a long LLM step; with --dry-run it is the result, printed on stdout."""
+    return EstimatePolicy(echo=None if args.dry_run else _to_stderr, dry_run=args.dry_run)
+
+
+def _print_estimate(args, result: dict) -> int:
+    """--dry-run: the estimate alone (JSON with --json)."""
+    print(json.dumps(result["estimate"], indent=1) if args.json else result["estimate_line"])
+    return 0
+
+
+def _add_dry_run(p, what: str) -> None:
+    """``--dry-run`` of the LLM steps other than generate: the estimate only."""
+    p.add_argument("--dry-run", action="store_true",
+                   help=f"print the estimate of {what}: LLM calls (cached ones apart), tokens and time, from a short "
+                        "timed sample (its answers kept in the LLM cache for the real run); judge and write nothing")
+
+
 def cmd_judge(args) -> int:
     from lab.testset.judge import JudgeConfig, format_report, judge_dataset
 
@@ -137,7 +156,10 @@ def cmd_judge(args) -> int:
     meta = judge_dataset(args.dataset, out=args.out, in_place=args.in_place, config=cfg, llm=args.llm,
                          concurrency=args.concurrency, annotation=args.annotation, cache_dir=args.cache_dir,
                          max_consecutive_failures=args.max_consecutive_failures, force=args.force,
-                         progress=_progress(args), tracking_root=_root(args), experiment=args.experiment)
+                         progress=_progress(args), tracking_root=_root(args), experiment=args.experiment,
+                         estimate=_estimate_policy(args))
+    if args.dry_run:
+        return _print_estimate(args, meta)
     print(json.dumps({k: v for k, v in meta.items() if k != "answers_sample"}, indent=1, default=str)
           if args.json else format_report(meta))
     return 0
@@ -152,7 +174,9 @@ def cmd_judge_check(args) -> int:
                       max_passage_chars=args.max_passage_chars, max_tokens=args.max_tokens, grammar=args.grammar,
                       seed=args.seed)
     card = judge_check(args.dataset, out=args.out, config=cfg, llm=args.llm, concurrency=args.concurrency,
-                       cache_dir=args.cache_dir, progress=_progress(args))
+                       cache_dir=args.cache_dir, progress=_progress(args), estimate=_estimate_policy(args))
+    if args.dry_run:
+        return _print_estimate(args, card)
     print(json.dumps(card, indent=1, ensure_ascii=False) if args.json else format_card(card))
     return 0
 
@@ -295,6 +319,7 @@ def add_parsers(sub) -> None:
                          f"{MIN_KAPPA}, the lower edge of moderate agreement)")
     jd.add_argument("--force", action="store_true", help="merge the labels even when the judge is below --min-kappa")
     add_max_consecutive_failures(jd)
+    _add_dry_run(jd, "the judging (the card's pairs and the pool)")
     _common(jd)
     jd.set_defaults(func=cmd_judge)
 
@@ -322,6 +347,7 @@ def _add_judge_check(tsub) -> None:
     jc.add_argument("--max-tokens", type=positive_int, default=32)
     jc.add_argument("--grammar", default="fallback", choices=["fallback", "always", "never"])
     jc.add_argument("--seed", type=int, default=0)
+    _add_dry_run(jc, "grading the card's pairs")
     _common(jc, mlflow=False)
     jc.set_defaults(func=cmd_judge_check)
 

@@ -52,15 +52,16 @@ def cmd_sweep(args) -> int:
     return 0 if (args.dry_run or rep.ok) else 1
 
 
-def _board_text(df, experiment: str, metric: str) -> str:
-    """The text leaderboard `lab compare` prints: a header line, the trust lines (lab.analysis.trust), the table."""
+def _board_text(df, experiment: str, metric: str, long_labels: bool = False) -> str:
+    """The text leaderboard `lab compare` prints: a header line, the trust lines (lab.analysis.trust), the table
+    (rows named by their short labels, lab.analysis.labels; ``long_labels``: the whole ``key=value`` labels)."""
     from lab.analysis.compare import format_leaderboard
     from lab.analysis.trust import trust_lines
 
     lines = [f"experiment {experiment!r}, {len(df)} finished runs, by {metric}"]
     if df.attrs.get("trust"):
         lines += trust_lines(df.attrs["trust"], metric)
-    return "\n".join([*lines, format_leaderboard(df)])
+    return "\n".join([*lines, format_leaderboard(df, long_labels=long_labels)])
 
 
 def _print_sweep_board(experiment: str, root, metric: str = "ndcg@10") -> None:
@@ -162,7 +163,7 @@ def cmd_compare(args) -> int:
         print(json.dumps({**{k: df.attrs.get(k) for k in keys}, "trust": df.attrs.get("trust"),
                           "rows": to_records(df), **extra}, indent=2))
     else:
-        print(_board_text(df, experiment, metrics[0]))
+        print(_board_text(df, experiment, metrics[0], args.long_labels))
         if args.overlap and len(df) > 1:
             from lab.metrics.overlap import P
 
@@ -171,7 +172,7 @@ def cmd_compare(args) -> int:
             print(runs_overlap(df, args.tracking_root).to_string(index=False, float_format="{:.3f}".format))
     if args.by and not df.empty:
         by = leaderboard_by(df, groups, args.by, root=args.tracking_root)
-        print(format_leaderboard_by(by), file=info)
+        print(format_leaderboard_by(by, long_labels=args.long_labels), file=info)
     if args.png and not df.empty:
         print(f"chart written to {plot_leaderboard(df, args.png)}", file=info)
     if args.csv:
@@ -331,6 +332,9 @@ def add_parsers(sub) -> None:
     c.add_argument("--dataset", metavar="DIR",
                    help="with --by: the test set folder whose queries carry the groups (default data/<the runs' "
                         "dataset>)")
+    c.add_argument("--long-labels", action="store_true",
+                   help="name the rows by their whole config (strategy=rerank, params.model=...) instead of the short "
+                        "labels of the charts (rerank · biencoder MiniLM · α 0.5); --json always holds the whole label")
     c.add_argument("--png", metavar="FILE", help="write a bar chart with CI error bars")
     c.add_argument("--csv", metavar="FILE", help="write the table as CSV")
     add_tracking_root(c)

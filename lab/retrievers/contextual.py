@@ -18,7 +18,8 @@ How it works
   is cut beyond ``max_doc_chars``.
 - The LLM (``llm``; default the packaged SmolLM2-135M, offline) runs at temperature 0 through the LLM layer's
   persistent cache, so a rerun or another sweep point reads the contexts back. Index-time cost is reported by
-  run_experiment as ``llm_index_*`` (:meth:`usage`). An empty answer leaves the chunk as it is (counted in
+  run_experiment as ``llm_index_*`` (:meth:`usage`); a build with many contexts to write prints its estimate first
+  (lab.retrievers.llmutil.INDEX_ESTIMATE_CALLS). An empty answer leaves the chunk as it is (counted in
   ``diagnostics.empty_contexts``).
 - Fusion: a ``hybrid`` strategy is built through the registry with ``retrievers`` bm25 and dense and the fusion
   params given here (``fusion``, ``norm``, ``rrf_k``, ``weights``, ``depth``; the parts' own params under
@@ -38,7 +39,8 @@ from typing import Sequence
 from lab.data.types import Corpus, Document, Queries, Run
 from lab.core.errors import ConfigError
 from lab.models.llm import LLMSpec
-from lab.retrievers.llmutil import llm_describe, llm_for
+from lab.models.estimate import map_estimated
+from lab.retrievers.llmutil import INDEX_ESTIMATE_CALLS, llm_describe, llm_for
 from lab.retrievers.base import BaseRetriever, Context, build, llm_usage, register
 from lab.retrievers.fusion import FUSIONS, NORMS
 from lab.retrievers.params import COUNT, at_least, one_of
@@ -164,7 +166,8 @@ class ContextualRetriever(BaseRetriever):
     def write_contexts(self, corpus: Corpus) -> dict[str, str]:
         """unit id -> the LLM's context (stripped; "" when it gave nothing)."""
         ids, prompts = self.prompts(corpus)
-        comps = self.llm.map(prompts, desc="contextual: chunk contexts", **self.gen)
+        comps = map_estimated(self.llm, prompts, f"contextual index: {len(prompts)} chunk contexts",
+                              min_calls=INDEX_ESTIMATE_CALLS, desc="contextual: chunk contexts", **self.gen)
         out = {}
         for uid, c in zip(ids, comps, strict=True):
             text = " ".join((c.text or "").split())

@@ -40,8 +40,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from lab.data.types import Corpus, Document, Queries, Run
 from lab.core.errors import ConfigError
+from lab.models.estimate import map_estimated
 from lab.models.llm import LLMSpec
-from lab.retrievers.llmutil import llm_describe, llm_for
+from lab.retrievers.llmutil import INDEX_ESTIMATE_CALLS, llm_describe, llm_for
 from lab.retrievers.base import BaseRetriever, Context, build, llm_usage, register
 from lab.retrievers.params import COUNT, one_of
 
@@ -95,7 +96,8 @@ def is_context_overflow(error: BaseException) -> bool:
 
 def map_fitted(llm, make_prompt: Callable[[int, float], str], n: int, *, concurrency: int | None = None,
                progress: bool = True, desc: str = "", retries: int = 3, **gen) -> tuple[list, int]:
-    """Answers to ``make_prompt(i, 1.0)`` for i in range(n) through ``llm.map``; returns (completions, refits).
+    """Answers to ``make_prompt(i, 1.0)`` for i in range(n) through ``llm.map`` (its first calls timed for the
+    estimate of the build, :func:`lab.models.estimate.map_estimated`); returns (completions, refits).
 
     The character estimate of :func:`fit_text` can still overflow the context on token-dense text (code, tables,
     other scripts). Then the prompts are asked one by one (those answered already come from the LLM cache) and a
@@ -104,7 +106,8 @@ def map_fitted(llm, make_prompt: Callable[[int, float], str], n: int, *, concurr
     """
     prompts = [make_prompt(i, 1.0) for i in range(n)]
     try:
-        return llm.map(prompts, concurrency=concurrency, progress=progress, desc=desc, **gen), 0
+        return map_estimated(llm, prompts, f"index: {desc or 'LLM calls'}", min_calls=INDEX_ESTIMATE_CALLS,
+                             concurrency=concurrency, progress=progress, desc=desc, **gen), 0
     except Exception as e:
         if not is_context_overflow(e):
             raise

@@ -60,6 +60,7 @@ from typing import Sequence
 from lab.core.errors import ConfigError, DataError, LabError
 from lab.data.labels import MIN_KAPPA  # the floor on the judge card's kappa (known relevant vs grade >= 2); one home
 from lab.metrics.stats import wilson_interval
+from lab.models.estimate import EstimatePolicy, StepEstimate, estimate_step
 
 PROMPT_VERSION = "umbrela-v1"
 GRADES = (0, 1, 2, 3)
@@ -176,6 +177,14 @@ class JudgeConfig:
             raise ConfigError(f"--min-kappa {self.min_kappa}: a kappa lies in [-1, 1]")
 
 
+def judge_generation(cfg: JudgeConfig) -> dict:
+    """The generation params of every first judgement (the grammar fallback asks again with its own)."""
+    gen: dict = {"max_tokens": cfg.max_tokens, "temperature": 0.0}
+    if cfg.grammar == "always":
+        gen.update(grammar=SCORE_GRAMMAR, max_tokens=max(cfg.max_tokens, GRAMMAR_TOKENS))
+    return gen
+
+
 def grade_prompts(llm, prompts: list[str], cfg: JudgeConfig, concurrency: int, progress: bool, breaker=None):
     """(first answers, final grades, counters) for ``prompts``; an LLM error on one pair leaves it ungraded.
     With a :class:`lab.models.breaker.FailureBreaker`, calls that failed for good are counted; once it trips,
@@ -184,9 +193,7 @@ def grade_prompts(llm, prompts: list[str], cfg: JudgeConfig, concurrency: int, p
     from lab.core.progress import progress as bar
 
     is_gguf = getattr(llm, "backend", "") == "gguf"
-    gen = {"max_tokens": cfg.max_tokens, "temperature": 0.0}
-    if cfg.grammar == "always":
-        gen.update(grammar=SCORE_GRAMMAR, max_tokens=max(cfg.max_tokens, GRAMMAR_TOKENS))
+    gen = judge_generation(cfg)
 
     def one(prompt: str, **over):
         if breaker is not None and breaker.tripped:
@@ -226,13 +233,17 @@ def grade_prompts(llm, prompts: list[str], cfg: JudgeConfig, concurrency: int, p
     return [t for t, _ in answers], grades, dict(counts), first_error
 
 
-def judge_dataset(dataset, *, out: str | Path | None = None, in_place: bool = False, config: JudgeConfig | None = None,  # noqa: C901 - splitting it into named steps is issue 28 item 4
+def judge_dataset(dataset, *, out: str | Path | None = None, in_place: bool = False, config: JudgeConfig | None = None,  # noqa: C901, PLR0913 - splitting it into named steps is issue 28 item 4
                   llm="local", concurrency: int | None = None, annotation: str | Path | None = None,
                   cache_dir: str | Path = ".cache", progress: bool = True, tracking_root: str | Path | None = "mlruns",
-                  experiment: str = "testset", max_consecutive_failures: int = 3, force: bool = False) -> dict:
+                  experiment: str = "testset", max_consecutive_failures: int = 3, force: bool = False,
+                  estimate: EstimatePolicy | None = None) -> dict:
     """Judge the pool of ``dataset``'s split and write the set with the new labels to ``out`` (a copy of the
     dataset folder) or, with ``in_place``, into the dataset folder; returns the report (module docstring).
-    The judge is checked first; below ``config.min_kappa`` it raises JudgeBelowFloor unless ``force``."""
+    The judge is checked first; below ``config.min_kappa`` it raises JudgeBelowFloor unless ``force``.
+    ``estimate``: where the estimate of the judging (card and pool, :func:`estimate_judging`) goes (default: stderr
+    when it will take more than a minute); with ``dry_run`` nothing is judged or written and the result is
+    :func:`dry_run_result`'s."""
     from lab.data.types import Qrels
     from lab.experiment.run import load, run_experiment, split_queries
     from lab.metrics import evaluate
@@ -274,6 +285,10 @@ def judge_dataset(dataset, *, out: str | Path | None = None, in_place: bool = Fa
     for name in dict.fromkeys(cfg.strategies):
         runs[name] = run_experiment(ds, name, {}, split=cfg.split, k=cfg.depth, ctx=ctx,
                                     max_queries=cfg.max_queries).run
+    policy = estimate or EstimatePolicy()
+    est = estimate_judging(ds, judge, runs, queries, cfg, sources, concurrency, policy)
+    if policy.dry_run:
+        return dry_run_result(judge, est)
     breaker = FailureBreaker(max_consecutive_failures, what="judging")
     try:
         card = check_card(ds, judge, runs, cfg, sources, concurrency, progress, force, breaker)
@@ -418,7 +433,7 @@ def check_judge(ds, llm, runs: dict, check, cfg: JudgeConfig, *, sources: dict |
 
     t0, usage0 = time.perf_counter(), llm.usage()
     pairs = build_pairs(ds, runs, check, sources)
-    prompts = [make_prompt(ds.queries[p.query_id], p.passage) for p in pairs]
+    prompts = pair_prompts(ds, pairs)
     answers, grades, counts, first_error = grade_prompts(llm, prompts, cfg, concurrency or llm.concurrency, progress,
                                                          breaker)
     if pairs and counts.get("llm_errors", 0) == len(pairs):
@@ -437,10 +452,12 @@ def check_judge(ds, llm, runs: dict, check, cfg: JudgeConfig, *, sources: dict |
 
 
 def judge_check(dataset, *, out: str | Path | None = None, config=None, llm="local", concurrency: int | None = None,
-                cache_dir: str | Path = ".cache", progress: bool = True) -> dict:
+                cache_dir: str | Path = ".cache", progress: bool = True,
+                estimate: EstimatePolicy | None = None) -> dict:
     """`lab testset judge-check`: check ``llm`` on ``dataset``'s known labels (``config``: a
     :class:`lab.testset.judgecheck.CheckConfig`), write ``pairs.jsonl`` and the card (``judge_check.json``) to
-    ``out`` (default ``results/judge-check/<dataset folder name>``); returns the card plus ``folder``."""
+    ``out`` (default ``results/judge-check/<dataset folder name>``); returns the card plus ``folder``.
+    ``estimate``: as for :func:`judge_dataset` (the estimate of grading the card's pairs)."""
     from lab.core.paths import existing_or_repo_path
     from lab.experiment.run import load, split_queries
     from lab.models.llm import load_llm
@@ -474,6 +491,10 @@ def judge_check(dataset, *, out: str | Path | None = None, config=None, llm="loc
                      **({"concurrency": concurrency} if concurrency else {}))
     runs = negative_runs(ds, check, order[: check.pairs], Context(cache_dir=Path(cache_dir), progress=progress,
                                                                     seed=check.seed))
+    policy = estimate or EstimatePolicy()
+    est = estimate_card(ds, judge, runs, check, cfg, sources, concurrency, policy)
+    if policy.dry_run:
+        return dry_run_result(judge, est)
     card, pairs = check_judge(ds, judge, runs, check, cfg, sources=sources, concurrency=concurrency,
                               progress=progress)
     card.update(dataset=ds.name or src.name, seconds=round(time.perf_counter() - t0, 1))
@@ -489,13 +510,11 @@ def check_card(ds, judge, runs: dict, cfg: JudgeConfig, sources: dict, concurren
                force: bool, breaker=None) -> dict | None:
     """The judge's card on ``ds``'s known labels (None with ``cfg.check_pairs`` 0); raises JudgeBelowFloor when
     its kappa is under ``cfg.min_kappa`` or undefined, unless ``force``."""
-    from lab.testset.judgecheck import CheckConfig, JudgeBelowFloor, below_floor
+    from lab.testset.judgecheck import JudgeBelowFloor, below_floor
 
     if not cfg.check_pairs:
         return None
-    check = CheckConfig(pairs=cfg.check_pairs, split=cfg.split, strategies=list(runs), depth=cfg.depth,
-                        max_passage_chars=cfg.max_passage_chars, max_tokens=cfg.max_tokens, grammar=cfg.grammar,
-                        seed=cfg.seed)
+    check = card_check_config(cfg, runs)
     card, _ = check_judge(ds, judge, runs, check, cfg, sources=sources, concurrency=concurrency, progress=progress,
                           breaker=breaker)
     if below_floor(card, cfg.min_kappa) and not force:
@@ -503,6 +522,65 @@ def check_card(ds, judge, runs: dict, cfg: JudgeConfig, sources: dict, concurren
                               f"set's known labels: {card['summary']}; nothing was written: use a stronger --llm, "
                               "or --force to merge its labels anyway")
     return card
+
+
+def card_check_config(cfg: JudgeConfig, runs: dict):
+    """The :class:`lab.testset.judgecheck.CheckConfig` of the card ``lab testset judge`` draws first."""
+    from lab.testset.judgecheck import CheckConfig
+
+    return CheckConfig(pairs=cfg.check_pairs, split=cfg.split, strategies=list(runs), depth=cfg.depth,
+                       max_passage_chars=cfg.max_passage_chars, max_tokens=cfg.max_tokens, grammar=cfg.grammar,
+                       seed=cfg.seed)
+
+
+def pair_prompts(ds, pairs: Sequence) -> list[str]:
+    """The judge's prompt for each drawn pair (:class:`lab.testset.judgecheck.Pair`)."""
+    return [make_prompt(ds.queries[p.query_id], p.passage) for p in pairs]
+
+
+def pool_prompts(ds, runs: dict, queries, cfg: JudgeConfig) -> list[str]:
+    """The judge's prompt for each (query, document) pair of the pool, passages cut at ``max_passage_chars``, in
+    the order :func:`judge_dataset` grades them."""
+    from lab.testset.annotate import pool_runs
+    from lab.testset.io import unit_text
+
+    pool = pool_runs(runs, cfg.depth)
+    return [make_prompt(queries[q], unit_text(ds.corpus[d])[:cfg.max_passage_chars])
+            for q in sorted(pool) if q in queries for d in sorted(pool[q])]
+
+
+def estimate_judging(ds, judge, runs: dict, queries, cfg: JudgeConfig, sources: dict, concurrency: int | None,
+                     policy: EstimatePolicy) -> StepEstimate:
+    """The estimate of ``lab testset judge``'s LLM work (the card's pairs, then the pool), given to ``policy``;
+    its timed sample stays in the LLM cache for the run (lab.models.estimate)."""
+    from lab.testset.judgecheck import build_pairs
+
+    card = (pair_prompts(ds, build_pairs(ds, runs, card_check_config(cfg, runs), sources)) if cfg.check_pairs
+            else [])
+    est = estimate_step(judge, "judge: card and pool", card + pool_prompts(ds, runs, queries, cfg),
+                        concurrency=concurrency, **judge_generation(cfg))
+    policy.show(est)
+    return est
+
+
+def estimate_card(ds, judge, runs: dict, check, cfg: JudgeConfig, sources: dict, concurrency: int | None,
+                  policy: EstimatePolicy) -> StepEstimate:
+    """The estimate of ``lab testset judge-check``'s LLM work (grading the card's pairs), given to ``policy``."""
+    from lab.testset.judgecheck import build_pairs
+
+    est = estimate_step(judge, "judge-check", pair_prompts(ds, build_pairs(ds, runs, check, sources)),
+                        concurrency=concurrency, **judge_generation(cfg))
+    policy.show(est)
+    return est
+
+
+def dry_run_result(judge, est: StepEstimate) -> dict:
+    """What a dry run returns, after closing the judge: ``{"dry_run": True, "estimate": {...}, "estimate_line":
+    "estimate (...): ..."}``."""
+    judge_close = getattr(judge, "close", None)
+    if judge_close:
+        judge_close()
+    return {"dry_run": True, "estimate": est.to_dict(), "estimate_line": est.line()}
 
 
 def card_metrics(card: dict | None) -> dict:

@@ -79,6 +79,10 @@ def test_leaderboard_rows_sorted_with_cis_and_paired_tests(logged):
     assert worst["significant"] and worst["p_value"] < 0.01  # one hit per query is clearly worse on nDCG@10
     # labels name what differs between the runs
     assert "k=1" in by_id.loc[ids["k1hit"], "label"] and "params.k1=1.5" in by_id.loc[ids["k1"], "label"]
+    # the printed table names them by the charts' short labels (lab.analysis.labels); long_labels by the whole label
+    text, long = format_leaderboard(df), format_leaderboard(df, long_labels=True)
+    assert "k1 1.5" in text and "params.k1=1.5" not in text
+    assert "params.k1=1.5" in long and "k1 1.5" not in long
 
     only = experiment_leaderboard("cmp", root=root, parent_run_id=logged["parent"], n_resamples=200)
     assert list(only["run_id"]) == [ids["k1hit"]]

@@ -1,7 +1,7 @@
 """lab.analysis.labels: short plot labels that show only what varies between configurations."""
 from __future__ import annotations
 
-from lab.analysis.labels import parse_label, short_labels, short_model
+from lab.analysis.labels import parse_label, short_labels, short_model, table_labels
 
 RERANK = ("strategy=rerank, params.reranker=biencoder, params.model=all-MiniLM-L6-v2, params.alpha=0.5, "
           "params.top_n=50")
@@ -32,3 +32,11 @@ def test_names_are_kept_and_values_with_commas_parse():
         "strategy": "hybrid", "params.retrievers": "[bm25, dense]", "params.fusion": "rrf"}
     assert short_model("sentence-transformers/all-MiniLM-L6-v2") == "MiniLM"
     assert short_model("/models/ft/epoch-2") == "epoch-2"
+
+
+def test_table_labels_are_the_short_labels_cut_to_the_width():
+    other = RERANK.replace("alpha=0.5", "alpha=0.7")
+    assert table_labels([RERANK, other]) == ["α 0.5", "α 0.7"]
+    assert table_labels([RERANK, other], long=True, width=200) == [RERANK, other]
+    cut = table_labels([RERANK, other], long=True, width=20)
+    assert [len(c) for c in cut] == [20, 20] and all(c.endswith("...") for c in cut)

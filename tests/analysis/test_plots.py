@@ -110,6 +110,24 @@ def test_leaderboard_bars_sorted_best_first_with_error_bars():
     _png(fig)
 
 
+def test_leaderboard_bars_value_on_a_hatched_bar_sits_on_a_white_box():
+    """The value printed on a hatched bar (significantly below the best) gets an opaque white box and dark text, so
+    the hatching does not cross it; values on plain bars stay white text without a box."""
+    from matplotlib.colors import to_rgba
+
+    fig = plots.leaderboard_bars(_board(), "ndcg@10", highlight=[False, True, False])
+    ax = fig.get_axes()[0]
+    values = {t.get_text(): t for t in ax.texts}
+    assert set(values) == {"0.700", "0.660", "0.640"}
+    hatched = values["0.640"]  # dense, the highlighted row
+    box = hatched.get_bbox_patch()
+    assert box is not None and to_rgba(box.get_facecolor())[:3] == (1.0, 1.0, 1.0)
+    assert to_rgba(hatched.get_color())[:3] != (1.0, 1.0, 1.0)
+    for plain in (values["0.700"], values["0.660"]):
+        assert plain.get_bbox_patch() is None and to_rgba(plain.get_color()) == (1.0, 1.0, 1.0, 1.0)
+    _png(fig)
+
+
 def test_leaderboard_bars_without_ci_columns():
     _png(plots.leaderboard_bars(_board()[["strategy", "ndcg@10"]], "ndcg@10"))
 

@@ -6,6 +6,7 @@ import base64
 import contextlib
 import io
 import json
+import re
 import shutil
 from html.parser import HTMLParser
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 from conftest import blank_store
 
 from lab.cli.main import main
+from lab.core.errors import ConfigError
 from lab.analysis.report import (
     SECTION_IDS,
     chart_label,
@@ -260,3 +262,54 @@ def test_report_of_a_generated_set_names_the_generator_and_warns(made, tmp_path)
     text = (tmp_path / "gen.html").read_text()
     assert res.trust["labels"]["source"] == "generated" and res.trust["labels"]["generator"] == "gguf:tiny@1"
     assert "warning: questions and labels were written by a model (gguf:tiny@1)" in text
+
+
+#: BM25 settings of the sweep-like runs below, and the label the sweep gives each (lab.workbench.config.label).
+SWEEP_POINTS = ((0.9, 0.4), (1.2, 0.75), (1.5, 0.75), (2.0, 0.9))
+
+
+def sweep_like_runs():
+    """Four real BM25 runs on ORD-QA labelled as a sweep labels them ("strategy=bm25, params.k1=..., ..."), with
+    per-query tables of the report's default metrics and their latency."""
+    from lab.analysis.report import RunData
+    from lab.core.paths import resolve_repo_path
+    from lab.experiment.run import run_experiment
+    from lab.retrievers.base import Context
+
+    runs = []
+    for k1, b in SWEEP_POINTS:
+        res = run_experiment(resolve_repo_path("data/ord-qa"), "bm25", {"k1": k1, "b": b},
+                             metrics=["ndcg@10", "recall@100", "mrr@10"], ctx=Context(progress=False))
+        label = f"strategy=bm25, params.k1={k1}, params.b={b}, chunking.chunker=recursive, chunking.size=512"
+        runs.append(RunData(label=label, figures={k: float(v) for k, v in res.summary().items()},
+                            per_query=res.evaluation.per_query.copy(), source=label, strategy="bm25"))
+    return runs
+
+
+def test_build_report_leaves_its_inputs_unchanged_and_names_runs_short(tmp_path):
+    """build_report works on copies: the runs' figures and per-query tables, and the notes passed in, are the same
+    objects with the same contents after the call; the leaderboard names runs by their short labels, the whole
+    config in the tooltip."""
+    import copy
+
+    from lab.analysis.report import build_report
+
+    runs = sweep_like_runs()
+    for r in runs:  # figures that disagree with the per-query means: the report uses the means, on its copies
+        r.figures["ndcg@10"] = -1.0
+    before = [(copy.deepcopy(r.figures), r.per_query.copy(), r.figures, r.per_query) for r in runs]
+    notes = ["a note from the caller"]
+    res = build_report(runs, tmp_path / "r.html", n_resamples=200, notes=notes, title="sweep")
+    assert notes == ["a note from the caller"] and "a note from the caller" in res.notes
+    for r, (figs, pq, figs_obj, pq_obj) in zip(runs, before, strict=True):
+        assert r.figures is figs_obj and r.figures == figs and r.figures["ndcg@10"] == -1.0
+        assert r.per_query is pq_obj
+        pd.testing.assert_frame_equal(r.per_query, pq)
+    assert (res.leaderboard["ndcg@10"] >= 0).all()  # the copies carry the per-query means
+    text = (tmp_path / "r.html").read_text(encoding="utf-8")
+    board = text[text.index('<section id="leaderboard">'):text.index('<section id="metric-charts">')]
+    assert "params.k1=" in board and "params.k1=" not in re.sub(r' title="[^"]*"', "", board)  # tooltips only
+    assert '<span title="strategy=bm25, params.k1=1.2, params.b=0.75, chunking.chunker=recursive, ' in board
+    assert "k1 1.2 · b 0.75</span>" in board
+    with pytest.raises(ConfigError, match="unknown option n_wrost"):
+        build_report(runs, tmp_path / "bad.html", n_wrost=3)

@@ -4,7 +4,9 @@ image decodes with a non-zero natural size, nothing is fetched from outside the 
 A small check script is inserted at the top of a copy of the report; it records errors (script errors, failed
 resources, console.error) from the start, and after the load event writes what it saw into <pre id="render-check">,
 which `--dump-dom` returns. A negative control (a broken image and a script error) proves the check can fail.
-Without Chromium the tests skip locally and FAIL under CI=true (install it: `apt-get install -y chromium`).
+The window is 1280 px wide: the leaderboard table (three metrics, sweep-like labels) must fit its container there
+(scrollWidth <= the container's width: no horizontal scrolling). Without Chromium the tests skip locally and FAIL
+under CI=true (install it: `apt-get install -y chromium`).
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stab
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--host-resolver-rules=MAP * ~NOTFOUND", "--enable-logging=stderr", "--v=0",
-         "--virtual-time-budget=10000")
+         "--virtual-time-budget=10000", "--window-size=1280,900")
 CHECK = """<script>
 window.__errors = [];
 window.addEventListener('error', function (e) {
@@ -41,6 +43,9 @@ window.addEventListener('load', function () {
       var r = s.getBoundingClientRect(); return {id: s.id, height: r.height, width: r.width}; }),
     images: imgs.map(function (i) { return {w: i.naturalWidth, h: i.naturalHeight, shown_w: i.width, complete: i.complete}; }),
     resources: performance.getEntriesByType('resource').map(function (e) { return e.name.slice(0, 60); }),
+    viewport: window.innerWidth,
+    tables: Array.prototype.map.call(document.querySelectorAll('table.leaderboard'), function (t) {
+      return {scroll_w: t.scrollWidth, container_w: t.parentElement.clientWidth}; }),
     errors: window.__errors
   };
   var pre = document.createElement('pre'); pre.id = 'render-check'; pre.textContent = JSON.stringify(out);
@@ -126,3 +131,25 @@ def test_the_check_catches_a_broken_page(tmp_path):
     assert any("resource failed" in e for e in seen["errors"])
     assert [(i["w"], i["h"]) for i in seen["images"]] == [(0, 0)]
     assert any("Uncaught" in line for line in console)
+
+
+def test_leaderboard_fits_the_page_at_1280_px(tmp_path):
+    """Three metrics (22 columns) and sweep-style labels: at a 1280 px window the leaderboard table is no wider than
+    its container; a negative control (the same table with its cells forced onto one line) does not fit."""
+    from test_report import sweep_like_runs
+
+    from lab.analysis.report import build_report
+
+    browser()
+    path = build_report(sweep_like_runs(), tmp_path / "wide.html", n_resamples=200, n_worst=2).path
+    seen, console = render(path, tmp_path)
+    assert seen["errors"] == [] and console == []
+    assert seen["viewport"] == 1280 and len(seen["tables"]) == 1, seen
+    table = seen["tables"][0]
+    assert 0 < table["scroll_w"] <= table["container_w"], table
+    forced = tmp_path / "forced.html"
+    forced.write_text(path.read_text(encoding="utf-8").replace(
+        "</style>", "table.leaderboard td,table.leaderboard th{white-space:nowrap;font-size:1.2em}</style>"),
+        encoding="utf-8")
+    seen, _ = render(forced, tmp_path)
+    assert seen["tables"][0]["scroll_w"] > seen["tables"][0]["container_w"], seen["tables"]

@@ -120,3 +120,25 @@ def test_cached_contexts_counts_without_generating(tmp_path):
     again = build("contextual", {"max_tokens": 12}, ctx)
     assert again.cached_contexts(corpus) == 1 and again.usage()["calls"] == 0
     assert build("contextual", {"max_tokens": 13}, ctx).cached_contexts(corpus) == 0
+
+
+def test_index_build_prints_its_estimate_and_asks_each_chunk_once(tmp_path, monkeypatch, capsys):
+    """With more contexts to write than INDEX_ESTIMATE_CALLS (lowered to 1 here) the first calls are timed and the
+    estimate of the build goes to stderr (shown however short: SHOW_SECONDS 0 here); each chunk is still asked once."""
+    from lab.data.types import Document
+    from lab.models import estimate as estimate_module
+    from lab.retrievers import contextual
+
+    monkeypatch.setattr(contextual, "INDEX_ESTIMATE_CALLS", 1)
+    monkeypatch.setattr(estimate_module, "SHOW_SECONDS", 0.0)
+    corpus = Corpus({f"d{i}": Document(f"d{i}", text) for i, text in enumerate(
+        ["Cats sleep most of the day.", "Dogs need a walk twice a day.", "Owls hunt at night.",
+         "Bees make honey in hives."])}, name="animals")
+    r = build("contextual", {"max_tokens": 12, "apply": "bm25"}, Context(cache_dir=tmp_path, progress=False))
+    r.index(corpus)
+    err = capsys.readouterr().err
+    assert "estimate (contextual index: 4 chunk contexts): 4 LLM calls (0 cached), about " in err, err
+    assert r.usage()["calls"] == 4 and r.usage()["generated"] == 4 and set(r.contexts) == set(corpus.ids)
+    again = build("contextual", {"max_tokens": 12, "apply": "bm25"}, Context(cache_dir=tmp_path, progress=False))
+    again.index(corpus)  # all cached: nothing to time, nothing printed
+    assert "estimate" not in capsys.readouterr().err and again.contexts == r.contexts

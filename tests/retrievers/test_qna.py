@@ -207,3 +207,21 @@ def test_map_fitted_refits_a_prompt_that_overflows_the_context(tmp_path):
     assert refits == 1 and built == [1.0, 0.5] and len(answers) == 1 and answers[0].completion_tokens >= 1
     assert is_context_overflow(LLMError("x", "too long", hint="shorten the prompt or raise n_ctx (now 256)"))
     assert not is_context_overflow(ValueError("context")) and not is_context_overflow(LLMError("x", "HTTP 401"))
+
+
+def test_index_build_prints_its_estimate_and_asks_each_chunk_once(tmp_path, monkeypatch, capsys):
+    """Questions for three chunks with INDEX_ESTIMATE_CALLS lowered to 1: the estimate of the build is printed on
+    stderr before the rest are generated (SHOW_SECONDS 0: shown however short), and each chunk is asked once."""
+    from lab.models import estimate as estimate_module
+    from lab.retrievers import qna
+
+    monkeypatch.setattr(qna, "INDEX_ESTIMATE_CALLS", 1)
+    monkeypatch.setattr(estimate_module, "SHOW_SECONDS", 0.0)
+    ds = ordqa_subset()
+    corpus = Corpus({d: ds.corpus[d] for d in ds.corpus.ids[:3]})
+    r = build("qna", {"generate": "questions", "n_questions": 2, "question_max_tokens": 24, "base": "bm25"},
+              Context(cache_dir=tmp_path, progress=False))
+    r.index(corpus)
+    err = capsys.readouterr().err
+    assert "estimate (index: qna: questions for 3 chunks): 3 LLM calls (0 cached), about " in err, err
+    assert r.usage()["calls"] == 3 and r.usage()["generated"] == 3 and set(r.questions) == set(corpus.ids)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -251,3 +252,29 @@ def test_no_check_no_card(judged, tmp_path):
     j = json.loads((tmp_path / "out" / "provenance.json").read_text(encoding="utf-8"))["judge"]
     assert set(j) == {"identity", "prompt_version"} and meta["judge_card"] is None
     assert "not checked" in format_report(meta)
+
+
+def test_dry_run_prints_the_estimate_writes_nothing_and_the_run_reuses_its_sample(judged, tmp_path, monkeypatch):
+    """--dry-run: the estimate of the card's pairs and the pool (calls, tokens, time from a timed sample) and
+    nothing written; the real run then makes exactly the calls estimated, the sample's answers read from the cache."""
+    from lab.models import estimate as estimate_module
+    from lab.models.estimate import EstimatePolicy
+
+    _, ds_dir, _ = judged
+    cfg = JudgeConfig(strategies=["bm25"], depth=2, grammar="always", max_passage_chars=500, check_pairs=1)
+    lines: list[str] = []
+    dry = judge_dataset(ds_dir, out=tmp_path / "out", config=cfg, cache_dir=tmp_path / "cache", progress=False,
+                        tracking_root=None, estimate=EstimatePolicy(echo=lines.append, dry_run=True))
+    est = dry["estimate"]
+    assert dry["dry_run"] and not (tmp_path / "out").exists()
+    assert lines == [dry["estimate_line"]] and lines[0].startswith(f"estimate (judge: card and pool): {est['calls']}")
+    assert est["to_make"] <= est["calls"] and est["sample"] == 3 and est["seconds"] > 0 and est["tokens"] > 0
+    monkeypatch.setattr(estimate_module, "SHOW_SECONDS", 0.0)  # the real run's estimate is shown however short
+    meta = judge_dataset(ds_dir, out=tmp_path / "out", config=cfg, cache_dir=tmp_path / "cache", progress=False,
+                         tracking_root=None, force=True, estimate=EstimatePolicy(echo=lines.append))
+    card_usage, pool_usage = meta["judge_card"]["llm_usage"], meta["llm_usage"]
+    assert est["calls"] == meta["report"]["pool_pairs"] + meta["judge_card"]["n_pairs"]
+    again = re.search(r"\((\d+) cached\).*timed sample of (\d+) calls", lines[1])
+    assert again and int(again.group(1)) == est["cached"] + est["sample"]  # the dry run's sample is cached now
+    # what the run generated, plus both samples, is what the dry run said the judging would make
+    assert card_usage["generated"] + pool_usage["generated"] + est["sample"] + int(again.group(2)) == est["to_make"]

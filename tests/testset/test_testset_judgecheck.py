@@ -176,3 +176,18 @@ def test_known_labels_take_evidence_spans_and_leave_out_judged_labels():
     sources = {("q", "d1"): "generated", ("q", "d3"): "judged"}
     # d2: a generated set's evidence span counts as a known positive; d3 was written by a judge: not known
     assert known_labels(ds, "test", qrels, sources) == {("q", "d1"): 3, ("q", "d2"): 1}
+
+
+def test_dry_run_prints_only_the_estimate(checked, tmp_path, capsys):
+    """judge-check --dry-run: the estimate (JSON with --json, else one line) and no folder written."""
+    _, ds_dir, _ = checked
+    argv = ["testset", "judge-check", "--dataset", str(ds_dir), "--pairs", "2", "--strategies", "bm25",
+            "--grammar", "always", "--max-passage-chars", "500", "--out", str(tmp_path / "out"), "--cache-dir",
+            str(tmp_path / "cache"), "--dry-run"]
+    assert main([*argv, "--json"]) == 0
+    est = json.loads(capsys.readouterr().out)
+    assert est["step"] == "judge-check" and est["calls"] == 10 and est["sample"] == 3 and est["seconds"] > 0
+    assert not (tmp_path / "out").exists()
+    assert main(argv) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1 and out[0].startswith("estimate (judge-check): 10 LLM calls (3 cached)")

@@ -562,6 +562,9 @@ def test_demo_runs_the_smoke_sweep_and_resumes(tmp_path, store, kernel):
     assert png.startswith(PNG_MAGIC)
     assert "ndcg@10" in text and "mlflow ui" in text and "--workers 1" in text and "127.0.0.1" in text
     assert "trust: " in text and "labels human" in text  # the trust lines above the table
+    # the table names the rows by the charts' short labels (lab.analysis.labels), not "strategy=..."
+    rows = [line.split()[1] for line in text.splitlines() if re.match(r"^\s*\d+\s+\S+\s+0\.\d{4}\s", line)]
+    assert sorted(rows) == ["bm25", "dense"], text
     assert df.attrs["trust"]["labels"]["source"] == "human"
     # each sweep run was executed by notebook 03 in sweep mode: it logged into the run the sweep created
     for run_id in df["run_id"]:

@@ -76,6 +76,10 @@ def test_the_winner_is_chosen_on_dev_and_scored_on_held_out(swept, tmp_path, cap
     assert main(["compare", "--experiment", "held", "--tracking-root", str(root)]) == 0
     out = capsys.readouterr().out
     assert "trust: 40 queries; labels human" in out and "held-out check of the winner" in out
+    # rows named by the charts' short labels (what varies: k1), --long-labels by the whole config
+    assert "k1 1.2" in out and "params.k1=" not in out
+    assert main(["compare", "--experiment", "held", "--tracking-root", str(root), "--long-labels"]) == 0
+    assert "params.k1=1.2" in capsys.readouterr().out
 
 
 def test_a_sweep_without_the_holdout_does_not_reuse_held_out_runs(swept):
