@@ -2,7 +2,6 @@
 tests/workbench/test_notebooks.py and its pieces in tests/workbench and tests/analysis)."""
 from __future__ import annotations
 
-
 import pytest
 
 from lab.cli.main import main
