@@ -275,6 +275,7 @@ class IndexedExperiment:
     scores: dict = field(default_factory=dict)
     latency: dict = field(default_factory=dict)
     run_name: str = ""
+    dataset_fingerprint: str = ""  # computed by the first result(), then reused (see _fingerprint)
 
     def search(self, query_ids) -> Run:
         """The run over ``query_ids`` (ids of :attr:`queries`), searching those not searched yet."""
@@ -309,9 +310,18 @@ class IndexedExperiment:
         warm(self.queries.subset(query_ids))
         self.index_seconds += float(getattr(self.retriever, "lazy_seconds", 0.0)) - before
 
+    def _fingerprint(self) -> str:
+        """The dataset's content hash, computed once per experiment: every result of it comes from the dataset
+        loaded at :func:`prepare_experiment`, and hashing its files again for each query slice (halving's rungs)
+        cost more than scoring a slice."""
+        from lab.data.fingerprint import fingerprint
+
+        if not self.dataset_fingerprint:
+            self.dataset_fingerprint = fingerprint(self.dataset.path)
+        return self.dataset_fingerprint
+
     def result(self, query_ids=None) -> Result:
         """Search (see :meth:`search`) and evaluate ``query_ids`` (default: all the split's queries)."""
-        from lab.data.fingerprint import fingerprint
         from lab.data.labels import label_provenance
         from lab.metrics import DEFAULT_METRICS, evaluate, latency_summary
 
@@ -349,7 +359,7 @@ class IndexedExperiment:
         info = {
             "dataset": ds.name,
             "dataset_path": str(ds.path),
-            "dataset_fingerprint": fingerprint(ds.path),
+            "dataset_fingerprint": self._fingerprint(),
             "split": self.split,
             "labels": label_provenance(ds.path, self.split).as_dict(),  # where the labels came from (lab.data.labels)
             "n_queries": len(queries),
