@@ -5,7 +5,7 @@ Phases: chunking (``chunk_corpus``), chunks to a corpus, chunk relevance, tokeni
 BM25's), BM25's index build (lazy or eager backend), search, and ``result`` (search and evaluation). Used to say
 what halving's first rung pays whatever it evaluates (docs/results.md).
 
-    python scripts/grid_phases.py params/chunk_size_grid.yaml [--queries 20]
+    python scripts/grid_phases.py params/chunk_size_grid.yaml [--queries 20] [--bm25-backend bm25s-eager]
 """
 from __future__ import annotations
 
@@ -43,6 +43,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("spec")
     ap.add_argument("--queries", type=int, default=0, help="first N queries of halving's order (0: all)")
+    ap.add_argument("--bm25-backend", default=None, help="set params.backend of the bm25 configs (e.g. bm25s-eager)")
     args = ap.parse_args()
     for owner, name, label in ((chunking, "chunk_corpus", "chunk"), (chunking, "chunks_to_corpus", "to_corpus"),
                                (chunking, "relevance_for", "relevance"), (tokenize.Tokenizer, "tokenize", "tokenize"),
@@ -52,6 +53,10 @@ def main() -> None:
                                (run.IndexedExperiment, "result", "result (search, evaluation)")):
         timed(owner, name, label)
     configs = expand(load_spec(args.spec))
+    if args.bm25_backend:
+        for c in configs:
+            if c.get("strategy") == "bm25":
+                c["params"] = {**(c.get("params") or {}), "backend": args.bm25_backend}
     ds = run.load(configs[0]["dataset"], progress=False)
     qids = query_order(list(ds.qrels[configs[0].get("split", "test")].qrels), 0)
     qids = qids[:args.queries] if args.queries else qids
