@@ -1,7 +1,10 @@
-"""BM25 speed on SciFact: bm25s against rank-bm25 on the same tokens, one run each, in one process.
+"""BM25 speed on SciFact: bm25s (lazy and eager index) against rank-bm25 on the same tokens, one run each, in one
+process.
 
 Prints tokenisation time, index time and queries per second (one query at a time, as ``search`` does, and
-batched), then the ratios bm25s / rank_bm25. Also checks that both backends return the same top 10.
+batched), then the ratios bm25s / rank_bm25. Also checks that both backends return the same top 10, and that the
+lazy index (backend "bm25s": score columns computed when a query first asks for them, counted in its "search"
+times here) returns exactly the scores of bm25s' eager matrix ("bm25s-eager").
 
     .venv/bin/python benchmarks/bm25_speed.py [--data data/scifact] [--split test] [--k 100] [--smoke]
 
@@ -17,6 +20,7 @@ from pathlib import Path
 
 os.environ.setdefault("LAB_NO_PROGRESS", "1")
 
+import bm25s  # noqa: E402,F401  (loaded up front: neither bm25s index pays its ~2 s import, numba's)
 from lab.data import load_dataset  # noqa: E402
 from lab.retrievers import Context, build  # noqa: E402
 from lab.retrievers.bm25 import doc_text  # noqa: E402
@@ -62,22 +66,27 @@ def main() -> None:
           f"cpu {CPU['tokenize']:.2f} s; queries: {t_qtok * 1e3:.0f} ms")
 
     res = {}
-    for backend in ("bm25s", "rank_bm25"):
+    for backend in ("bm25s", "bm25s-eager", "rank_bm25"):
         r = build("bm25", {"backend": backend}, ctx)
         _, t_index = timed(r.index_tokens, corpus_tokens, [d.id for d in docs], label="index")
         single, t_single = timed(lambda: [r.search_tokens(t, args.k) for t in query_tokens], label="single")
         run, t_batch = timed(r.search_batch, queries, args.k, label="batch")  # includes query tokenisation
         res[backend] = {"index": t_index, "single": t_single, "batch": t_batch, "hits": single, "cpu": dict(CPU)}
         n = len(queries)
-        print(f"{backend:>9}: index {t_index:6.2f} s (cpu {CPU['index']:.2f}) | one at a time {n / t_single:8.1f} q/s "
+        print(f"{backend:>11}: index {t_index:6.2f} s (cpu {CPU['index']:.2f}) | one at a time {n / t_single:8.1f} q/s "
               f"(cpu {n / CPU['single']:.1f}) | batch {n / t_batch:8.1f} q/s (cpu {n / CPU['batch']:.1f})")
 
-        if backend == "bm25s":  # peer: the library's own retrieve (numpy top-k, no hit filter, no tie rule)
+        if backend == "bm25s-eager":  # peer: the library's own retrieve (numpy top-k, no hit filter, no tie rule)
             model = r._backend.model
             _, t_lib = timed(lambda: model.retrieve(query_tokens, k=args.k, show_progress=False, n_threads=0),
                              label="lib")
-            print(f"{'':>9}  bm25s.retrieve itself: {len(queries) / t_lib:8.1f} q/s (cpu {n / CPU['lib']:.1f})")
+            print(f"{'':>11}  bm25s.retrieve itself: {len(queries) / t_lib:8.1f} q/s (cpu {n / CPU['lib']:.1f})")
 
+    lazy, eager = res["bm25s"], res["bm25s-eager"]
+    if lazy["hits"] != eager["hits"]:
+        raise SystemExit("the lazy bm25s index gave other hits or scores than bm25s' eager matrix")
+    print(f"lazy index / eager index: index {lazy['index'] / eager['index']:.2f}, index + one at a time "
+          f"{(lazy['index'] + lazy['single']) / (eager['index'] + eager['single']):.2f} (wall); same hits and scores")
     a, b = res["bm25s"], res["rank_bm25"]
     same = sum([d for d, _ in x[:10]] == [d for d, _ in y[:10]] for x, y in zip(a["hits"], b["hits"]))
     print(f"ratio rank_bm25 time / bm25s time: index {b['index'] / a['index']:.2f}, "

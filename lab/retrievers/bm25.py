@@ -10,7 +10,14 @@ baselines (Lucene's BM25Similarity: idf = ln(1 + (N - df + .5)/(df + .5)), tf pa
 dl/avgdl)), without the constant (k1 + 1) factor).
 
 Backends
-- ``bm25s`` (default): bm25s builds the eager sparse score matrix; a query is the sum of its terms' columns.
+- ``bm25s`` (default): bm25s' scores, to the last digit, from an index built lazily (:class:`_LazyBm25sBackend`):
+  indexing counts each term's documents and frequencies (vectorised, numpy), and a term's score column is computed,
+  by bm25s' own formula functions in its operation order, the first time a query asks for it. A sweep over many
+  indexes then pays only for the columns of the queries it evaluates (successive halving's early rungs: a few
+  queries' terms, not the vocabulary). With ``dtype`` other than float64 it is ``bm25s-eager`` (the casts of a
+  narrower dtype were not checked to match).
+- ``bm25s-eager``: bm25s builds its eager sparse score matrix over the whole vocabulary; a query is the sum of its
+  terms' columns. The reference the lazy index is tested against (tests/retrievers/test_bm25_lazy.py).
 - ``rank_bm25``: the plain-Python reference (dense, slow). Variants map as follows; every pair below was checked
   to give the same scores on SciFact (tests/comparison/test_bm25_parity.py):
     lucene    -> BM25Okapi with Lucene's idf (only ``_calc_idf`` overridden), scores / (k1 + 1)
@@ -32,8 +39,10 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 
 import numpy as np
+import scipy.sparse as sp
 
 from lab.data.types import Corpus, Queries, Run
 from lab.core.errors import ConfigError
@@ -42,7 +51,7 @@ from lab.retrievers.params import at_least, between, one_of
 from lab.text.tokenize import STOPWORD_LISTS, Tokenizer
 
 VARIANTS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
-BACKENDS = ("bm25s", "rank_bm25")
+BACKENDS = ("bm25s", "bm25s-eager", "rank_bm25")
 #: Lv & Zhai's recommended deltas (and rank_bm25's defaults): BM25L 0.5, BM25+ 1.0.
 DEFAULT_DELTA = {"bm25l": 0.5, "bm25+": 1.0}
 
@@ -75,8 +84,7 @@ class _Backend:
 
 class _Bm25sBackend(_Backend):
     def __init__(self, corpus_tokens, k1, b, variant, delta, dtype, show_progress):
-        import bm25s
-        import scipy.sparse as sp
+        import bm25s  # heavy (numba, ~2 s): loaded only when this backend is chosen
 
         words = dict.fromkeys(itertools.chain.from_iterable(corpus_tokens))  # first-seen order
         vocab = {t: i for i, t in enumerate(words)}
@@ -109,8 +117,6 @@ class _Bm25sBackend(_Backend):
 
     def batch_hits(self, token_lists: list[list[str]]):
         """All queries at once: one sparse product (queries x terms) @ (terms x docs)."""
-        import scipy.sparse as sp
-
         rows, cols = [], []
         for i, tokens in enumerate(token_lists):
             q = self.query_ids(tokens)
@@ -122,6 +128,124 @@ class _Bm25sBackend(_Backend):
         q.sum_duplicates()  # repeated query words: count
         s = (q @ self.term_doc).tocsr()
         baseline = q @ self.nonocc
+        for i in range(len(token_lists)):
+            lo, hi = s.indptr[i], s.indptr[i + 1]
+            vals = s.data[lo:hi]
+            keep = vals > 0  # the product keeps docs with a query term; weight-0 terms add nothing
+            yield s.indices[lo:hi][keep].astype(np.int64), vals[keep] + baseline[i]
+
+
+class _LazyBm25sBackend(_Backend):
+    """bm25s' scores, to the last digit, with each term's score column computed when a query first asks for it.
+
+    Indexing: the vocabulary in first-seen order (as :class:`_Bm25sBackend` builds it), each document's length, and
+    for every term its documents (ascending) and frequencies: a stable sort of the corpus' term ids, no score. A
+    term's column is then what bm25s' ``_build_scores_and_indices_for_matrix`` stores for it: ``idf * tfc`` by
+    bm25s' own ``_select_idf_scorer`` / ``_select_tfc_scorer`` functions, on float64 arrays (the same IEEE
+    operations, elementwise, as bm25s' per-document loop), less the non-occurrence value for bm25l and bm25+.
+    Queries sum columns as bm25s' ``get_scores_from_ids`` does (``np.add.at`` per query term, in query order), and
+    a batch multiplies the same sparse matrices :class:`_Bm25sBackend` does, restricted to the queries' terms.
+    ``lazy_seconds`` sums the time spent computing columns (index work done late: see :meth:`warm`).
+    """
+
+    def __init__(self, corpus_tokens: list[list[str]], k1: float, b: float, variant: str, delta: float) -> None:
+        from bm25s.scoring import _select_idf_scorer, _select_tfc_scorer  # heavy package (numba): see above
+
+        self.k1, self.b, self.variant, self.delta = k1, b, variant, delta
+        self._idf_fn, self._tfc_fn = _select_idf_scorer(variant), _select_tfc_scorer(variant)
+        self.n_docs = len(corpus_tokens)
+        lengths = [len(t) for t in corpus_tokens]
+        self.lengths = np.array(lengths)
+        self.avg_doc_len = np.array(lengths).mean()  # bm25s' expression, so the same float
+        flat = list(itertools.chain.from_iterable(corpus_tokens))
+        self.vocab = {w: i for i, w in enumerate(dict.fromkeys(flat))}  # first-seen order, as bm25s' vocabulary
+        terms = np.fromiter(map(self.vocab.__getitem__, flat), dtype=np.int64, count=len(flat))
+        # one key per token, sorted: by term, then by document (equal keys are the same term in the same document)
+        keys = np.sort(terms * self.n_docs + np.repeat(np.arange(self.n_docs, dtype=np.int64), self.lengths))
+        new = np.ones(len(keys), dtype=bool)
+        new[1:] = keys[1:] != keys[:-1]
+        starts = np.flatnonzero(new)
+        self.post_docs = keys[starts] % self.n_docs
+        self.post_tf = np.diff(np.append(starts, len(keys))).astype(np.float64)
+        self.indptr = np.zeros(len(self.vocab) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(keys[starts] // self.n_docs, minlength=len(self.vocab)), out=self.indptr[1:])
+        self.columns: dict[int, np.ndarray] = {}
+        self.nonocc: dict[int, float] = {}
+        self.lazy_seconds = 0.0
+
+    def query_ids(self, tokens: list[str]) -> np.ndarray:
+        return np.array([self.vocab[t] for t in tokens if t in self.vocab], dtype=np.int32)
+
+    def _column(self, t: int) -> np.ndarray:
+        """Term ``t``'s scores over its documents (``post_docs[indptr[t]:indptr[t + 1]]``), as bm25s stores them."""
+        col = self.columns.get(t)
+        if col is None:
+            t0 = time.perf_counter()
+            lo, hi = self.indptr[t], self.indptr[t + 1]
+            idf = self._idf_fn(int(hi - lo), N=self.n_docs)
+            tfc = self._tfc_fn(tf_array=self.post_tf[lo:hi], l_d=self.lengths[self.post_docs[lo:hi]],
+                               l_avg=self.avg_doc_len, k1=self.k1, b=self.b, delta=self.delta)
+            col = np.float64(idf) * tfc
+            if self.variant in DEFAULT_DELTA:  # bm25s' _build_nonoccurrence_array, for this term
+                self.nonocc[t] = float(np.float64(idf * self._tfc_fn(tf_array=0, l_d=self.avg_doc_len,
+                                                                     l_avg=self.avg_doc_len, k1=self.k1, b=self.b,
+                                                                     delta=self.delta)))
+                col -= self.nonocc[t]
+            self.columns[t] = col
+            self.lazy_seconds += time.perf_counter() - t0
+        return col
+
+    def warm(self, token_lists: list[list[str]]) -> None:
+        """Compute the columns of every term of these queries now (so a search timed later does not pay them)."""
+        for tokens in token_lists:
+            for t in self.query_ids(tokens).tolist():
+                self._column(t)
+
+    def _baseline(self, qids: np.ndarray) -> float:
+        """What bm25s adds to every document (``nonoccurrence_array[qids].sum()``; 0 without non-occurrence)."""
+        if self.variant not in DEFAULT_DELTA:
+            return 0.0
+        for t in qids.tolist():
+            self._column(t)
+        return np.array([self.nonocc[t] for t in qids.tolist()], dtype=np.float64).sum()
+
+    def hits(self, tokens: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """bm25s' ``get_scores_from_ids`` over the lazy columns; a hit scores above a doc with no query term."""
+        qids = self.query_ids(tokens)
+        if len(qids) == 0:
+            return np.empty(0, dtype=np.int64), np.empty(0)
+        scores = np.zeros(self.n_docs, dtype=np.float64)
+        for t in qids.tolist():
+            col = self._column(t)
+            np.add.at(scores, self.post_docs[self.indptr[t]:self.indptr[t + 1]], col)
+        baseline = self._baseline(qids)
+        if self.variant in DEFAULT_DELTA:
+            scores += baseline
+        cand = np.flatnonzero(scores > baseline)
+        return cand, scores[cand]
+
+    def batch_hits(self, token_lists: list[list[str]]):
+        """:meth:`_Bm25sBackend.batch_hits` on the rows of the queries' terms (ids kept in vocabulary order, so
+        each product sums in the same order)."""
+        per_query = [self.query_ids(tokens) for tokens in token_lists]
+        used = np.unique(np.concatenate(per_query)) if per_query else np.empty(0, dtype=np.int64)
+        local = {t: i for i, t in enumerate(used.tolist())}
+        cols = [self._column(t) for t in used.tolist()]
+        rows = [np.full(len(q), i, dtype=np.int64) for i, q in enumerate(per_query)]
+        q_rows = np.concatenate(rows) if rows else np.empty(0, dtype=np.int64)
+        q_cols = np.array([local[t] for q in per_query for t in q.tolist()], dtype=np.int64)
+        q = sp.csr_matrix((np.ones(len(q_rows)), (q_rows, q_cols)), shape=(len(token_lists), len(used)))
+        q.sum_duplicates()  # repeated query words: count
+        lens = [self.indptr[t + 1] - self.indptr[t] for t in used.tolist()]
+        indptr = np.zeros(len(used) + 1, dtype=np.int64)
+        np.cumsum(lens, out=indptr[1:])
+        docs = (np.concatenate([self.post_docs[self.indptr[t]:self.indptr[t + 1]] for t in used.tolist()])
+                if len(used) else np.empty(0, dtype=np.int64))
+        data = np.concatenate(cols) if cols else np.empty(0)
+        term_doc = sp.csr_matrix((data, docs, indptr), shape=(len(used), self.n_docs))
+        s = (q @ term_doc).tocsr()
+        nonocc = np.array([self.nonocc.get(t, 0.0) for t in used.tolist()], dtype=np.float64)
+        baseline = q @ nonocc
         for i in range(len(token_lists)):
             lo, hi = s.indptr[i], s.indptr[i + 1]
             vals = s.data[lo:hi]
@@ -184,7 +308,7 @@ class _RankBm25Backend(_Backend):
 class BM25Retriever(BaseRetriever):
     """BM25 over ``title + " " + text``; see the module docstring for variants and backends.
 
-    Params: backend ("bm25s" | "rank_bm25"), k1 (0.9), b (0.4), variant ("lucene"), delta (bm25l 0.5,
+    Params: backend ("bm25s" | "bm25s-eager" | "rank_bm25"), k1 (0.9), b (0.4), variant ("lucene"), delta (bm25l 0.5,
     bm25+ 1.0), language (ctx.language), stem (True), stopwords ("lucene"), user_dict (None), dtype ("float64").
     """
 
@@ -244,7 +368,9 @@ class BM25Retriever(BaseRetriever):
         order = sorted(range(len(doc_ids)), key=self.doc_ids.__getitem__)
         self._id_rank = np.empty(len(doc_ids), dtype=np.int64)
         self._id_rank[order] = np.arange(len(doc_ids))
-        if self.backend_name == "bm25s":
+        if self.backend_name == "bm25s" and self.dtype == "float64":
+            self._backend = _LazyBm25sBackend(corpus_tokens, self.k1, self.b, self.variant, self.delta or 0.0)
+        elif self.backend_name in ("bm25s", "bm25s-eager"):
             self._backend = _Bm25sBackend(
                 corpus_tokens, self.k1, self.b, self.variant, self.delta or 0.0, self.dtype, self.ctx.progress
             )
@@ -252,6 +378,20 @@ class BM25Retriever(BaseRetriever):
             self._backend = _RankBm25Backend(corpus_tokens, self.k1, self.b, self.variant, self.delta)
         lengths = [len(t) for t in corpus_tokens]
         self.index_stats = {"docs": len(lengths), "tokens": int(sum(lengths)), "avg_doc_len": float(np.mean(lengths))}
+
+    def warm(self, queries: Queries) -> None:
+        """Compute now the score columns these queries will read (lazy index; nothing for the eager backends).
+
+        Index work done late: a caller that times searches calls this first and counts it as indexing
+        (:meth:`lab.experiment.run.IndexedExperiment.search`), so per-query latency stays search alone."""
+        self._check()
+        if isinstance(self._backend, _LazyBm25sBackend):
+            self._backend.warm(self.tokenizer.tokenize([queries[q] for q in queries]))
+
+    @property
+    def lazy_seconds(self) -> float:
+        """Seconds spent computing score columns after :meth:`index` (0 for the eager backends)."""
+        return self._backend.lazy_seconds if isinstance(self._backend, _LazyBm25sBackend) else 0.0
 
     def _check(self):
         if self._backend is None:
@@ -280,7 +420,7 @@ class BM25Retriever(BaseRetriever):
         self._check()
         qids = list(queries)
         token_lists = self.tokenizer.tokenize([queries[q] for q in qids])
-        if isinstance(self._backend, _Bm25sBackend):
+        if isinstance(self._backend, (_Bm25sBackend, _LazyBm25sBackend)):
             results = self._backend.batch_hits(token_lists)
         else:
             results = (self._backend.hits(t) for t in token_lists)

@@ -134,3 +134,21 @@ def test_prepared_experiment_scores_slices_as_run_experiment_does(mini_scifact, 
     whole = exp.result()
     assert counting.calls[-1] == order[4:] and len(counting.calls) == 3  # all answers reused
     assert whole.evaluation.means == pytest.approx(part.evaluation.means)
+
+
+def test_dataset_fingerprint_hashed_once_per_experiment(mini_scifact, tmp_path, monkeypatch):
+    """Each query slice's result names the dataset's fingerprint; the files are hashed once, not per slice."""
+    import importlib
+
+    from lab.experiment.run import prepare_experiment
+
+    fp = importlib.import_module("lab.data.fingerprint")  # the module: lab.data exports a function of that name
+
+    calls = []
+    real = fp.fingerprint
+    monkeypatch.setattr(fp, "fingerprint", lambda *a, **k: calls.append(a) or real(*a, **k))
+    exp = prepare_experiment(mini_scifact, "bm25", {}, k=20, ctx=Context(cache_dir=tmp_path, progress=False))
+    qids = sorted(exp.queries)
+    first, whole = exp.result(qids[:2]), exp.result(qids)
+    assert len(calls) == 1
+    assert first.info["dataset_fingerprint"] == whole.info["dataset_fingerprint"] == real(mini_scifact)
