@@ -34,7 +34,7 @@ def _to_stderr(line: str) -> None:
 
 
 def cmd_generate(args) -> int:
-    from lab.models.llm import default_llm_hint  # like the other imports here: `lab --help` loads no numpy
+    from lab.models.llm import default_llm_hint, is_default_llm  # here, like the rest: `lab --help` loads no numpy
     from lab.testset.gates import GateConfig
     from lab.testset.generate import GenerationConfig, format_estimate, generate_testset
 
@@ -62,6 +62,9 @@ def cmd_generate(args) -> int:
         print(res.report.table())
         print(f"{res.report.accepted} questions written to {res.folder}"
               + (f"; MLflow run {res.run_id}" if res.run_id else ""))
+        if is_default_llm(args.llm):
+            print("warning: written by the default SmolLM2-135M, whose questions were graded mostly bad by hand "
+                  "(docs/results.md); review them before trusting a leaderboard" + default_llm_hint(args.llm))
         if res.report.accepted < cfg.n:
             print(f"warning: only {res.report.accepted} of {cfg.n} questions passed within "
                   f"{res.report.candidates} candidates; raise --max-attempts or --rounds, or use a stronger --llm"
