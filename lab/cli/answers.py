@@ -153,7 +153,8 @@ def add_parsers(sub) -> None:
                                                                         "keys set chunking")
     a.add_argument("--split", default="test")
     a.add_argument("--k", type=positive_int, default=5, help="contexts per answer (top-k hits)")
-    a.add_argument("--llm", default="local", help="answer LLM spec: local (SmolLM2-135M), a .gguf path, "
+    a.add_argument("--llm", default="local", help="answer LLM spec: local (SmolLM2-135M), qwen2.5-coder-0.5b or "
+                                                  "gemma3-270m (opt-in: make setup-llms), a .gguf path, "
                                                   "openai:MODEL, or an inline mapping")
     a.add_argument("--judge", help="judge LLM spec (default: the answer LLM, sharing one model)")
     a.add_argument("--embedder", default="all-MiniLM-L6-v2", help="embedder of answer relevancy")

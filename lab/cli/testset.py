@@ -35,6 +35,7 @@ def _to_stderr(line: str) -> None:
 
 
 def cmd_generate(args) -> int:
+    from lab.models.llm import default_llm_hint, is_default_llm  # here, like the rest: `lab --help` loads no numpy
     from lab.testset.gates import GateConfig
     from lab.testset.generate import GenerationConfig, format_estimate, generate_testset
 
@@ -62,9 +63,13 @@ def cmd_generate(args) -> int:
         print(res.report.table())
         print(f"{res.report.accepted} questions written to {res.folder}"
               + (f"; MLflow run {res.run_id}" if res.run_id else ""))
+        if is_default_llm(args.llm):
+            print("warning: written by the default SmolLM2-135M, whose questions were graded mostly bad by hand "
+                  "(docs/results.md); review them before trusting a leaderboard" + default_llm_hint(args.llm))
         if res.report.accepted < cfg.n:
             print(f"warning: only {res.report.accepted} of {cfg.n} questions passed within "
-                  f"{res.report.candidates} candidates; raise --max-attempts or --rounds, or use a stronger --llm")
+                  f"{res.report.candidates} candidates; raise --max-attempts or --rounds, or use a stronger --llm"
+                  + default_llm_hint(args.llm))
     return 0 if res.report.accepted else 1
 
 
@@ -199,7 +204,8 @@ def add_parsers(sub) -> None:
                        help="continue the set --out holds (same settings; answers already made come from the cache), "
                             "e.g. after an interruption or with a larger --n")
     g.add_argument("--n", type=positive_int, default=100, help="questions wanted (default 100)")
-    g.add_argument("--llm", default="local", help="LLM spec: local (packaged SmolLM2-135M), a .gguf path, openai:MODEL")
+    g.add_argument("--llm", default="local", help="LLM spec: local (packaged SmolLM2-135M), "
+                   "qwen2.5-coder-0.5b or gemma3-270m (opt-in: make setup-llms), a .gguf path, openai:MODEL")
     g.add_argument("--concurrency", type=positive_int,
                    help="LLM requests in flight (local GGUF: parallel llama.cpp slots decoded in one batch)")
     g.add_argument("--seed", type=int, default=0)
@@ -300,7 +306,8 @@ def add_parsers(sub) -> None:
                                      "(an earlier judged copy there is replaced)")
     where.add_argument("--in-place", action="store_true", help="add the labels to the set itself")
     jd.add_argument("--llm", "--judge", dest="llm", default="local",
-                    help="judge LLM: local (packaged SmolLM2-135M), a .gguf path, openai:MODEL")
+                    help="judge LLM: local (packaged SmolLM2-135M), "
+                   "qwen2.5-coder-0.5b or gemma3-270m (opt-in: make setup-llms), a .gguf path, openai:MODEL")
     jd.add_argument("--concurrency", type=positive_int,
                     help="LLM requests in flight (local GGUF: parallel llama.cpp slots decoded in one batch)")
     jd.add_argument("--annotation", help="a filled annotation sheet (export-annotation): Cohen's kappa with people")
@@ -336,7 +343,8 @@ def _add_judge_check(tsub) -> None:
                     help="known positives drawn, and as many negatives (default 20); stress pairs and repeats add "
                          "as many again each")
     jc.add_argument("--llm", "--judge", dest="llm", default="local",
-                    help="judge LLM: local (packaged SmolLM2-135M), a .gguf path, openai:MODEL")
+                    help="judge LLM: local (packaged SmolLM2-135M), "
+                   "qwen2.5-coder-0.5b or gemma3-270m (opt-in: make setup-llms), a .gguf path, openai:MODEL")
     jc.add_argument("--out", help="folder for pairs.jsonl and judge_check.json "
                                   "(default results/judge-check/<dataset folder name>)")
     jc.add_argument("--strategies", default="bm25,dense", help="strategies whose top passages give the negatives")

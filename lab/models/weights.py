@@ -23,13 +23,23 @@ SKIP_NAMES = {"README.md", ".gitattributes", "desktop.ini", "data_config.json"}
 SKIP_DIRS = {"onnx", "openvino", ".git", "__pycache__", ".cache"}
 
 
+def _memo_key(path: Path, memo) -> str:
+    """The memo key of a file's hash: its absolute path, size and mtime."""
+    st = path.stat()
+    return memo.key("filehash", "sha256", f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}")
+
+
+def remember_sha256(path: str | Path, digest: str, memo) -> None:
+    """Store ``digest`` as the hash of ``path`` as it is now (for a file whose bytes were hashed while written)."""
+    memo.put_json(_memo_key(Path(path), memo), digest)
+
+
 def file_sha256(path: str | Path, memo=None) -> str:
     """Hex sha256 of a file (remembered in ``memo`` by path, size and mtime)."""
     path = Path(path)
-    st = path.stat()
     key = None
     if memo is not None:
-        key = memo.key("filehash", "sha256", f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}")
+        key = _memo_key(path, memo)
         hit = memo.get_json(key)
         if hit:
             return hit

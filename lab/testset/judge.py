@@ -61,6 +61,7 @@ from lab.core.errors import ConfigError, DataError, LabError
 from lab.data.labels import MIN_KAPPA  # the floor on the judge card's kappa (known relevant vs grade >= 2); one home
 from lab.metrics.stats import wilson_interval
 from lab.models.estimate import EstimatePolicy, StepEstimate, estimate_step
+from lab.models.llm import default_llm_hint
 
 PROMPT_VERSION = "umbrela-v1"
 GRADES = (0, 1, 2, 3)
@@ -520,7 +521,7 @@ def check_card(ds, judge, runs: dict, cfg: JudgeConfig, sources: dict, concurren
     if below_floor(card, cfg.min_kappa) and not force:
         raise JudgeBelowFloor(f"the judge {judge.identity} is below the --min-kappa {cfg.min_kappa:g} floor on the "
                               f"set's known labels: {card['summary']}; nothing was written: use a stronger --llm, "
-                              "or --force to merge its labels anyway")
+                              f"or --force to merge its labels anyway{default_llm_hint(judge.identity)}")
     return card
 
 

@@ -63,6 +63,18 @@ def test_label_warnings_generated_unchecked_judge_and_low_kappa():
     assert mixed["labels"]["source"] == "mixed" and any("different provenance" in w for w in mixed["warnings"])
 
 
+def test_label_warnings_about_the_default_llm_name_the_better_one():
+    df, scores = _board([0.9, 0.3], n=40)
+    smol = "gguf:SmolLM2-135M-Instruct.Q4_1.gguf@sha256:b179c9523d0e6a0f"
+    gen = LabelProvenance("generated", generator=smol)
+    assert any("--llm qwen2.5-coder-0.5b" in w for w in trust_block(df, scores, [gen, gen])["warnings"])
+    weak = LabelProvenance("judged", judge=smol, judge_check="kappa 0.12 on 40 pairs", judge_kappa=0.12)
+    warned = [w for w in trust_block(df, scores, [weak] * 2)["warnings"] if "below the floor" in w]
+    assert warned and "--llm qwen2.5-coder-0.5b" in warned[0]
+    other = LabelProvenance("generated", generator="openai:http://127.0.0.1:8000/v1#qwen")
+    assert not any("--llm qwen" in w for w in trust_block(df, scores, [other, other])["warnings"])
+
+
 def test_selection_and_a_winner_that_fell_outside_its_dev_ci():
     dev = pd.Series(np.linspace(0.6, 0.8, 30))
     held = pd.Series(np.linspace(0.2, 0.4, 12))
