@@ -24,7 +24,8 @@ checked on every candidate, so the report also says how often each one fails on 
                       terms (lab.text.tokenize.Tokenizer: stop words removed, Snowball stems; jieba words for Chinese)
                       that occur in the passage. The seed prompt asks for questions that do not copy the key words.
 ``answerable``        the answer is supported by the passage. Method "lexical" (default): at least
-                      ``min_answer_support`` of the answer's content terms occur in the passage. Method "llm": the
+                      ``min_answer_support`` of the answer's content terms occur in the passage; an answer with
+                      no content term ("a", ":{") fails. Method "llm": the
                       generating LLM (or another) is asked whether the passage supports the answer (yes/no).
 ``prose_evidence``    the evidence span the answer narrows to (lab.testset.spans.support_span) is prose, not only a
                       heading, an identifier or an id (lab.testset.spans.not_prose_span)
@@ -375,7 +376,8 @@ def check_text_gates(question: str, answer: str, passage_terms: set[str], cfg: G
     ``cfg.answerability == "lexical"``). ``passage``: the text the model saw (a repeated identifier it holds
     itself is not the model's loop). Returns (results, measured values)."""
     overlap = term_coverage(question, passage_terms, tokenizer)
-    support = term_coverage(answer, passage_terms, tokenizer) if answer.strip() else 0.0
+    # an answer with no content term ("a", ":{", "the") holds nothing the passage could support: 0, not 1
+    support = term_coverage(answer, passage_terms, tokenizer) if set(tokenizer(answer)) else 0.0
     rep = max(repetition(question), repetition(answer))
     loop = repeated_in_token(question, passage) or repeated_in_token(answer, passage)
     markup = markup_in(question) or markup_in(answer)

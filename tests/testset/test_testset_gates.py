@@ -61,6 +61,9 @@ def test_overlap_and_support_use_content_terms(tok):
                                               "low_overlap", "answerable"}
     res, meas = check_text_gates(copied, "It is 1000 on a 3D map tile.", terms, GateConfig(), tok)
     assert not res["low_overlap"] and not res["answerable"] and meas["answer_support"] < 0.5
+    for empty in ("a", ":{", "the"):  # answers seen from Gemma 3 270M that once passed: no content term
+        res, meas = check_text_gates(reworded, empty, terms, GateConfig(), tok)
+        assert not res["answerable"] and meas["answer_support"] == 0.0, empty
     res, _ = check_text_gates(reworded, "x", terms, GateConfig(answerability="llm"), tok)
     assert "answerable" not in res  # the LLM judge decides it
 
