@@ -731,6 +731,7 @@ class SweepPlan:
     identities: list[RunIdentity]
     fraction: float | None
     out_dir: Path
+    uri: str  # the tracking store's URI
 
     @property
     def seed(self) -> int:
@@ -819,7 +820,7 @@ def _plan(spec_path: str | Path, opts: SweepOptions) -> SweepPlan:
                   for i, (c, lab_) in enumerate(zip(configs, labels, strict=True))]
     out_dir = (resolve_repo_path(opts.output_dir, spec.repo_root) if opts.output_dir is not None
                else results_dir("sweeps", spec.name, root=spec.repo_root, create=False))
-    return SweepPlan(spec, configs, hashes, keys, labels, identities, fraction, out_dir)
+    return SweepPlan(spec, configs, hashes, keys, labels, identities, fraction, out_dir, tracking_uri(opts.root))
 
 
 def _decided_outcome(plan: SweepPlan, i: int, decision: Decision, status: str) -> ConfigOutcome:
@@ -836,8 +837,7 @@ def _dry_run(plan: SweepPlan, opts: SweepOptions, cl, report: SweepReport) -> Sw
     decisions = _holdout_decisions(cl, decide(cl, report.experiment_id, plan.identities), plan)
     report.outcomes = [_decided_outcome(plan, i, d, "SKIPPED" if d.run_id else "PENDING")
                        for i, d in enumerate(decisions)]
-    echo(f"sweep {spec.name!r}: notebook {spec.notebook}, experiment {spec.experiment!r}, "
-         f"store {tracking_uri(opts.root)}")
+    echo(f"sweep {spec.name!r}: notebook {spec.notebook}, experiment {spec.experiment!r}, store {plan.uri}")
     for o in report.outcomes:
         what = f"skip (finished run {o.run_id})" if o.status == "SKIPPED" else "run"
         echo(f"  [{o.index:3d}] {o.config_hash}  {what:<44} {o.label}"
@@ -952,7 +952,7 @@ def _tasks(plan: SweepPlan, opts: SweepOptions, todo: list[int], decisions: list
         tasks.append(SweepTask(
             index=i, config=config, config_hash=h, label=plan.labels[i], run_name=names[i], inject=inject,
             notebook=str(spec.notebook), notebook_rel=nb_rel, output_path=str(plan.out_dir / f"{i:03d}_{h}.ipynb"),
-            tracking_uri=tracking_uri(root), experiment_id=experiment_id, parent_run_id=parent_run_id,
+            tracking_uri=plan.uri, experiment_id=experiment_id, parent_run_id=parent_run_id,
             sweep_name=spec.name, kernel_name=opts.kernel_name, execution_timeout=opts.execution_timeout,
             tags={k: v for k, v in tags.items() if v}, claim_key=plan.identities[i].claim_key()))
     return tasks
