@@ -136,7 +136,7 @@ def no_duplicate_batches(pairs: list[Pair], batch_size: int, query_text: dict[st
 def mnrl_loss(q_emb, p_emb, scale: float):
     """MultipleNegativesRankingLoss: cross-entropy over ``scale * cos(q_i, p_j)``; row i's target is column i.
     ``p_emb`` may hold B positives followed by B hard negatives (B x 2B scores)."""
-    import torch
+    import torch  # heavy (seconds): kept out of `lab`'s parser set-up, which imports this module for its defaults
 
     q = torch.nn.functional.normalize(q_emb, dim=-1)
     p = torch.nn.functional.normalize(p_emb, dim=-1)

@@ -208,7 +208,7 @@ def group_loss(logits, group_sizes: list[int], kind: str = "listwise"):
     """The training loss of a batch: ``logits`` flat, groups in order, each group's positive first (see the
     module docstring for "listwise", "pairwise" and "pointwise"). Groups weigh equally, except pointwise, a
     mean over all pairs."""
-    import torch
+    import torch  # heavy (seconds): kept out of `lab`'s parser set-up, which imports this module for its defaults
 
     if kind not in LOSSES:
         raise ConfigError(f"loss must be one of {LOSSES}, got {kind!r}")
@@ -335,7 +335,7 @@ def _is_head(name: str) -> bool:
 def _validate(model, val_q: Queries, val_qrels: Qrels, first: dict, passages: dict, cfg: TrainConfig,
               show: bool) -> tuple[dict[str, dict[str, float]], float]:
     """Reranker logits on each validation query's first-stage top ``val_depth``, and nDCG@10 of the pure rerank."""
-    import torch
+    import torch  # heavy (seconds): kept out of `lab`'s parser set-up, which imports this module for its defaults
 
     keys = [(q, d) for q in val_q for d in list(first[q])[: cfg.val_depth]]
     model.eval()
