@@ -74,17 +74,28 @@ import random
 import re
 import shutil
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 import numpy as np
 
-from lab.data.types import Corpus, Document
+from lab.core.cache import Cache, EmbeddingCache
 from lab.core.errors import ConfigError
-from lab.testset.gates import GATES, GateConfig, GateReport, check_text_gates, summarize
-from lab.testset.io import write_text_atomic
-from lab.testset.passages import NOT_PROSE, Passage, not_prose
+from lab.core.progress import progress as bar
+from lab.data.fingerprint import fingerprint
+from lab.data.types import Corpus, Document, Queries
+from lab.models.breaker import EndpointDown, FailureBreaker
+from lab.models.embedders import DEFAULT_MODEL, load_embedder
+from lab.models.llm import LLMError, load_llm
+from lab.retrievers.base import Context, build
+from lab.testset.gates import GATES, GateConfig, GateReport, check_text_gates, summarize, term_coverage, text_length
+from lab.testset.io import (load_units, now_utc, unit_text, write_beir_set, write_jsonl, write_provenance,
+                            write_text_atomic)
+from lab.testset.passages import NOT_PROSE, Passage, not_prose, passage_windows
+from lab.testset.track import log_testset_run
+from lab.text.tokenize import Tokenizer, detect_language
 from lab.testset.spans import SupportSpan, evidence_record, not_prose_span, support_span
 
 PROMPT_VERSION = "passage-question-answer-typed-v2"
@@ -345,8 +356,6 @@ def stratum_of(doc: Document, stratify: str) -> str:
 
 
 def body_words(text: str) -> int:
-    from lab.testset.gates import text_length
-
     return text_length(text, "zh" if re.search(r"[\u4e00-\u9fff]", text) else "en")
 
 
@@ -355,8 +364,6 @@ def sample_order(corpus: Corpus, seed: int = 0, stratify: str = "section", min_p
                  ) -> tuple[list[Passage], int, dict[str, str], dict[str, int]]:
     """(passages in visiting order, windows skipped as too short, passage key -> stratum, windows skipped as not
     prose by reason: lab.testset.passages.not_prose, only with ``prose_only``); see module conventions."""
-    from lab.testset.passages import passage_windows
-
     rng = random.Random(seed)
     strata: dict[str, list[Passage]] = {}
     skipped = 0
@@ -444,8 +451,6 @@ def _gen_params(cfg: GenerationConfig, round_: int, attempt: int, language: str 
 
 
 def _candidates(order: list[Passage], cfg: GenerationConfig) -> Iterator[Candidate]:
-    from lab.text.tokenize import detect_language
-
     i = 0
     for r in range(cfg.rounds):
         for p in order:
@@ -460,10 +465,6 @@ class _Models:
     """The embedder and tokenizer the gates use, loaded once."""
 
     def __init__(self, cache_dir, progress: bool, embedder=None, topic_model: str = "multilingual-e5-small"):
-        from lab.core.cache import Cache, EmbeddingCache
-        from lab.models.embedders import load_embedder
-        from lab.text.tokenize import Tokenizer
-
         self.embedder = embedder or load_embedder(topic_model, cache_dir=cache_dir, progress=progress)
         self.vectors = EmbeddingCache(Cache(cache_dir), progress=False)
         self.tokenizer = Tokenizer(language="auto", stem=True, stopwords="nltk", cache_dir=cache_dir)
@@ -477,9 +478,6 @@ def _safe_map(llm, prompts: list[str], breaker=None, **gen) -> list[tuple[str | 
     backend failure (llama.cpp refusing output that breaks the grammar) costs that candidate, not the run. With a
     :class:`lab.models.breaker.FailureBreaker`, LLMErrors (the endpoint failed, retries spent) are counted; once it
     trips, prompts not yet sent are skipped and :class:`lab.models.breaker.EndpointDown` is raised."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from lab.models.llm import LLMError
 
     def one(prompt):
         if breaker is not None and breaker.tripped:
@@ -711,7 +709,7 @@ def _summarize_candidates(report: GateReport, checked: list[Candidate], accepted
     report.distributions["accepted_overlap"] = summarize(c.measures["overlap"] for c in accepted)
 
 
-def generate_testset(dataset, out: str | Path, *, llm=None, config: GenerationConfig | None = None,  # noqa: PLR0913 - one keyword per `lab testset generate` option; a config dataclass is issue 28 item 4
+def generate_testset(dataset, out: str | Path, *, llm=None, config: GenerationConfig | None = None,  # noqa: PLR0913 - the public signature, one keyword per `lab testset generate` option
                      chunking=None, cache_dir: str | Path = ".cache", progress: bool = True,
                      tracking_root: str | Path | None = "mlruns", experiment: str = "testset",
                      embedder=None, llm_options: Mapping | None = None, force: bool = False,
@@ -728,11 +726,6 @@ def generate_testset(dataset, out: str | Path, *, llm=None, config: GenerationCo
     report holds the estimate (``extra["estimate"]``). Returns the folder, the gate report, the provenance and
     the MLflow run id.
     """
-    from lab.models.breaker import EndpointDown, FailureBreaker
-    from lab.models.llm import load_llm
-    from lab.core.progress import progress as bar
-    from lab.testset.io import load_units, now_utc, write_beir_set, write_jsonl, write_provenance
-
     cfg = config or GenerationConfig()
     resumed = check_out_folder(out, cfg, force=force, resume=resume)
     t0 = time.perf_counter()
@@ -743,154 +736,254 @@ def generate_testset(dataset, out: str | Path, *, llm=None, config: GenerationCo
     if not dry_run:
         start_folder(out, generation_request(units_described, model.identity, cfg), resumed, force)
     usage0 = model.usage()
-    order, skipped, strata, not_prose_counts = sample_order(units.corpus, cfg.seed, cfg.stratify,
-                                                            cfg.min_passage_words, cfg.max_passage_chars,
-                                                            cfg.prose_only)
-    if not order:
-        raise ConfigError(f"{units.dataset.path}: no passage of the corpus has {cfg.min_passage_words}+ words "
-                          f"of prose ({sum(not_prose_counts.values())} skipped as not prose); "
-                          "lower --min-passage-words or check the corpus")
+    sample = _sample(units, cfg)
     models = _Models(cache_dir, progress, embedder, cfg.gates.topic_model)
     topic = topic_model_note(models.embedder)
+    gen = _Generation(cfg, units, model, models, _new_report(cfg, sample, topic), usage0)
+    guard = _guard_vectors(gen)
+    if not _generate_all(gen, sample.order, guard, progress, echo, dry_run):
+        return GenerationResult(None, gen.report, {}, None)
+    _summarize_candidates(gen.report, gen.checked, gen.accepted)
+    qrels = {c.qid: {c.unit_id: cfg.grade} for c in gen.accepted}
+    if cfg.extra_relevant and gen.accepted and gen.stopped is None:
+        gen.report.extra.update(_second_pass(model, units.corpus, gen.accepted, qrels, cfg, cache_dir, progress))
+    evidence, spans = _evidence(gen)
+    tiers = _difficulty(gen, spans, cache_dir)
+    queries = _query_records(gen, spans, sample.strata, tiers)
+    provenance = {"kind": "generated", "created": now_utc(), "units": units_described, "resumed": resumed is not None,
+                  **_run_provenance(gen, sample, topic), "seconds": round(time.perf_counter() - t0, 1)}
+    folder = _write_set(out, gen, queries, qrels, provenance, evidence)
+    run_id = None
+    if tracking_root is not None:
+        run_id = provenance["mlflow_run_id"] = _log_generation(gen, folder, provenance, topic, tracking_root,
+                                                               experiment)
+        write_provenance(folder, provenance)
+    if gen.stopped is not None:
+        raise EndpointDown(f"{gen.stopped}; what was finished ({len(gen.accepted)} accepted questions of "
+                           f"{len(gen.checked)} checked candidates, gate report, provenance) is written to {folder}")
+    return GenerationResult(folder, gen.report, provenance, run_id)
+
+
+@dataclass
+class _Sample:
+    """The corpus's passages in visiting order and what sampling skipped (:func:`sample_order`)."""
+
+    order: list[Passage]
+    skipped: int  # windows too short
+    strata: dict[str, str]  # passage key -> stratum
+    not_prose: dict[str, int]  # windows skipped as not prose, by reason
+
+
+@dataclass
+class _Generation:
+    """One generation's working state: the LLM, the gates' models, the units, the gate report, the LLM usage at
+    the start, and the candidates checked and accepted so far (``stopped``: the endpoint went down)."""
+
+    cfg: GenerationConfig
+    units: Any
+    model: Any
+    models: _Models
+    report: GateReport
+    usage0: dict
+    checked: list[Candidate] = field(default_factory=list)
+    accepted: list[Candidate] = field(default_factory=list)
+    stopped: EndpointDown | None = None
+
+    def usage(self) -> dict:
+        """The LLM usage since the start."""
+        return {k: v - self.usage0.get(k, 0) for k, v in self.model.usage().items()}
+
+
+def _sample(units, cfg: GenerationConfig) -> _Sample:
+    """:func:`sample_order` on the units; ConfigError when no passage is eligible."""
+    sample = _Sample(*sample_order(units.corpus, cfg.seed, cfg.stratify, cfg.min_passage_words,
+                                   cfg.max_passage_chars, cfg.prose_only))
+    if not sample.order:
+        raise ConfigError(f"{units.dataset.path}: no passage of the corpus has {cfg.min_passage_words}+ words "
+                          f"of prose ({sum(sample.not_prose.values())} skipped as not prose); "
+                          "lower --min-passage-words or check the corpus")
+    return sample
+
+
+def _new_report(cfg: GenerationConfig, sample: _Sample, topic: dict) -> GateReport:
+    """The gate report, before any candidate: the gates' settings, sampling figures and the topic model."""
     report = GateReport(config={**cfg.gates.describe()}, answerability_method=(
         "lexical: share of the answer's content terms found in the passage" if cfg.gates.answerability == "lexical"
         else "llm judge (yes/no: can the passage answer the question?) on candidates passing the text gates"))
-    report.skipped_units, report.units_eligible = skipped, len(order)
-    report.extra["skipped_not_prose"] = not_prose_counts
+    report.skipped_units, report.units_eligible = sample.skipped, len(sample.order)
+    report.extra["skipped_not_prose"] = sample.not_prose
     report.extra["topic_model"] = topic["identity"]
     report.extra["topic_model_note"] = topic["note"]
-    existing = list(units.dataset.queries.texts.values())
-    guard = (models.encode(existing, "query") if existing
-             else np.zeros((0, models.embedder.dim), dtype=np.float32))
-    report.extra["existing_queries_guarded"] = len(existing)
+    return report
 
+
+def _guard_vectors(gen: _Generation) -> np.ndarray:
+    """Vectors of the dataset's existing queries: a candidate too close to one is a duplicate."""
+    existing = list(gen.units.dataset.queries.texts.values())
+    guard = (gen.models.encode(existing, "query") if existing
+             else np.zeros((0, gen.models.embedder.dim), dtype=np.float32))
+    gen.report.extra["existing_queries_guarded"] = len(existing)
+    return guard
+
+
+def _generate_all(gen: _Generation, order: list[Passage], guard: np.ndarray, progress: bool, echo,
+                  dry_run: bool) -> bool:
+    """Batches of candidates through generation and the gates until ``n`` are accepted, the attempts cap is
+    reached or the endpoint goes down (``gen.stopped``: what is finished is kept, the batch dropped); the run's
+    estimate after the first batch. Returns False when a dry run stopped there."""
+    cfg = gen.cfg
     stream = _candidates(order, cfg)
-    checked: list[Candidate] = []
-    accepted: list[Candidate] = []
-    kept_vecs = np.zeros((0, models.embedder.dim), dtype=np.float32)
+    kept_vecs = np.zeros((0, gen.models.embedder.dim), dtype=np.float32)
     cap = min(cfg.attempts_cap, len(order) * cfg.rounds)
-    pbar = bar(range(cap), desc=f"generate ({units.dataset.name})", total=cap, enabled=progress)
-    tick = getattr(pbar, "update", None)
-    done = False
+    pbar = bar(range(cap), desc=f"generate ({gen.units.dataset.name})", total=cap, enabled=progress)
+    shown = pbar if getattr(pbar, "update", None) else None
     breaker = FailureBreaker(cfg.max_consecutive_failures, "test set generation")
-    stopped: EndpointDown | None = None
-    estimated = False
-    while not done and len(checked) < cap:
-        room = cap - len(checked)
-        batch = [c for _, c in zip(range(min(cfg.batch_size, room)), stream, strict=False)]
+    done = estimated = False
+    while not done and len(gen.checked) < cap:
+        batch = [c for _, c in zip(range(min(cfg.batch_size, cap - len(gen.checked))), stream, strict=False)]
         if not batch:
             break
         t_batch = time.perf_counter()
         try:
-            _generate_batch(model, batch, cfg, report, breaker)
-            report.repaired += sum(1 for c in batch if c.repaired and c.qa is not None)
-            _check_batch(batch, models, model, cfg, breaker, units.corpus)
+            _generate_batch(gen.model, batch, cfg, gen.report, breaker)
+            gen.report.repaired += sum(1 for c in batch if c.repaired and c.qa is not None)
+            _check_batch(batch, gen.models, gen.model, cfg, breaker, gen.units.corpus)
         except EndpointDown as exc:  # the endpoint is down: keep what is finished, drop this batch, stop
-            stopped = exc
-            report.extra["stopped"] = str(exc)
+            gen.stopped = exc
+            gen.report.extra["stopped"] = str(exc)
             break
-        for pos, c in enumerate(batch):
-            vec = c.measures.pop("_vec", None)
-            _duplicate_gate(c, vec, kept_vecs, guard, cfg, report)
-            c.dropped_at = report.add(c.results)
-            if c.dropped_at is None:
-                c.qid = f"gen-{len(accepted) + 1:04d}"
-                accepted.append(c)
-                kept_vecs = np.concatenate([kept_vecs, vec[None, :]])
-            checked.append(c)
-            if tick:
-                tick(1)
-                pbar.set_postfix(accepted=len(accepted), refresh=False)
-            if len(accepted) >= cfg.n:
-                report.extra["generated_unchecked"] = len(batch) - pos - 1
-                done = True
-                break
+        kept_vecs, done = _gate_batch(gen, batch, kept_vecs, guard, shown)
         if not estimated:
             estimated = True
-            report.extra["estimate"] = est = estimate_run(
-                cfg.n, cap, len(checked), len(accepted), time.perf_counter() - t_batch,
-                {k: v - usage0.get(k, 0) for k, v in model.usage().items()}, int(getattr(model, "concurrency", 1)))
-            if echo is not None and (dry_run or est["seconds"] > 60):
-                echo(format_estimate(est))
+            _estimate(gen, cap, time.perf_counter() - t_batch, echo, dry_run)
             if dry_run:
-                if tick:
-                    pbar.close()
-                return GenerationResult(None, report, {}, None)
-    if tick:
-        pbar.close()
-    _summarize_candidates(report, checked, accepted)
+                if shown is not None:
+                    shown.close()
+                return False
+    if shown is not None:
+        shown.close()
+    return True
 
-    qrels = {c.qid: {c.unit_id: cfg.grade} for c in accepted}
-    if cfg.extra_relevant and accepted and stopped is None:
-        report.extra.update(_second_pass(model, units.corpus, accepted, qrels, cfg, cache_dir, progress))
 
+def _gate_batch(gen: _Generation, batch: list[Candidate], kept_vecs: np.ndarray, guard: np.ndarray,
+                pbar) -> tuple[np.ndarray, bool]:
+    """The duplicate gate and the verdict of each checked candidate of ``batch``, in order; an accepted one gets its
+    query id. Returns the accepted vectors and whether ``n`` are accepted (the rest of the batch is not counted)."""
+    for pos, c in enumerate(batch):
+        vec = c.measures.pop("_vec", None)
+        _duplicate_gate(c, vec, kept_vecs, guard, gen.cfg, gen.report)
+        c.dropped_at = gen.report.add(c.results)
+        if c.dropped_at is None:
+            c.qid = f"gen-{len(gen.accepted) + 1:04d}"
+            gen.accepted.append(c)
+            kept_vecs = np.concatenate([kept_vecs, vec[None, :]])
+        gen.checked.append(c)
+        if pbar is not None:
+            pbar.update(1)
+            pbar.set_postfix(accepted=len(gen.accepted), refresh=False)
+        if len(gen.accepted) >= gen.cfg.n:
+            gen.report.extra["generated_unchecked"] = len(batch) - pos - 1
+            return kept_vecs, True
+    return kept_vecs, False
+
+
+def _estimate(gen: _Generation, cap: int, batch_seconds: float, echo, dry_run: bool) -> None:
+    """The estimate of the whole run from the first batch (:func:`estimate_run`) into the report, printed through
+    ``echo`` for a dry run or a run over a minute."""
+    gen.report.extra["estimate"] = est = estimate_run(
+        gen.cfg.n, cap, len(gen.checked), len(gen.accepted), batch_seconds, gen.usage(),
+        int(getattr(gen.model, "concurrency", 1)))
+    if echo is not None and (dry_run or est["seconds"] > 60):
+        echo(format_estimate(est))
+
+
+def _evidence(gen: _Generation) -> tuple[list[dict], dict[str, SupportSpan]]:
+    """Each accepted question's evidence record and support span."""
     evidence, spans = [], {}
-    for c in accepted:
+    for c in gen.accepted:
         sp = c.support
-        assert sp is not None  # accepted: its gates ran with the corpus (_check_batch), which set the span
+        # accepted: it has its query id, and its gates ran with the corpus (_check_batch), which set the span
+        assert c.qid is not None and sp is not None
         spans[c.qid] = sp
-        evidence.append(evidence_record(c.qid, c.unit_id, sp, c.span, cfg.grade))
-    tiers = difficulty_tiers(units.corpus, accepted, models.tokenizer, cache_dir, cfg.seed)
-    report.extra["difficulty"] = {t: sum(1 for x in tiers.values() if x["difficulty"] == t) for t in DIFFICULTY}
-    report.extra["evidence_narrowed"] = sum(1 for sp in spans.values() if sp.method != "passage")
-    report.extra["evidence_whole_passage"] = sum(1 for sp in spans.values() if sp.method == "passage")
-    queries = {c.qid: (c.qa["question"], {
+        evidence.append(evidence_record(c.qid, c.unit_id, sp, c.span, gen.cfg.grade))
+    return evidence, spans
+
+
+def _difficulty(gen: _Generation, spans: dict[str, SupportSpan], cache_dir) -> dict[str, dict]:
+    """Each accepted question's difficulty tier (:func:`difficulty_tiers`), with the tiers' and evidence counts in
+    the report."""
+    tiers = difficulty_tiers(gen.units.corpus, gen.accepted, gen.models.tokenizer, cache_dir, gen.cfg.seed)
+    gen.report.extra["difficulty"] = {t: sum(1 for x in tiers.values() if x["difficulty"] == t) for t in DIFFICULTY}
+    gen.report.extra["evidence_narrowed"] = sum(1 for sp in spans.values() if sp.method != "passage")
+    gen.report.extra["evidence_whole_passage"] = sum(1 for sp in spans.values() if sp.method == "passage")
+    return tiers
+
+
+def _query_records(gen: _Generation, spans: dict[str, SupportSpan], strata: dict[str, str],
+                   tiers: dict[str, dict]) -> dict:
+    """qid -> (question, metadata) of each accepted question, as queries.jsonl holds them."""
+    corpus = gen.units.corpus
+    return {c.qid: (c.qa["question"], {
         "answer": c.qa["answer"], "source_unit": c.unit_id,
-        "source_doc": str((units.corpus[c.unit_id].metadata or {}).get("doc_id", c.unit_id)),
+        "source_doc": str((corpus[c.unit_id].metadata or {}).get("doc_id", c.unit_id)),
         "passage": c.passage, "passage_span": list(c.span), "section": c.section,
         "evidence_span": [spans[c.qid].start, spans[c.qid].end], "evidence_method": spans[c.qid].method,
         "stratum": strata.get(f"{c.unit_id}@{c.span[0]}-{c.span[1]}", ""), "language": c.language,
         "round": c.round, "candidate": c.index, "question_type": c.qtype, **tiers[c.qid],
         "overlap": round(c.measures["overlap"], 4), "answer_support": round(c.measures["answer_support"], 4),
-        "similarity": round(c.measures["similarity"], 4), "prompt_version": PROMPT_VERSION}) for c in accepted}
-    usage = {k: v - usage0.get(k, 0) for k, v in model.usage().items()}
-    provenance = {
-        "kind": "generated", "created": now_utc(), "units": units_described, "resumed": resumed is not None,
-        "passages": {"eligible": len(order), "skipped_too_short": skipped, "skipped_not_prose": not_prose_counts,
+        "similarity": round(c.measures["similarity"], 4), "prompt_version": PROMPT_VERSION}) for c in gen.accepted}
+
+
+def _run_provenance(gen: _Generation, sample: _Sample, topic: dict) -> dict:
+    """The provenance of the run: passages, LLM, prompt, embedder, params, gate report, coverage and usage."""
+    cfg, accepted, strata = gen.cfg, gen.accepted, sample.strata
+    return {
+        "passages": {"eligible": len(sample.order), "skipped_too_short": sample.skipped,
+                     "skipped_not_prose": sample.not_prose,
                      "max_chars": cfg.max_passage_chars,
                      "min_words": cfg.min_passage_words,
                      "documents_covered": len({c.unit_id for c in accepted}),
-                     "documents_total": len({p.unit_id for p in order})},
-        "llm": {"identity": model.identity, **_public(_plain(model.describe()))},
+                     "documents_total": len({p.unit_id for p in sample.order})},
+        "llm": {"identity": gen.model.identity, **_public(_plain(gen.model.describe()))},
         "prompt": {"version": PROMPT_VERSION, "judge_version": JUDGE_VERSION, "sha256": prompt_sha(),
                    "json_mode": cfg.json_mode, "languages": sorted({c.language for c in accepted})},
         "embedder": topic["identity"], "topic_model": topic,
-        "params": cfg.describe(), "seed": cfg.seed, "gate_report": report.to_dict(),
+        "params": cfg.describe(), "seed": cfg.seed, "gate_report": gen.report.to_dict(),
         "source_units": [c.unit_id for c in accepted],
         "strata_covered": len({strata[f"{c.unit_id}@{c.span[0]}-{c.span[1]}"] for c in accepted}),
         "strata_total": len(set(strata.values())),
-        "llm_usage": usage, "seconds": round(time.perf_counter() - t0, 1),
+        "llm_usage": gen.usage(),
     }
-    if accepted:
-        folder = write_beir_set(out, units.corpus, queries, qrels, provenance)
+
+
+def _write_set(out, gen: _Generation, queries: dict, qrels: dict, provenance: dict, evidence: list[dict]) -> Path:
+    """The BEIR set with its evidence (or, with no question accepted, the provenance alone, so the drops can be
+    read), every checked candidate and the gate report; returns the folder."""
+    if gen.accepted:
+        folder = write_beir_set(out, gen.units.corpus, queries, qrels, provenance)
         write_jsonl(folder / "evidence.jsonl", evidence)
     else:  # nothing to load: keep the report and the candidates, so the drops can be read
         folder = Path(out)
         folder.mkdir(parents=True, exist_ok=True)
         write_provenance(folder, provenance)
-    write_jsonl(folder / "candidates.jsonl", (c.record() for c in checked))
-    write_text_atomic(folder / "gate_report.json", json.dumps(report.to_dict(), indent=1) + "\n")
-    run_id = None
-    if tracking_root is not None:
-        from lab.data.fingerprint import fingerprint
-        from lab.testset.track import log_testset_run
+    write_jsonl(folder / "candidates.jsonl", (c.record() for c in gen.checked))
+    write_text_atomic(folder / "gate_report.json", json.dumps(gen.report.to_dict(), indent=1) + "\n")
+    return folder
 
-        params = {"dataset": units.dataset.name, "llm": model.identity, "prompt_version": PROMPT_VERSION,
-                  "topic_model": topic["identity"],
-                  "chunking": units.chunking, **cfg.describe()}
-        metrics = {**report.metrics(), "n_queries": len(accepted),
-                   **{f"llm_{k}": v for k, v in usage.items()}, "seconds": provenance["seconds"]}
-        run_id = log_testset_run("generate", f"generate {units.dataset.name} ({len(accepted)} q)", params, metrics,
-                                 {"dataset": units.dataset.name,
-                                  "dataset_fingerprint": provenance["units"]["source_fingerprint"],
-                                  "testset_fingerprint": fingerprint(folder), "model.llm": model.identity,
-                                  "seed": cfg.seed}, [folder], root=tracking_root, experiment=experiment)
-        provenance["mlflow_run_id"] = run_id
-        write_provenance(folder, provenance)
-    if stopped is not None:
-        raise EndpointDown(f"{stopped}; what was finished ({len(accepted)} accepted questions of {len(checked)} "
-                           f"checked candidates, gate report, provenance) is written to {folder}")
-    return GenerationResult(folder, report, provenance, run_id)
+
+def _log_generation(gen: _Generation, folder: Path, provenance: dict, topic: dict, tracking_root,
+                    experiment: str) -> str:
+    """The MLflow run of a generation (lab.testset.track.log_testset_run): settings, gate figures, usage, the set."""
+    units, model = gen.units, gen.model
+    params = {"dataset": units.dataset.name, "llm": model.identity, "prompt_version": PROMPT_VERSION,
+              "topic_model": topic["identity"], "chunking": units.chunking, **gen.cfg.describe()}
+    metrics = {**gen.report.metrics(), "n_queries": len(gen.accepted),
+               **{f"llm_{k}": v for k, v in provenance["llm_usage"].items()}, "seconds": provenance["seconds"]}
+    return log_testset_run("generate", f"generate {units.dataset.name} ({len(gen.accepted)} q)", params, metrics,
+                           {"dataset": units.dataset.name,
+                            "dataset_fingerprint": provenance["units"]["source_fingerprint"],
+                            "testset_fingerprint": fingerprint(folder), "model.llm": model.identity,
+                            "seed": gen.cfg.seed}, [folder], root=tracking_root, experiment=experiment)
 
 
 #: Difficulty tiers of a generated question, easiest first (see :func:`difficulty`).
@@ -908,10 +1001,6 @@ def difficulty(bm25_rank: int | None, evidence_overlap: float) -> str:
 
 def difficulty_tiers(corpus: Corpus, accepted: list[Candidate], tokenizer, cache_dir, seed: int) -> dict[str, dict]:
     """qid -> {"difficulty", "bm25_rank" (1-based, None past 100), "evidence_overlap"} of each accepted question."""
-    from lab.data.types import Queries
-    from lab.retrievers.base import Context, build
-    from lab.testset.gates import term_coverage
-
     if not accepted:
         return {}
     bm25 = build("bm25", {}, Context(cache_dir=Path(cache_dir), progress=False, seed=seed))
@@ -933,8 +1022,6 @@ def difficulty_tiers(corpus: Corpus, accepted: list[Candidate], tokenizer, cache
 def topic_model_note(embedder) -> dict:
     """Which model the on-topic and duplicate gates used, and whether it is the default dense retriever (whose
     own similarity would then decide which questions exist to test it)."""
-    from lab.models.embedders import DEFAULT_MODEL
-
     identity = str(getattr(embedder, "identity", getattr(embedder, "name", "?")))
     name = str(getattr(embedder, "name", identity))
     same = DEFAULT_MODEL.split("/")[-1].lower() in (name.lower() + " " + identity.lower())
@@ -956,10 +1043,6 @@ def _public(d: dict) -> dict:
 def _second_pass(llm, corpus: Corpus, accepted: list[Candidate], qrels: dict, cfg: GenerationConfig, cache_dir,
                  progress: bool) -> dict:
     """Extra relevant units: BM25's top ``extra_candidates`` other units per question, judged by the LLM."""
-    from lab.data.types import Queries
-    from lab.retrievers.base import Context, build
-    from lab.testset.io import unit_text
-
     bm25 = build("bm25", {}, Context(cache_dir=Path(cache_dir), progress=False, seed=cfg.seed))
     bm25.index(corpus)
     run = bm25.search_batch(Queries({c.qid: c.qa["question"] for c in accepted}), cfg.extra_candidates + 1)

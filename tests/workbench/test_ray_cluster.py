@@ -174,18 +174,20 @@ def test_lab_sweep_ray_address_to_a_ray_start_head_cluster_with_token_auth(tmp_p
 
 
 def test_staging_copies_notebook_and_each_dataset_once_with_paths_relative_to_the_working_dir(tmp_path):
-    from lab.workbench.sweep import _stage_for_ray
+    from lab.workbench.sweep import SweepTask, _stage_for_ray
 
     data = REPO / "data" / "ord-qa"
-    tasks = [{"notebook": str(NOTEBOOK), "inject": {"dataset": str(data), "experiment": "x"}, "output_path": "o"}
-             for _ in range(3)]
+    tasks = [SweepTask(index=i, config={}, config_hash=f"h{i}", label="l", run_name="r", notebook=str(NOTEBOOK),
+                       inject={"dataset": str(data), "experiment": "x"}, notebook_rel="nb", output_path="o",
+                       tracking_uri="file:///nowhere", experiment_id="0", parent_run_id="p", sweep_name="s")
+             for i in range(3)]
     staged = _stage_for_ray(tasks, tmp_path)
-    assert {t["notebook"] for t in staged} == {"notebook/00_tiny_experiment.ipynb"}
-    assert {t["inject"]["dataset"] for t in staged} == {"data/00_ord-qa"}
-    assert all(t["staged"] and t["inject"]["experiment"] == "x" for t in staged)
+    assert {t.notebook for t in staged} == {"notebook/00_tiny_experiment.ipynb"}
+    assert {t.inject["dataset"] for t in staged} == {"data/00_ord-qa"}
+    assert all(t.staged and t.inject["experiment"] == "x" for t in staged)
     assert (tmp_path / "notebook" / "00_tiny_experiment.ipynb").read_bytes() == NOTEBOOK.read_bytes()
     assert sorted(p.name for p in (tmp_path / "data" / "00_ord-qa").iterdir()) == sorted(p.name for p in data.iterdir())
-    assert tasks[0]["notebook"] == str(NOTEBOOK)  # the caller's tasks are left as they were
+    assert tasks[0].notebook == str(NOTEBOOK) and not tasks[0].staged  # the caller's tasks are left as they were
 
 
 def test_driver_settings_for_a_loopback_cluster_with_a_token(tmp_path, monkeypatch):
