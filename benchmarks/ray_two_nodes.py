@@ -20,13 +20,20 @@ import json
 import os
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import threading
 from pathlib import Path
 
+import psutil
+
 # keep every node and this process on 127.0.0.1 (read when ray is imported: ray._private.ray_constants)
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+
+
+#: Starts tried before giving up (see :func:`_start`).
+START_ATTEMPTS = 3
 
 
 def _token_available() -> bool:
@@ -45,36 +52,86 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def _stop(signum: int, _frame) -> None:
+    """SIGTERM or SIGINT, even while the nodes start: leave through ``main``'s ``finally``, which shuts them down."""
+    raise SystemExit(128 + signum)
+
+
 def _wait_for_stop() -> None:
-    """Block until stdin closes, SIGTERM or SIGINT."""
+    """Block until stdin closes (or a signal arrives, see :func:`_stop`)."""
     stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
     threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
-    stop.wait()
+    while not stop.wait(1.0):  # a timed wait, so a signal's handler runs in this (the main) thread
+        pass
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _stop)
     if "RAY_AUTH_MODE" not in os.environ and _token_available():
         os.environ["RAY_AUTH_MODE"] = "token"
     from ray.cluster_utils import Cluster  # optional extra: imported once the environment above is set
 
-    temp = tempfile.mkdtemp(prefix="lab-ray-")  # short: Ray's socket paths live under it
-    node = {"num_cpus": args.num_cpus, "node_ip_address": "127.0.0.1", "temp_dir": temp}
-    cluster = Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})
+    cluster, temp = _start(args.nodes, args.num_cpus, Cluster)
     try:
-        for _ in range(args.nodes - 1):
-            cluster.add_node(**node)
-        cluster.wait_for_nodes(timeout=300)
         print(json.dumps({"address": cluster.address, "temp_dir": temp,
                           "node_ids": [n.node_id for n in cluster.list_all_nodes()]}), flush=True)
         _wait_for_stop()
     finally:
-        cluster.shutdown()
-        shutil.rmtree(temp, ignore_errors=True)
+        _stop_all(cluster, temp)
     return 0
 
+
+def _stop_all(cluster, temp: str) -> None:
+    """Shut the cluster's nodes down, end what a node that failed half-way left (this process's children under
+    ``temp``: the cluster does not know a node whose start raised), and remove ``temp``."""
+    cluster.shutdown()
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if any(temp in part for part in child.cmdline()):
+                child.kill()
+        except psutil.Error:
+            pass
+    shutil.rmtree(temp, ignore_errors=True)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _ports(head: bool = False) -> dict[str, int]:
+    """Fixed free ports for a node's servers and agents. With port 0 (Ray's default) each process picks its own and
+    writes it to a file that the raylet (or, for the GCS, the node) waits for within a fixed time before it
+    registers; on a loaded machine the agents' Python start overruns that wait and the node never comes up."""
+    names = ["node_manager_port", "object_manager_port", "metrics_agent_port", "metrics_export_port",
+             "dashboard_agent_listen_port", "runtime_env_agent_port"] + (["gcs_server_port"] if head else [])
+    return {name: _free_port() for name in names}
+
+
+def _start(nodes: int, num_cpus: int, cluster_cls, attempts: int = START_ATTEMPTS):
+    """The cluster and its temp dir, its nodes up. Ray gives a starting node a fixed 30 s to register with the GCS
+    (ray._private.node.Node), which a loaded machine can overrun: a start that fails is shut down and tried again,
+    ``attempts`` times in all."""
+    for attempt in range(1, attempts + 1):
+        temp = tempfile.mkdtemp(prefix="lab-ray-")  # short: Ray's socket paths live under it
+        node = {"num_cpus": num_cpus, "node_ip_address": "127.0.0.1", "temp_dir": temp}
+        cluster = cluster_cls(initialize_head=False)
+        try:
+            cluster.add_node(**node, **_ports(head=True), include_dashboard=False)  # the head
+            for _ in range(nodes - 1):
+                cluster.add_node(**node, **_ports())
+            cluster.wait_for_nodes(timeout=300)
+            return cluster, temp
+        except BaseException as e:  # Ray raises a bare Exception when a node does not register in time
+            _stop_all(cluster, temp)
+            if not isinstance(e, Exception) or attempt == attempts:  # a signal, or the last try
+                raise
+            print(f"ray_two_nodes: start {attempt} of {attempts} failed ({e}); load {os.getloadavg()[0]:.1f}; "
+                  "trying again", file=sys.stderr, flush=True)
+    raise AssertionError("unreachable")
 
 if __name__ == "__main__":
     sys.exit(main())
