@@ -107,3 +107,11 @@ def test_an_entry_of_the_module_list_is_still_needed(entry):
 def test_an_entry_of_the_test_file_list_is_still_needed(entry):
     assert (TESTS / entry).is_file(), f"{entry}: no such test file any more; drop it from the list"
     assert not _names_a_module(entry), f"{entry} is named after a module now; drop it from the list"
+
+
+def test_every_test_folder_is_a_package():
+    """Test files of the same name in two layers (tests/cli/test_demo.py, tests/workbench/test_demo.py) collide
+    in pytest's default import mode unless each folder is a package: one collection error stops the whole run."""
+    loose = [p.name for p in TESTS.iterdir() if p.is_dir() and any(p.glob("test_*.py"))
+             and not (p / "__init__.py").is_file()]
+    assert not loose, f"test folders without __init__.py: {loose}"
