@@ -136,7 +136,7 @@ def test_the_check_catches_a_broken_page(tmp_path):
 def test_leaderboard_fits_the_page_at_1280_px(tmp_path):
     """Three metrics (22 columns) and sweep-style labels: at a 1280 px window the leaderboard table is no wider than
     its container; a negative control (the same table with its cells forced onto one line) does not fit."""
-    from test_report import sweep_like_runs
+    from .test_report import sweep_like_runs
 
     from lab.analysis.report import build_report
 

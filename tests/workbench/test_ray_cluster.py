@@ -1,9 +1,10 @@
 """Sweeps on real Ray clusters, bound to 127.0.0.1 (left to itself Ray takes the machine's network address, and only
 loopback traffic is allowed in CI): two nodes (configs land on both; notebook and dataset reach the workers through
 the job's runtime_env, not a shared path), a worker killed mid-sweep, and `lab sweep --ray-address` from the command
-line to a cluster started by `ray start --head`. Token authentication is on everywhere, as Ray ships it: each test
-makes a token in a HOME of its own (``ray get-auth-token --generate``, into ~/.ray/auth_token), where the cluster
-and `lab sweep` find it; no Ray variable is set for the driver.
+line to a cluster started by `ray start --head`, logging over HTTP to the team's MLflow server (PostgreSQL behind
+`mlflow server --serve-artifacts`) with its artifacts read back through it. Token authentication is on everywhere,
+as Ray ships it: each test makes a token in a HOME of its own (``ray get-auth-token --generate``, into
+~/.ray/auth_token), where the cluster and `lab sweep` find it; no Ray variable is set for the driver.
 
 Every cluster and every driver runs in a process of its own, never in this one: Ray keeps process-wide state (the
 node it started or joined, the auth mode it first read, RAY_* variables set by raglab's driver code), and in the
@@ -32,6 +33,7 @@ pytestmark = pytest.mark.timeout(900, method="signal")
 
 ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'raglab[ray]'")
 
+from lab.tracking.server import start_server  # noqa: E402
 from lab.tracking.store import client  # noqa: E402
 from lab.workbench.sweep import (NOTEBOOK_ARTIFACT_DIR, TAG_ERROR, TAG_RAY_NODE,  # noqa: E402
                                  TAG_RAY_NODE_IP, TAG_ROLE, TAG_STAGED)
@@ -39,7 +41,7 @@ from lab.workbench.sweep import (NOTEBOOK_ARTIFACT_DIR, TAG_ERROR, TAG_RAY_NODE,
 NOTEBOOK = Path(__file__).parents[1] / "fixtures" / "notebooks" / "tiny_experiment.ipynb"
 REPO = Path(__file__).resolve().parents[2]
 RAY_BIN = str(Path(sys.executable).parent / "ray")
-TWO_NODES = REPO / "benchmarks" / "ray_two_nodes.py"
+TWO_NODES = REPO / "scripts" / "ray_two_nodes.py"
 
 
 def _spec(folder: Path, experiment: str, k1s: str) -> Path:
@@ -92,7 +94,7 @@ def _children(root: Path, experiment: str) -> list:
 @pytest.fixture(scope="module")
 def two_nodes(tmp_path_factory):
     """A head and a second node on 127.0.0.1, one CPU each (two one-CPU tasks at once must use both), started by
-    benchmarks/ray_two_nodes.py in a process of its own with token authentication on; yields its address, node
+    scripts/ray_two_nodes.py in a process of its own with token authentication on; yields its address, node
     ids and the user's environment (HOME holding the token)."""
     env = _home_with_token(tmp_path_factory.mktemp("home"))
     err = tmp_path_factory.mktemp("cluster") / "stderr.txt"
@@ -164,30 +166,44 @@ def test_a_worker_killed_mid_sweep_fails_its_config_and_a_rerun_resumes(two_node
     assert len(finished) == 2 and len({r.data.tags["config_hash"] for r in finished}) == 2  # none ran twice
 
 
-def test_lab_sweep_ray_address_to_a_ray_start_head_cluster_with_token_auth(tmp_path, pytestconfig):
+def test_lab_sweep_ray_address_to_a_ray_start_head_cluster_with_token_auth_into_a_postgres_server(tmp_path):
     """As a user runs it: a token (`ray get-auth-token --generate`, in ~/.ray/auth_token), `ray start --head`
-    (token authentication on: it finds the token), then `lab sweep --executor ray --ray-address` with no Ray
-    variable set by hand: raglab turns token auth on for the driver and keeps it on 127.0.0.1."""
-    root = blank_store(tmp_path, pytestconfig)
+    (token authentication on: it finds the token), the team's MLflow server (PostgreSQL behind `mlflow server
+    --serve-artifacts`, what `lab server` starts), then `lab sweep --executor ray --ray-address ... --tracking-root
+    http://...` with no Ray variable set by hand: raglab turns token auth on for the driver and keeps it on
+    127.0.0.1; the workers log to the server over HTTP and their executed notebooks are read back through it."""
+    pytest.importorskip("psycopg2", reason="the postgres extra: pip install 'raglab[postgres]'")
     spec = _spec(tmp_path, "ray-start", "[0.9, 1.2]")
     lab_env = _home_with_token(tmp_path / "home")
     # the test's own loopback-only setting for `ray start` (on a real network the node takes its network address)
     ray_env = {**lab_env, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
     port, temp = _free_port(), tempfile.mkdtemp(prefix="lab-ray-")  # short: Ray's socket paths live under it
+    folder = Path(tempfile.mkdtemp(prefix="lab-pg-"))  # pytest's tmp_path is private to root: the database's
+    folder.chmod(0o755)  # user (postgres, when the tests run as root) must reach it
     try:
-        start = subprocess.run([RAY_BIN, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
-                                "--num-cpus", "2", "--include-dashboard", "false", "--temp-dir", temp,
-                                "--disable-usage-stats"], env=ray_env, capture_output=True, text=True, timeout=300)
-        assert start.returncode == 0, start.stdout + start.stderr
-        proc = subprocess.run(_lab_sweep(spec, f"127.0.0.1:{port}", root, tmp_path / "out"),
-                              env=lab_env, capture_output=True, text=True, timeout=800, cwd=tmp_path)
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        with start_server(folder, port=_free_port(), db_port=_free_port(), workers=1) as server:
+            start = subprocess.run([RAY_BIN, "start", "--head", "--node-ip-address", "127.0.0.1", "--port", str(port),
+                                    "--num-cpus", "2", "--include-dashboard", "false", "--temp-dir", temp,
+                                    "--disable-usage-stats"], env=ray_env, capture_output=True, text=True,
+                                   timeout=300)
+            assert start.returncode == 0, start.stdout + start.stderr
+            proc = subprocess.run(_lab_sweep(spec, f"127.0.0.1:{port}", server.url, tmp_path / "out"),
+                                  env=lab_env, capture_output=True, text=True, timeout=800, cwd=tmp_path)
+            assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+            runs = _children(server.url, "ray-start")
+            assert sorted(r.info.status for r in runs) == ["FINISHED", "FINISHED"]
+            assert all(r.data.tags[TAG_RAY_NODE_IP] == "127.0.0.1" and r.data.tags[TAG_STAGED] == "runtime_env"
+                       for r in runs)
+            for r in runs:  # proxied by the server, not written beside the driver or the worker
+                assert r.info.artifact_uri.startswith("mlflow-artifacts:"), r.info.artifact_uri
+                got = client(server.url).download_artifacts(r.info.run_id, NOTEBOOK_ARTIFACT_DIR,
+                                                            str(tmp_path / "dl" / r.info.run_id))
+                assert any(p.suffix == ".ipynb" for p in Path(got).iterdir())
+            assert list((folder / "artifacts").rglob("*.ipynb"))
     finally:
         _kill_ray_processes(temp)
         shutil.rmtree(temp, ignore_errors=True)
-    runs = _children(root, "ray-start")
-    assert sorted(r.info.status for r in runs) == ["FINISHED", "FINISHED"]
-    assert all(r.data.tags[TAG_RAY_NODE_IP] == "127.0.0.1" and r.data.tags[TAG_STAGED] == "runtime_env" for r in runs)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_staging_copies_notebook_and_each_dataset_once_with_paths_relative_to_the_working_dir(tmp_path):

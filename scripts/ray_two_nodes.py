@@ -11,7 +11,7 @@ Token authentication: on when a token is found as `ray start` finds it (``RAY_AU
 ``RAY_AUTH_TOKEN_PATH`` or ``~/.ray/auth_token``) and ``RAY_AUTH_MODE`` is unset; ``RAY_AUTH_MODE`` set by the caller is
 kept.
 
-    python benchmarks/ray_two_nodes.py [--nodes 2] [--num-cpus 1]
+    python scripts/ray_two_nodes.py [--nodes 2] [--num-cpus 1]
 """
 from __future__ import annotations
 
