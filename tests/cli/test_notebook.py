@@ -3,7 +3,6 @@ one `error:` line (JupyterLab started for real: tests/workbench/test_notebook_se
 from __future__ import annotations
 
 import shlex
-import socket
 
 import pytest
 
@@ -38,14 +37,3 @@ def test_a_port_out_of_range_is_one_line_exit_2(port, capsys):
     assert main(["notebook", "--print", "--port", port]) == 2
     err = capsys.readouterr().err
     assert err == f"error: --port {port}: give a TCP port between 1 and 65535\n"
-
-
-def test_a_port_in_use_is_refused_naming_it(capsys):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen()
-        port = s.getsockname()[1]
-        assert main(["notebook", "--port", str(port)]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith(f"error: --port {port}: something already listens on 127.0.0.1:{port}")
-    assert err.count("\n") == 1
