@@ -75,7 +75,7 @@ def test_the_sweep_check_refuses_a_bad_stopwords_list(tmp_path):
 
 @pytest.mark.parametrize(("strategy", "cls", "params", "says"), [
     ("bm25", "bm25.BM25Retriever", {"k1": -1}, "k1 takes a number >= 0"),
-    ("bm25", "bm25.BM25Retriever", {"backend": "lucene"}, "backend takes one of 'bm25s', 'rank_bm25'"),
+    ("bm25", "bm25.BM25Retriever", {"backend": "lucene"}, "backend takes one of 'bm25s', 'bm25s-eager', 'rank_bm25'"),
     ("dense", "dense.DenseRetriever", {"index": "ivf"}, "index takes one of"),
     ("raptor", "raptor.RaptorRetriever", {"cluster_size": 1}, "cluster_size takes an integer >= 2"),
     ("kg", "kg.KGRetriever", {"alpha": 1.0}, "alpha takes a number > 0 and < 1"),
