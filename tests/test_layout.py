@@ -17,35 +17,22 @@ from test_layers import LAYERS
 ROOT = Path(__file__).resolve().parents[1]
 LAB, TESTS = ROOT / "lab", ROOT / "tests"
 
-#: Modules with behaviour but no test file of their name yet ("layer/module"). Left for later because other
-#: branches are rewriting their tests at the same time (testset, training: their tests exist under other names,
-#: tests/testset/test_testset_<module>.py and tests/training/test_train_<module>.py) or because the command group's
-#: tests still live in the layer test of what the command runs (named after each entry).
+#: Modules with behaviour but no test file of their name: the command group's tests live in the layer test of what
+#: the command runs, or the module is tested through its one caller (named after each entry).
 MODULES_WITHOUT_TESTS = {
     "cli/report",  # `lab report`, `lab gate`: tests/analysis/test_report.py, tests/analysis/test_gate.py
-    "cli/testset",  # `lab testset ...`: tests/testset/test_testset_cli.py
-    "cli/train",  # `lab train-reranker`, `lab train-embedder`: tests/training/test_train_*.py
-    "testset/annotate", "testset/gates", "testset/generate", "testset/io", "testset/judge", "testset/judgecheck",
-    "testset/logs", "testset/passages", "testset/spans", "testset/spotcheck",
-    "testset/track",  # log_testset_run: through tests/testset/test_testset_generate.py
-    "training/embedder", "training/reranker",
-    "training/dense_ft",  # the dense_ft strategy: tests/training/test_train_embedder.py
+    "cli/train",  # `lab train-reranker`, `lab train-embedder`: tests/training/test_reranker.py, test_embedder.py
+    "testset/track",  # log_testset_run: through tests/testset/test_generate.py and test_judge.py
+    "training/dense_ft",  # the dense_ft strategy: tests/training/test_embedder.py
 }
 
 #: Test files in a layer folder that name no module of it. Cross-cutting: a promise kept by several modules at once
-#: (one test file per promise). Left for later: files other branches are editing now (do not rename them there).
+#: (one test file per promise).
 TESTS_NOT_NAMED_AFTER_A_MODULE = {
     # cross-cutting
     "cli/test_exposure.py",  # servers bind loopback: `lab ui`, `lab notebook`, python -m lab.experiment.serve
     "cli/test_storage_faults.py",  # a corrupt, read-only or full store through every command that opens it
     "workbench/test_notebooks.py",  # the notebooks/ folder, each notebook run by Papermill
-    # left for later (other branches edit them now)
-    "testset/test_testset_annotate.py", "testset/test_testset_cli.py", "testset/test_testset_gates.py",
-    "testset/test_testset_generate.py", "testset/test_testset_io.py", "testset/test_testset_judge.py",
-    "testset/test_testset_judgecheck.py", "testset/test_testset_logs.py", "testset/test_testset_passages.py",
-    "testset/test_testset_spans.py", "testset/test_testset_spotcheck.py",
-    "training/test_train_embedder.py", "training/test_train_reranker.py",
-    "workbench/test_ray.py", "workbench/test_ray_cluster.py",  # the Ray executor of lab.workbench.sweep
 }
 
 
