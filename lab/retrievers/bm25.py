@@ -154,9 +154,8 @@ class _LazyBm25sBackend(_Backend):
         self.k1, self.b, self.variant, self.delta = k1, b, variant, delta
         self._idf_fn, self._tfc_fn = _select_idf_scorer(variant), _select_tfc_scorer(variant)
         self.n_docs = len(corpus_tokens)
-        lengths = [len(t) for t in corpus_tokens]
-        self.lengths = np.array(lengths)
-        self.avg_doc_len = np.array(lengths).mean()  # bm25s' expression, so the same float
+        self.lengths = np.array([len(t) for t in corpus_tokens])
+        self.avg_doc_len = self.lengths.mean()  # bm25s' expression (np.array(lengths).mean()), so the same float
         flat = list(itertools.chain.from_iterable(corpus_tokens))
         self.vocab = {w: i for i, w in enumerate(dict.fromkeys(flat))}  # first-seen order, as bm25s' vocabulary
         terms = np.fromiter(map(self.vocab.__getitem__, flat), dtype=np.int64, count=len(flat))
