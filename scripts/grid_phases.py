@@ -2,7 +2,9 @@
 in one process (as ``lab sweep SPEC --halving`` runs them), with the wall seconds of each phase summed over configs.
 
 Phases: chunking (``chunk_corpus``), chunks to a corpus, chunk relevance, tokenisation (``Tokenizer.tokenize``,
-BM25's), BM25's index build (lazy or eager backend), search, and ``result`` (search and evaluation). Used to say
+BM25's), BM25's index build (lazy or eager backend; for chunks, the documents' positional index once per process
+and each config's index read off it), search, and ``result`` (search and evaluation). The late index work (the
+columns of the queries searched: ``BM25Retriever.warm``) is a phase of its own. Used to say
 what halving's first rung pays whatever it evaluates (docs/results.md).
 
     python scripts/grid_phases.py params/chunk_size_grid.yaml [--queries 20] [--bm25-backend bm25s-eager]
@@ -49,6 +51,9 @@ def main() -> None:
                                (chunking, "relevance_for", "relevance"), (tokenize.Tokenizer, "tokenize", "tokenize"),
                                (bm25._Bm25sBackend, "__init__", "bm25 eager build"),
                                (bm25._LazyBm25sBackend, "__init__", "bm25 lazy build"),
+                               (bm25._PositionalBm25sBackend, "__init__", "bm25 chunk index from document tokens"),
+                               (bm25, "corpus_positions", "bm25 document tokens (once per process)"),
+                               (bm25.BM25Retriever, "warm", "bm25 late index work (the queries' columns)"),
                                (run.IndexedExperiment, "search", "search"),
                                (run.IndexedExperiment, "result", "result (search, evaluation)")):
         timed(owner, name, label)

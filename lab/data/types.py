@@ -22,8 +22,12 @@ class Document:
 
 @dataclass
 class Corpus:
+    """Documents by id. ``source``: for a corpus of chunks (:func:`lab.text.chunking.chunks_to_corpus`), the corpus
+    whose documents' texts they are spans of (a retriever may read a chunk's tokens off its document's); else None."""
+
     docs: dict[str, Document]
     name: str = ""
+    source: "Corpus | None" = field(default=None, compare=False, repr=False)
 
     def __len__(self) -> int:
         return len(self.docs)

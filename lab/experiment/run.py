@@ -197,7 +197,7 @@ def prepare_experiment(
 
         chunk_args = {kk: v for kk, v in chunking.items() if kk != "depth_factor"}
         chunks = chunk_corpus(ds.corpus, progress=ctx.progress, **chunk_args)
-        units = chunks_to_corpus(chunks)
+        units = chunks_to_corpus(chunks, source=ds.corpus)
         chunk_info = {**describe_chunking(**chunk_args), "n_chunks": len(chunks)}
         if relevance == "auto":
             mode = "span" if ds.evidence else "doc"

@@ -40,15 +40,16 @@ from __future__ import annotations
 import itertools
 import math
 import time
+import unicodedata
 
 import numpy as np
 import scipy.sparse as sp
 
-from lab.data.types import Corpus, Queries, Run
+from lab.data.types import Corpus, Document, Queries, Run
 from lab.core.errors import ConfigError
 from lab.retrievers.base import BaseRetriever, Context, register
 from lab.retrievers.params import at_least, between, one_of
-from lab.text.tokenize import STOPWORD_LISTS, Tokenizer
+from lab.text.tokenize import STOPWORD_LISTS, CorpusPositions, Tokenizer, corpus_positions
 
 VARIANTS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
 BACKENDS = ("bm25s", "bm25s-eager", "rank_bm25")
@@ -175,14 +176,23 @@ class _LazyBm25sBackend(_Backend):
     def query_ids(self, tokens: list[str]) -> np.ndarray:
         return np.array([self.vocab[t] for t in tokens if t in self.vocab], dtype=np.int32)
 
+    def _posting(self, t: int) -> tuple[np.ndarray, np.ndarray]:
+        """Term ``t``'s documents (ascending) and its frequency in each (float64)."""
+        lo, hi = self.indptr[t], self.indptr[t + 1]
+        return self.post_docs[lo:hi], self.post_tf[lo:hi]
+
+    def _order(self, used: list[int]) -> list[int]:
+        """Term ids in bm25s' vocabulary order (first seen in the corpus), the order a batch product sums in."""
+        return sorted(used)
+
     def _column(self, t: int) -> np.ndarray:
-        """Term ``t``'s scores over its documents (``post_docs[indptr[t]:indptr[t + 1]]``), as bm25s stores them."""
+        """Term ``t``'s scores over its documents (:meth:`_posting`), as bm25s stores them."""
         col = self.columns.get(t)
         if col is None:
+            docs, tf = self._posting(t)  # (a posting computed late times itself: see _PositionalBm25sBackend)
             t0 = time.perf_counter()
-            lo, hi = self.indptr[t], self.indptr[t + 1]
-            idf = self._idf_fn(int(hi - lo), N=self.n_docs)
-            tfc = self._tfc_fn(tf_array=self.post_tf[lo:hi], l_d=self.lengths[self.post_docs[lo:hi]],
+            idf = self._idf_fn(len(docs), N=self.n_docs)
+            tfc = self._tfc_fn(tf_array=tf, l_d=self.lengths[docs],
                                l_avg=self.avg_doc_len, k1=self.k1, b=self.b, delta=self.delta)
             col = np.float64(idf) * tfc
             if self.variant in DEFAULT_DELTA:  # bm25s' _build_nonoccurrence_array, for this term
@@ -216,7 +226,7 @@ class _LazyBm25sBackend(_Backend):
         scores = np.zeros(self.n_docs, dtype=np.float64)
         for t in qids.tolist():
             col = self._column(t)
-            np.add.at(scores, self.post_docs[self.indptr[t]:self.indptr[t + 1]], col)
+            np.add.at(scores, self._posting(t)[0], col)
         baseline = self._baseline(qids)
         if self.variant in DEFAULT_DELTA:
             scores += baseline
@@ -227,29 +237,152 @@ class _LazyBm25sBackend(_Backend):
         """:meth:`_Bm25sBackend.batch_hits` on the rows of the queries' terms (ids kept in vocabulary order, so
         each product sums in the same order)."""
         per_query = [self.query_ids(tokens) for tokens in token_lists]
-        used = np.unique(np.concatenate(per_query)) if per_query else np.empty(0, dtype=np.int64)
-        local = {t: i for i, t in enumerate(used.tolist())}
-        cols = [self._column(t) for t in used.tolist()]
+        used = self._order(sorted(set(np.concatenate(per_query).tolist()))) if per_query else []
+        local = {t: i for i, t in enumerate(used)}
+        cols = [self._column(t) for t in used]
         rows = [np.full(len(q), i, dtype=np.int64) for i, q in enumerate(per_query)]
         q_rows = np.concatenate(rows) if rows else np.empty(0, dtype=np.int64)
         q_cols = np.array([local[t] for q in per_query for t in q.tolist()], dtype=np.int64)
         q = sp.csr_matrix((np.ones(len(q_rows)), (q_rows, q_cols)), shape=(len(token_lists), len(used)))
         q.sum_duplicates()  # repeated query words: count
-        lens = [self.indptr[t + 1] - self.indptr[t] for t in used.tolist()]
+        postings = [self._posting(t)[0] for t in used]
         indptr = np.zeros(len(used) + 1, dtype=np.int64)
-        np.cumsum(lens, out=indptr[1:])
-        docs = (np.concatenate([self.post_docs[self.indptr[t]:self.indptr[t + 1]] for t in used.tolist()])
-                if len(used) else np.empty(0, dtype=np.int64))
+        np.cumsum([len(d) for d in postings], out=indptr[1:])
+        docs = np.concatenate(postings) if used else np.empty(0, dtype=np.int64)
         data = np.concatenate(cols) if cols else np.empty(0)
         term_doc = sp.csr_matrix((data, docs, indptr), shape=(len(used), self.n_docs))
         s = (q @ term_doc).tocsr()
-        nonocc = np.array([self.nonocc.get(t, 0.0) for t in used.tolist()], dtype=np.float64)
+        nonocc = np.array([self.nonocc.get(t, 0.0) for t in used], dtype=np.float64)
         baseline = q @ nonocc
         for i in range(len(token_lists)):
             lo, hi = s.indptr[i], s.indptr[i + 1]
             vals = s.data[lo:hi]
             keep = vals > 0  # the product keeps docs with a query term; weight-0 terms add nothing
             yield s.indices[lo:hi][keep].astype(np.int64), vals[keep] + baseline[i]
+
+
+class _PositionalBm25sBackend(_LazyBm25sBackend):
+    """The lazy index of chunks cut from a corpus' documents, read off the documents' tokens: no chunk tokenised.
+
+    Each document is tokenised once per process (:func:`lab.text.tokenize.corpus_positions`: every token's term and
+    char offset). A chunk ``doc.text[start:end]`` whose bounds cut no word (:meth:`CorpusPositions.safe`) holds
+    exactly the document's tokens that start in its span, so per config indexing is a few ``searchsorted`` calls over
+    the chunk bounds (each chunk's token range, so its length); its prefix (title, heading path) is tokenised as a
+    text of its own (``prefix + body`` tokenises as the two apart: the prefix ends with a newline). A chunk that
+    fails a check (a bound inside a word or a possessive, a document that is not slice-safe, a text not in the
+    tokenizer's normal form) is tokenised whole, as :class:`_LazyBm25sBackend` does. A term's documents and
+    frequencies are found the first time a query asks for it, from its positions in the corpus (the chunks holding
+    each position: two ``searchsorted`` over the chunks' token ranges) plus its occurrences in prefixes and in the
+    chunks tokenised whole; that work counts in ``lazy_seconds`` with the column. Scores are those of
+    :class:`_LazyBm25sBackend` on the chunks' own tokens, so bm25s' to the last digit: the same lengths, average
+    length, documents and frequencies, and the same vocabulary order for batch products (a term's first
+    occurrence in the chunks in index order).
+    """
+
+    def __init__(self, positions: CorpusPositions, tokenizer: Tokenizer, doc_index: np.ndarray, start: np.ndarray,
+                 end: np.ndarray, texts: list[str], prefixes: list[str | None], k1: float, b: float, variant: str,
+                 delta: float) -> None:
+        from bm25s.scoring import _select_idf_scorer, _select_tfc_scorer  # heavy package (numba): see above
+
+        self.k1, self.b, self.variant, self.delta = k1, b, variant, delta
+        self._idf_fn, self._tfc_fn = _select_idf_scorer(variant), _select_tfc_scorer(variant)
+        self.positions = P = positions
+        n = self.n_docs = len(texts)
+        g0, g1 = P.offsets[doc_index] + start, P.offsets[doc_index] + end
+        checked = np.fromiter((p is not None for p in prefixes), dtype=bool, count=n)
+        ok = P.eligible[doc_index] & checked & P.safe(g0) & P.safe(g1)
+        self.i0 = np.searchsorted(P.starts, g0, "left")
+        self.i1 = np.searchsorted(P.starts, g1, "left")
+        if len(self.i0) > 1 and ((np.diff(self.i0) < 0).any() or (np.diff(self.i1) < 0).any()):
+            ok[:] = False  # chunks out of document order: no contiguous ranges; every chunk tokenised whole
+            self.i0 = self.i1 = np.zeros(n, dtype=np.int64)
+        self.ok = ok
+        # the explicit tokens: each positional chunk's prefix, each other chunk's whole text
+        ok_list = ok.tolist()
+        own = [p if good else t for p, t, good in zip(prefixes, texts, ok_list, strict=True)]
+        unique = list(dict.fromkeys(own))
+        where = {t: i for i, t in enumerate(unique)}
+        toks = tokenizer.tokenize(unique, memo=True)
+        base = len(P.vocab)
+        words = [w for tk in toks for w in tk]
+        get = P.vocab.get
+        flat = np.fromiter((get(w, -1) for w in words), dtype=np.int64, count=len(words))
+        self.vocab_extra: dict[str, int] = {}
+        for j in np.flatnonzero(flat < 0).tolist():  # terms no document holds (a title's, a cut word's)
+            flat[j] = self.vocab_extra.setdefault(words[j], base + len(self.vocab_extra))
+        u_len = np.fromiter(map(len, toks), dtype=np.int64, count=len(toks))
+        u_off = np.zeros(len(unique) + 1, dtype=np.int64)
+        np.cumsum(u_len, out=u_off[1:])
+        which = np.fromiter((where[t] for t in own), dtype=np.int64, count=n)
+        self.explicit_len = u_len[which]
+        total = int(self.explicit_len.sum())
+        ex_chunk = np.repeat(np.arange(n, dtype=np.int64), self.explicit_len)
+        ex_first = np.repeat(np.cumsum(self.explicit_len) - self.explicit_len, self.explicit_len)
+        ex_pos = np.arange(total, dtype=np.int64) - ex_first  # position in the chunk's own token list
+        ex_term = flat[np.repeat(u_off[which], self.explicit_len) + ex_pos]
+        order = np.argsort(ex_term, kind="stable")  # by term, then chunk, then position
+        self.ex_chunk, self.ex_pos = ex_chunk[order], ex_pos[order]
+        self.ex_indptr = np.zeros(base + len(self.vocab_extra) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(ex_term, minlength=base + len(self.vocab_extra)), out=self.ex_indptr[1:])
+        self.lengths = self.explicit_len + np.where(ok, self.i1 - self.i0, 0)
+        self.avg_doc_len = self.lengths.mean()  # an integer sum over n: the same float as bm25s' mean
+        self.postings: dict[int, tuple[np.ndarray, np.ndarray, tuple[int, int]]] = {}
+        self.columns: dict[int, np.ndarray] = {}
+        self.nonocc: dict[int, float] = {}
+        self.lazy_seconds = 0.0
+
+    def _term(self, t: int) -> tuple[np.ndarray, np.ndarray, tuple[int, int]]:
+        """(chunks holding term t, ascending; its frequency in each; its first occurrence (chunk, position))."""
+        got = self.postings.get(t)
+        if got is not None:
+            return got
+        t0 = time.perf_counter()
+        P = self.positions
+        chunks, pos = [], []
+        if t < len(P.vocab):
+            g = P.term_pos[P.term_indptr[t]:P.term_indptr[t + 1]]
+            lo = np.searchsorted(self.i1, g, "right")  # the chunks whose token range holds g: lo <= c < hi
+            hi = np.searchsorted(self.i0, g, "right")
+            count = hi - lo
+            c = np.repeat(lo, count) + (np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count))
+            g = np.repeat(g, count)
+            keep = self.ok[c]
+            c, g = c[keep], g[keep]
+            chunks.append(c)
+            pos.append(self.explicit_len[c] + g - self.i0[c])
+        if t + 1 < len(self.ex_indptr):
+            lo, hi = self.ex_indptr[t], self.ex_indptr[t + 1]
+            chunks.append(self.ex_chunk[lo:hi])
+            pos.append(self.ex_pos[lo:hi])
+        c = np.concatenate(chunks) if chunks else np.empty(0, dtype=np.int64)
+        docs, tf = np.unique(c, return_counts=True)
+        first = (-1, -1)
+        if len(docs):
+            first = (int(docs[0]), int(np.concatenate(pos)[c == docs[0]].min()))
+        got = (docs, tf.astype(np.float64), first)
+        self.postings[t] = got
+        self.lazy_seconds += time.perf_counter() - t0
+        return got
+
+    def _posting(self, t: int) -> tuple[np.ndarray, np.ndarray]:
+        docs, tf, _ = self._term(t)
+        return docs, tf
+
+    def _order(self, used: list[int]) -> list[int]:
+        """Terms by first occurrence in the chunks, in index order: bm25s' vocabulary order on these chunks."""
+        return sorted(used, key=lambda t: self._term(t)[2])
+
+    def query_ids(self, tokens: list[str]) -> np.ndarray:
+        """The ids of the query's terms that some chunk holds, in query order."""
+        P, extra = self.positions, self.vocab_extra
+        out = []
+        for w in tokens:
+            t = P.vocab.get(w)
+            if t is None:
+                t = extra.get(w)
+            if t is not None and len(self._term(t)[0]):
+                out.append(t)
+        return np.array(out, dtype=np.int64)
 
 
 class _RankBm25Backend(_Backend):
@@ -353,9 +486,53 @@ class BM25Retriever(BaseRetriever):
         docs = list(corpus)
         if not docs:
             raise ConfigError("bm25: the corpus is empty; nothing to index")
+        source = getattr(corpus, "source", None)
+        if (source is not None and self.backend_name == "bm25s" and self.dtype == "float64"
+                and all(not d.title and "doc_id" in d.metadata for d in docs)):
+            self._index_spans(docs, source)
+            return
         tokens = self.tokenizer.tokenize([doc_text(d.title, d.text) for d in docs], show_progress=self.ctx.progress,
                                          memo=True)  # texts seen by an earlier config (sweeps) are not tokenised again
         self.index_tokens(tokens, [d.id for d in docs])
+
+    def _index_spans(self, docs: list[Document], source: Corpus) -> None:
+        """Index chunks of ``source``'s documents from the documents' tokens (:class:`_PositionalBm25sBackend`)."""
+        src = list(source)
+        texts = [d.text for d in src]
+        where = {d.id: i for i, d in enumerate(src)}
+        doc_index, start, end, prefixes, chunk_texts = [], [], [], [], []
+        norm = self.tokenizer.normalize
+        for d in docs:  # one pass: the chunk's span, and its prefix when its text is that prefix then the span
+            m, t = d.metadata, d.text
+            i = where.get(m["doc_id"])
+            if i is None:
+                raise ConfigError(f"bm25: chunk {d.id!r} names a document its source corpus does not hold")
+            s, e = m["start"], m["end"]
+            k = len(t) - (e - s)  # the prefix's length: it must end with a newline (or be empty)
+            good = (0 <= s <= e <= len(texts[i]) and k >= 0 and (k == 0 or t[k - 1] == "\n")
+                    and t.endswith(texts[i][s:e])
+                    and (t.isascii() or not norm or unicodedata.is_normalized(norm, t)))  # what NFKC changes: apart
+            doc_index.append(i)
+            start.append(s)
+            end.append(e)
+            prefixes.append(t[:k] if good else None)
+            chunk_texts.append(t)
+        positions = corpus_positions(self.tokenizer, texts)
+        backend = _PositionalBm25sBackend(positions, self.tokenizer, np.array(doc_index, dtype=np.int64),
+                                          np.array(start, dtype=np.int64), np.array(end, dtype=np.int64),
+                                          chunk_texts, prefixes, self.k1, self.b, self.variant, self.delta or 0.0)
+        if not backend.lengths.any():
+            raise ConfigError("bm25: no document has a token; check the texts and the language/stopwords settings")
+        self._set_ids([d.id for d in docs])
+        self._backend = backend
+        self.index_stats = {"docs": len(docs), "tokens": int(backend.lengths.sum()),
+                            "avg_doc_len": float(np.mean(backend.lengths))}
+
+    def _set_ids(self, doc_ids: list[str]) -> None:
+        self.doc_ids = list(doc_ids)
+        order = sorted(range(len(doc_ids)), key=self.doc_ids.__getitem__)
+        self._id_rank = np.empty(len(doc_ids), dtype=np.int64)
+        self._id_rank[order] = np.arange(len(doc_ids))
 
     def index_tokens(self, corpus_tokens: list[list[str]], doc_ids: list[str]) -> None:
         """Index already-tokenised docs (for benchmarks and parity tests); ``doc_ids`` aligned with them."""
@@ -363,10 +540,7 @@ class BM25Retriever(BaseRetriever):
             raise ConfigError(f"bm25: {len(corpus_tokens)} token lists for {len(doc_ids)} doc ids")
         if not any(corpus_tokens):
             raise ConfigError("bm25: no document has a token; check the texts and the language/stopwords settings")
-        self.doc_ids = list(doc_ids)
-        order = sorted(range(len(doc_ids)), key=self.doc_ids.__getitem__)
-        self._id_rank = np.empty(len(doc_ids), dtype=np.int64)
-        self._id_rank[order] = np.arange(len(doc_ids))
+        self._set_ids(doc_ids)
         if self.backend_name == "bm25s" and self.dtype == "float64":
             self._backend = _LazyBm25sBackend(corpus_tokens, self.k1, self.b, self.variant, self.delta or 0.0)
         elif self.backend_name in ("bm25s", "bm25s-eager"):
@@ -384,7 +558,7 @@ class BM25Retriever(BaseRetriever):
         Index work done late: a caller that times searches calls this first and counts it as indexing
         (:meth:`lab.experiment.run.IndexedExperiment.search`), so per-query latency stays search alone."""
         self._check()
-        if isinstance(self._backend, _LazyBm25sBackend):
+        if isinstance(self._backend, _LazyBm25sBackend):  # the positional backend included
             self._backend.warm(self.tokenizer.tokenize([queries[q] for q in queries]))
 
     @property

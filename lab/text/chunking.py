@@ -363,6 +363,21 @@ def _word_pieces(text: str, units: np.ndarray, s: int, e: int, size: int) -> lis
     return [p for p in pieces if p[1] > p[0]]
 
 
+#: Paragraph and sentence spans of the texts :func:`recursive_spans` has cut in this process, keyed by (function
+#: name, text, start, end): they do not depend on the size, so the configs of a chunk-size grid find them once.
+STRUCTURE = Memo(max_items=200_000)
+
+
+def _structure(fn: Any, text: str, s: int, e: int) -> list[tuple[int, int]]:
+    """``fn(text, s, e)`` (:func:`paragraphs` or :func:`sentences`), memoised in :data:`STRUCTURE`."""
+    key = (fn.__name__, text, s, e)
+    found = STRUCTURE.get_many([key])[0]
+    if found is None:
+        found = tuple(fn(text, s, e))
+        STRUCTURE.put_many([key], [found])
+    return list(found)
+
+
 def recursive_spans(text: str, units: np.ndarray, size: int, overlap: int) -> list[tuple[int, int]]:
     """Paragraphs, then sentences, then lines, then words, merged greedily up to ``size`` units.
 
@@ -380,13 +395,13 @@ def recursive_spans(text: str, units: np.ndarray, size: int, overlap: int) -> li
 
     pieces: list[tuple[int, int]] = []
     new_group: list[bool] = []  # a piece that must start a chunk: the first piece of an over-long sentence
-    paras = paragraphs(text)
+    paras = _structure(paragraphs, text, 0, len(text))
     for (ps, pe), n_para in zip(paras, counts(paras), strict=True):
         if n_para <= size:
             pieces.append((ps, pe))
             new_group.append(False)
             continue
-        sents = sentences(text, ps, pe)
+        sents = _structure(sentences, text, ps, pe)
         for (ss, se), n_sent in zip(sents, counts(sents), strict=True):
             if n_sent <= size:
                 pieces.append((ss, se))
@@ -496,10 +511,13 @@ class Chunker:
         prefixes = [""] * len(spans)
         if self.title_prefix:
             headings = markdown_headings(doc.text) if "#" in doc.text else []
-            paths = _heading_paths(headings, [s for s, _ in spans]) if headings else [[] for _ in spans]
-            for k, path in enumerate(paths):
-                lines = ([doc.title.strip()] if doc.title.strip() else []) + ([" > ".join(path)] if path else [])
-                prefixes[k] = "".join(line + "\n" for line in lines)
+            title = doc.title.strip()
+            if not headings:  # the same prefix for every chunk: the title line
+                prefixes = [title + "\n" if title else ""] * len(spans)
+            else:
+                for k, path in enumerate(_heading_paths(headings, [s for s, _ in spans])):
+                    lines = ([title] if title else []) + ([" > ".join(path)] if path else [])
+                    prefixes[k] = "".join(line + "\n" for line in lines)
         return [Chunk(chunk_id(doc.id, s, e), doc.id, s, e, prefixes[k] + doc.text[s:e], doc.title, prefixes[k])
                 for k, (s, e) in enumerate(spans)]
 
@@ -518,17 +536,18 @@ def describe_chunking(chunker: str = "recursive", size: int = 256, overlap: int 
     return Chunker(chunker, size, overlap, size_unit, tokenizer, title_prefix).describe()
 
 
-def chunks_to_corpus(chunks: Iterable[Chunk], name: str = "") -> Corpus:
+def chunks_to_corpus(chunks: Iterable[Chunk], name: str = "", source: Corpus | None = None) -> Corpus:
     """A Corpus with one Document per chunk, so any retriever indexes chunks like documents.
 
     Document id = chunk id; text = chunk text (prefix included); title = "" (the title, when wanted, is already
     in the prefix: a retriever that joins title and text must not get it twice); metadata holds doc_id, start,
-    end and the document title.
+    end and the document title. ``source``: the corpus the chunks were cut from, kept as ``Corpus.source`` (BM25
+    reads a chunk's tokens off its document's tokens, tokenised once for every chunking of a sweep).
     """
     docs = {}
     for c in chunks:
         docs[c.id] = Document(c.id, c.text, "", {"doc_id": c.doc_id, "start": c.start, "end": c.end, "title": c.title})
-    return Corpus(docs, name=name)
+    return Corpus(docs, name=name, source=source)
 
 
 def chunk_to_doc(chunks: Iterable[Chunk]) -> dict[str, str]:

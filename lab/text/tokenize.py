@@ -27,7 +27,10 @@ import os
 import re
 import unicodedata
 from pathlib import Path
+from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
+
+import numpy as np
 
 from lab.core.cache import Memo
 from lab.core.errors import ConfigError
@@ -216,6 +219,10 @@ class Tokenizer:
 
     def _terms(self, words: list[str]) -> list[str]:
         """Stopword filter then stem, via one memo: surface word -> stem ("" for a stopword)."""
+        return list(filter(None, self._stem_map(words)))
+
+    def _stem_map(self, words: list[str]) -> list[str]:
+        """Each word's term, "" for a stopword (the memo :meth:`_terms` filters)."""
         memo = self._stems
         missing: set[str] | list[str] = set(words).difference(memo)
         if missing:
@@ -225,7 +232,7 @@ class Tokenizer:
             if keep:
                 memo.update(zip(keep, self._stemmer.stemWords(keep) if self._stemmer is not None else keep,
                                 strict=True))
-        return list(filter(None, map(memo.__getitem__, words)))
+        return list(map(memo.__getitem__, words))
 
     def _text_tokens(self, text: str) -> list[str]:
         text = self._prepare(text)
@@ -240,6 +247,39 @@ class Tokenizer:
             else:
                 out.extend(self._terms([m.group(0)]))
         return out
+
+    def token_spans(self, text: str) -> tuple[list[str], list[int], list[tuple[int, int]]] | None:
+        """The tokens of ``text`` (as :meth:`__call__` gives them) with the char offset where each starts, and
+        the open intervals ``(a, b)`` inside which a cut would change the tokens of the pieces; None when the
+        tokens of a span of ``text`` cannot be read off the tokens of the whole text.
+
+        Slice-safe texts: ASCII, or (no Han character, already in the ``normalize`` form, no capital sigma, whose
+        lowercase depends on what follows it, and a lowercase of the same length). Then the tokenizer's text is
+        ``text.lower()`` char for char, its tokens are its ``\\w`` runs less the "s" of each possessive match
+        (the substitution only deletes "'s" before a non-word char, so it merges no runs), and a span
+        ``[s, e)`` of ``text`` whose bounds lie in no interval (not inside a word run, not inside a possessive
+        match) tokenises to exactly the tokens that start in it: :func:`corpus_positions` relies on this.
+        """
+        if text.isascii():
+            low, word = text.lower(), _ASCII_WORD
+        else:
+            if self.normalize and not unicodedata.is_normalized(self.normalize, text):  # type: ignore[arg-type]
+                return None
+            low, word = text.lower(), _WORD
+            if len(low) != len(text) or "\u03a3" in text or HAN_RUN.search(low):
+                return None
+        inside: list[tuple[int, int]] = []
+        dropped: set[int] = set()
+        if "'" in low or "\u2019" in low:
+            for m in _POSSESSIVE.finditer(low):  # the matches re.sub replaces, in its order
+                inside.append((m.start(), m.end()))
+                dropped.add(m.end() - 1)
+        spans = [m.span() for m in word.finditer(low)]
+        inside.extend(sp for sp in spans if sp[1] - sp[0] > 1)
+        spans = [sp for sp in spans if sp[0] not in dropped] if dropped else spans
+        terms = self._stem_map([low[a:b] for a, b in spans])
+        keep = [i for i, t in enumerate(terms) if t]
+        return [terms[i] for i in keep], [spans[i][0] for i in keep], inside
 
     # -- public --------------------------------------------------------------------------------------------
     def __call__(self, text: str) -> list[str]:
@@ -302,6 +342,83 @@ TEXT_TOKENS = Memo(max_items=500_000)
 
 def _digest(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
+
+
+@dataclass(frozen=True)
+class CorpusPositions:
+    """Every slice-safe text of a corpus tokenised once (:meth:`Tokenizer.token_spans`), as one positional index.
+
+    The texts are laid end to end in one char coordinate (text i starts at ``offsets[i]``; one separator char
+    between texts). ``starts``: the global char offset of every token, ascending (token index = position in it).
+    ``term_indptr``/``term_pos``: for term id t (``vocab``), the indices of its tokens, ascending. ``eligible``: the
+    texts that are slice-safe (the others have no tokens here). A cut at global offset p is safe unless some
+    interval ``(cut_from[i], cut_to[i])`` holds it: ``cut_from`` ascending, ``cut_to`` the running max of the
+    intervals' ends, so p is unsafe iff ``cut_to[k] > p`` for the last k with ``cut_from[k] < p``. Shared and
+    read-only (kept in :data:`POSITIONS`).
+    """
+
+    vocab: dict[str, int]
+    offsets: np.ndarray
+    eligible: np.ndarray
+    starts: np.ndarray
+    term_indptr: np.ndarray
+    term_pos: np.ndarray
+    cut_from: np.ndarray
+    cut_to: np.ndarray
+
+    def safe(self, pos: np.ndarray) -> np.ndarray:
+        """For each global char offset, whether a cut there keeps the tokens on each side (see the class)."""
+        k = np.searchsorted(self.cut_from, pos, "left") - 1
+        return (k < 0) | (self.cut_to[np.maximum(k, 0)] <= pos)
+
+
+#: :class:`CorpusPositions` built in this process, keyed by (tokenizer identity, digest of the texts).
+POSITIONS = Memo(max_items=4)
+
+
+def corpus_positions(tokenizer: Tokenizer, texts: Sequence[str]) -> CorpusPositions:
+    """The positional index of ``texts`` under ``tokenizer`` (built once per process per tokenizer identity and
+    texts: :data:`POSITIONS`). Configs that cut the same documents into different spans (a chunk-size grid) read
+    each span's tokens from it instead of tokenising every span again."""
+    h = hashlib.blake2b("".join(texts).encode("utf-8", "surrogatepass"), digest_size=16)
+    h.update(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)).tobytes())  # where each text ends
+    key = (tokenizer.identity, h.digest())
+    found = POSITIONS.get_many([key])[0]
+    if isinstance(found, CorpusPositions):
+        return found
+    vocab: dict[str, int] = {}
+    offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+    eligible = np.zeros(len(texts), dtype=bool)
+    starts: list[np.ndarray] = []
+    terms: list[list[str]] = []
+    cuts: list[np.ndarray] = []
+    for i, text in enumerate(texts):
+        offsets[i + 1] = offsets[i] + len(text) + 1
+        spans = tokenizer.token_spans(text)
+        if spans is None:
+            continue
+        eligible[i] = True
+        toks, begins, inside = spans
+        terms.append(toks)
+        starts.append(np.asarray(begins, dtype=np.int64) + offsets[i])
+        cuts.append(np.asarray(inside, dtype=np.int64).reshape(-1, 2) + offsets[i])
+    flat = [t for toks in terms for t in toks]
+    for t in flat:
+        if t not in vocab:
+            vocab[t] = len(vocab)
+    ids = np.fromiter(map(vocab.__getitem__, flat), dtype=np.int64, count=len(flat))
+    term_pos = np.argsort(ids, kind="stable")
+    term_indptr = np.zeros(len(vocab) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(ids, minlength=len(vocab)), out=term_indptr[1:])
+    cut = np.concatenate(cuts) if cuts else np.empty((0, 2), dtype=np.int64)
+    cut = cut[np.argsort(cut[:, 0], kind="stable")]
+    arrays = [offsets, eligible, np.concatenate(starts) if starts else np.empty(0, dtype=np.int64), term_indptr,
+              term_pos, np.ascontiguousarray(cut[:, 0]), np.maximum.accumulate(cut[:, 1]) if len(cut) else cut[:, 1]]
+    for a in arrays:
+        a.flags.writeable = False
+    out = CorpusPositions(vocab, *arrays)
+    POSITIONS.put_many([key], [out])
+    return out
 
 
 def tokenize(texts: Sequence[str] | Iterable[str], language: str = "auto", **options: Any) -> list[list[str]]:
