@@ -350,21 +350,9 @@ def fixed_spans(text: str, units: np.ndarray, size: int, overlap: int) -> list[t
     return [s for s in spans if s[1] > s[0]] or [(0, len(text))]
 
 
-def _word_pieces(text: str, units: np.ndarray, s: int, e: int, size: int) -> list[tuple[int, int]]:
-    """``[s, e)`` cut into words (at unit boundaries that do not split a word); a word over ``size`` units is cut."""
-    starts = units[:, 0]
-    i0, i1 = int(np.searchsorted(starts, s, "left")), int(np.searchsorted(starts, e, "left"))
-    bounds = [i0] + [k for k in range(i0 + 1, i1) if not _inside_word(text, int(starts[k]))] + [i1]
-    pieces = []
-    for a, b in zip(bounds, bounds[1:], strict=False):
-        for c in range(a, b, size):
-            d = min(c + size, b)
-            pieces.append(strip_span(text, int(units[c, 0]) if c > i0 else s, int(units[d - 1, 1]) if d < i1 else e))
-    return [p for p in pieces if p[1] > p[0]]
-
-
 #: Paragraph and sentence spans of the texts :func:`recursive_spans` has cut in this process, keyed by (function
-#: name, text, start, end): they do not depend on the size, so the configs of a chunk-size grid find them once.
+#: name, text, start, end), and where a line may be cut into words (keyed by the text, the line and its units'
+#: starts): none depends on the size, so the configs of a chunk-size grid find them once.
 STRUCTURE = Memo(max_items=200_000)
 
 
@@ -376,6 +364,25 @@ def _structure(fn: Any, text: str, s: int, e: int) -> list[tuple[int, int]]:
         found = tuple(fn(text, s, e))
         STRUCTURE.put_many([key], [found])
     return list(found)
+
+
+def _word_pieces(text: str, units: np.ndarray, s: int, e: int, size: int) -> list[tuple[int, int]]:
+    """``[s, e)`` cut into words (at unit boundaries that do not split a word); a word over ``size`` units is cut."""
+    starts = units[:, 0]
+    i0, i1 = int(np.searchsorted(starts, s, "left")), int(np.searchsorted(starts, e, "left"))
+    # where a word may be cut depends on the text and these units' starts, not on the size: memoised
+    key = ("word_bounds", text, s, e, starts[i0:i1].tobytes())
+    found = STRUCTURE.get_many([key])[0]
+    if found is None:
+        found = tuple(k - i0 for k in range(i0 + 1, i1) if not _inside_word(text, int(starts[k])))
+        STRUCTURE.put_many([key], [found])
+    bounds = [i0] + [i0 + k for k in found] + [i1]
+    pieces = []
+    for a, b in zip(bounds, bounds[1:], strict=False):
+        for c in range(a, b, size):
+            d = min(c + size, b)
+            pieces.append(strip_span(text, int(units[c, 0]) if c > i0 else s, int(units[d - 1, 1]) if d < i1 else e))
+    return [p for p in pieces if p[1] > p[0]]
 
 
 def recursive_spans(text: str, units: np.ndarray, size: int, overlap: int) -> list[tuple[int, int]]:
