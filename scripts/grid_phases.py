@@ -47,7 +47,8 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=0, help="first N queries of halving's order (0: all)")
     ap.add_argument("--bm25-backend", default=None, help="set params.backend of the bm25 configs (e.g. bm25s-eager)")
     args = ap.parse_args()
-    for owner, name, label in ((chunking, "chunk_corpus", "chunk"), (chunking, "chunks_to_corpus", "to_corpus"),
+    for owner, name, label in ((chunking, "chunk_corpus", "chunk"),
+                               (chunking, "unit_offsets", "chunk: token offsets (within chunk; memo, once per process)"), (chunking, "chunks_to_corpus", "to_corpus"),
                                (chunking, "relevance_for", "relevance"), (tokenize.Tokenizer, "tokenize", "tokenize"),
                                (bm25._Bm25sBackend, "__init__", "bm25 eager build"),
                                (bm25._LazyBm25sBackend, "__init__", "bm25 lazy build"),
