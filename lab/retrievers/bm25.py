@@ -16,6 +16,9 @@ Backends
   indexes then pays only for the columns of the queries it evaluates (successive halving's early rungs: a few
   queries' terms, not the vocabulary). With ``dtype`` other than float64 it is ``bm25s-eager`` (the casts of a
   narrower dtype were not checked to match).
+  A chunk corpus that names its source (``Corpus.source``, set by :func:`lab.text.chunking.chunks_to_corpus`) is
+  indexed from its documents' tokens (:class:`_PositionalBm25sBackend`: each document tokenised once per process,
+  a chunk's tokens read off its span, a term's chunks found when a query asks for it); the same scores.
 - ``bm25s-eager``: bm25s builds its eager sparse score matrix over the whole vocabulary; a query is the sum of its
   terms' columns. The reference the lazy index is tested against (tests/retrievers/test_bm25_lazy.py).
 - ``rank_bm25``: the plain-Python reference (dense, slow). Variants map as follows; every pair below was checked
