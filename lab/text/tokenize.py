@@ -368,6 +368,8 @@ class CorpusPositions:
 
     def safe(self, pos: np.ndarray) -> np.ndarray:
         """For each global char offset, whether a cut there keeps the tokens on each side (see the class)."""
+        if not len(self.cut_from):
+            return np.ones(len(pos), dtype=bool)
         k = np.searchsorted(self.cut_from, pos, "left") - 1
         return (k < 0) | (self.cut_to[np.maximum(k, 0)] <= pos)
 

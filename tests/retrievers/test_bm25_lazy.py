@@ -160,3 +160,25 @@ def test_token_spans_are_the_tokens():
                 assert tok(text[s:s + 40])[0] == t
     assert tok.token_spans(HOSTILE[1]) is None and tok.token_spans(HOSTILE[3]) is None  # sigma; Han
     assert tok.token_spans(HOSTILE[2]) is None  # not NFKC
+
+
+def test_headings_and_a_corpus_no_span_can_be_read_off(tmp_path):
+    """Markdown heading paths as prefixes (one per chunk), and a corpus of Chinese texts only (jieba's tokens depend
+    on the context: every chunk tokenised whole, no cut interval at all): still bm25s' scores."""
+    md = Corpus({"m1": Document("m1", "# Setup\nInstall the cell's tools.\n\n## Build\nRun make, then make test.\n\n"
+                                      "## Use\nCall draw() on a path; fill the cells.", title="Guide"),
+                 "m2": Document("m2", "Plain text about cells and paths without headings.", title="")})
+    zh = Corpus({"z1": Document("z1", "北京大学是一所大学。清华大学也在北京。"),
+                 "z2": Document("z2", "上海有很多大学和研究所。")})
+    for corpus, queries in ((md, Queries({"q1": "cell tools", "q2": "make test", "q3": "fill path"})),
+                            (zh, Queries({"q1": "北京大学", "q2": "上海 研究所"}))):
+        chunks = chunk_corpus(corpus, chunker="recursive", size=4, overlap=1, size_unit="words", progress=False)
+        positional = _indexed(chunks_to_corpus(chunks, source=corpus), "bm25s", {}, tmp_path)
+        eager = _indexed(chunks_to_corpus(chunks), "bm25s-eager", {}, tmp_path)
+        assert isinstance(positional._backend, _PositionalBm25sBackend)
+        assert positional.index_stats == eager.index_stats
+        assert positional.search(queries, 100).scores == eager.search(queries, 100).scores
+        assert positional.search_batch(queries, 100).scores == eager.search_batch(queries, 100).scores
+    assert any(c.prefix.count("\n") > 1 for c in chunk_corpus(md, size=4, overlap=1, size_unit="words",
+                                                                progress=False))  # heading paths were used
+    assert not positional._backend.ok.any()  # the Chinese corpus: every chunk tokenised whole
