@@ -33,6 +33,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from lab.core.errors import ConfigError
+from lab.core.paths import public_paths_in
 from lab.core.progress import progress
 from lab.data.types import Dataset, Qrels, Queries
 
@@ -311,7 +312,10 @@ def reusable(out: str | Path, key: str, log=print) -> dict | None:
 def save_metadata(meta: dict, out: str | Path, mlflow_root, experiment: str,
                   log_run: Callable[[dict, Path, Any, str], str]) -> dict:
     """Log the training to MLflow (``log_run``; skipped when ``mlflow_root`` is None), record its run id as
-    ``mlflow_run_id`` and write ``meta`` to ``out/training.json``; returns ``meta``."""
+    ``mlflow_run_id`` and write ``meta`` to ``out/training.json``; returns ``meta``. Absolute paths in ``meta``
+    (the dataset's, the evaluation dataset's, the base model's) are made public first
+    (:func:`lab.core.paths.public_paths_in`): no machine path is logged or written."""
+    meta.update(public_paths_in(meta))
     if mlflow_root is not None:
         meta["mlflow_run_id"] = log_run(meta, Path(out), mlflow_root, experiment)
     (Path(out) / TRAINING_FILE).write_text(json.dumps(meta, indent=1, sort_keys=True), encoding="utf-8")
