@@ -561,7 +561,7 @@ class AnswerReport:
         return out
 
 
-def run_answer_metrics(dataset, strategy: str, params: dict | None = None, *, split: str = "test", k: int = 5,  # noqa: PLR0913 - one keyword per `lab answers` option; a config dataclass is issue 28 item 4
+def run_answer_metrics(dataset, strategy: str, params: dict | None = None, *, split: str = "test", k: int = 5,  # noqa: PLR0913 - the public signature, one keyword per `lab answers` option
                        chunking: dict | None = None, llm=None, judge=None, ctx=None, max_queries: int | None = None,
                        answer_tokens: int = 128, context_tokens: int | None = None, n_questions: int = 3,
                        max_claims: int | None = 8, embedder: str | Any = DEFAULT_EMBEDDER, grammar: bool = False,

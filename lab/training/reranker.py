@@ -583,11 +583,12 @@ def _fit(model, ex: _Examples, texts: _Texts, cfg: TrainConfig, show: bool, log)
         second, ndcg = _validate(model, ex.val_q, ex.val_qrels, ex.val_first, texts.passage, cfg, show)
         return ndcg, second
 
+    options = common.FitOptions(epochs=cfg.epochs, total_steps=total, warmup=cfg.warmup,
+                                patience=cfg.patience if cfg.patience > 0 else None, log_every=cfg.log_every,
+                                flush_each_epoch=True, show=show)
     result = common.fit(
-        model, opt, epoch_batches, loss, epochs=cfg.epochs, total_steps=total, warmup=cfg.warmup,
-        clip_params=[p for _, p in named], best=Best(None, -1.0), patience=cfg.patience if cfg.patience > 0 else None,
-        validate=validate if ex.val_ids else None,
-        log_every=cfg.log_every, flush_each_epoch=True, show=show, log=log,
+        model, opt, epoch_batches, loss, options, clip_params=[p for _, p in named], best=Best(None, -1.0),
+        validate=validate if ex.val_ids else None, log=log,
         epoch_message=lambda e: f"epoch {e['epoch']}: loss {e['train_loss']:.4f} "
         f"(chance {float(np.mean(loss.chance)):.4f})" + (f", validation nDCG@10 {e['val_ndcg@10']:.4f}" if ex.val_ids
                                                          else ""),
