@@ -48,6 +48,8 @@ from typing import Any
 
 import numpy as np
 
+from lab.core.flat import flatten_values
+from lab.core.paths import public_paths_in
 from lab.metrics.stats import CI_RESAMPLES
 from lab.experiment.answers import (
     PROMPT_VERSION,
@@ -559,7 +561,7 @@ class AnswerReport:
         return out
 
 
-def run_answer_metrics(dataset, strategy: str, params: dict | None = None, *, split: str = "test", k: int = 5,  # noqa: PLR0913 - one keyword per `lab answers` option; a config dataclass is issue 28 item 4
+def run_answer_metrics(dataset, strategy: str, params: dict | None = None, *, split: str = "test", k: int = 5,  # noqa: PLR0913 - the public signature, one keyword per `lab answers` option
                        chunking: dict | None = None, llm=None, judge=None, ctx=None, max_queries: int | None = None,
                        answer_tokens: int = 128, context_tokens: int | None = None, n_questions: int = 3,
                        max_claims: int | None = 8, embedder: str | Any = DEFAULT_EMBEDDER, grammar: bool = False,
@@ -643,8 +645,9 @@ def log_answer_metrics(report: AnswerReport, experiment: str = "answer_metrics",
     context_precision, context_recall (means over scored queries) with CI bounds, n_scored_* / n_failed_* /
     n_skipped_*, n_queries, cost (answer_* and judge_* calls, cache_hits, tokens, seconds, gen_seconds,
     llm_load_seconds), scoring_seconds (answering and judging) and wall_seconds (everything, retrieval included),
-    and the retrieval means as ``retrieval_<metric>``. Params: the config
-    (``retriever.*``, ``judge.*`` descriptions). Tags: dataset, strategy, model identities, prompt versions,
+    and the retrieval means as ``retrieval_<metric>``. Params: the config as given, and the ``retriever.*`` and
+    ``judge.*`` descriptions with every absolute path in :func:`lab.core.paths.public_path` form (no machine
+    paths; answer_result.json's info likewise). Tags: dataset, strategy, model identities, prompt versions,
     environment. Artifacts: answer_metrics.parquet (per query), answers.jsonl (answers, claims, verdicts, raw
     judge outputs), answer_result.json."""
     import tempfile
@@ -662,10 +665,12 @@ def log_answer_metrics(report: AnswerReport, experiment: str = "answer_metrics",
     with tracked_run(experiment, root=root,
                      run_name=run_name or f"answers: {cfg['strategy']} top-{cfg['k']} on {cfg['dataset']}") as run:
         cl, run_id = run.cl, run.run_id
-        params = dict(flatten(cfg))
-        params.update({f"retriever.{k}": v for k, v in flatten((report.result.info or {}).get("retriever")
-                                                               or {}).items()})
-        params.update({f"judge.{k}": v for k, v in flatten(report.info.get("judge") or {}).items()})
+        params = dict(flatten(cfg))  # the user's config as given; descriptions with public paths (public_path)
+        named = [v for v in flatten_values(cfg).values() if isinstance(v, str)]
+        params.update({f"retriever.{k}": v for k, v in flatten(public_paths_in((report.result.info or {}).get(
+            "retriever") or {}, named)).items()})
+        params.update({f"judge.{k}": v for k, v in flatten(public_paths_in(report.info.get("judge") or {},
+                                                                           named)).items()})
         log_params(run_id, params, cl=cl)
         metrics = report.summary()
         metrics.update({f"retrieval_{k}": float(v) for k, v in report.result.evaluation.means.items()})
@@ -690,7 +695,8 @@ def write_artifacts(report: AnswerReport, folder: Path) -> list[Path]:
     with open(folder / DETAILS_ARTIFACT, "w", encoding="utf-8") as f:
         f.writelines(json.dumps({**detail, "contexts": sample.contexts}, ensure_ascii=False, default=str) + "\n"
                      for sample, detail in zip(report.samples, report.evaluation.details, strict=True))
-    doc = {"config": report.config, "info": report.info, "summary": report.summary()}
+    named = [v for v in flatten_values(report.config).values() if isinstance(v, str)]
+    doc = {"config": report.config, "info": public_paths_in(report.info, named), "summary": report.summary()}
     (folder / SUMMARY_ARTIFACT).write_text(json.dumps(doc, indent=1, default=str), encoding="utf-8")
     return [folder / PER_QUERY_ARTIFACT, folder / DETAILS_ARTIFACT, folder / SUMMARY_ARTIFACT]
 

@@ -246,7 +246,7 @@ def _row(strategy: str, variant: str, prov: dict | None, stats: dict) -> dict:
             **stats}
 
 
-def run_robustness(dataset, variants, strategies: Sequence[str] = STRATEGIES,  # noqa: PLR0913 - one keyword per `lab robust` option; a config dataclass is issue 28 item 4
+def run_robustness(dataset, variants, strategies: Sequence[str] = STRATEGIES,  # noqa: PLR0913 - the public signature, one keyword per `lab robust` option
                    params: Mapping[str, Mapping] | None = None, *, split: str = "test", k: int = 100,
                    metrics: Sequence[str] = TABLE_METRICS, ctx=None, max_queries: int | None = None,
                    n_resamples: int = N_RESAMPLES, seed: int = 0, confidence: float = 0.95, answer_rate: float = 0.95,

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
+
+from lab.core.paths import public_path
 
 # files that do not change the vectors and are left out of a model folder's fingerprint
 SKIP_NAMES = {"README.md", ".gitattributes", "desktop.ini", "data_config.json"}
@@ -101,12 +103,27 @@ def models_in(describe: Any) -> list[dict]:
     return list(found.values())
 
 
-def weights_record(describe: Any, memo=None) -> list[dict]:
+def weights_path(embedder: Any) -> str | None:
+    """The weights an embedder was loaded from (``path``; None when it has none): for a graph exported from them
+    (:class:`lab.models.backends.ExportedEmbedder`, whose ``path`` is the export in the cache) the weights of its
+    ``base``. What a description records as ``model_path``: changed weights export anew under another key and the
+    old export stays as it was, so only the source weights tell that they changed."""
+    path = getattr(getattr(embedder, "base", embedder), "path", None)
+    return str(path) if path is not None else None
+
+
+def weights_record(describe: Any, memo=None, named: Iterable[Any] = ()) -> list[dict]:
     """:func:`models_in` with ``sha256`` = :func:`weights_sha256` of each path (None without a path): what a run
-    records so that a later sweep can tell whether the weights changed (``sort_keys`` JSON in a tag)."""
+    records so that a later sweep can tell whether the weights changed (``sort_keys`` JSON in a tag).
+
+    Each ``path`` is recorded in :func:`lab.core.paths.public_path` form (``named``: the config's values, the
+    paths the user gave), so no machine's absolute path is recorded; :func:`lab.core.paths.resolve_public_path`
+    finds the weights again to hash them (an absolute path recorded by an older run is read as it is)."""
+    named = list(named)
     out = []
     for m in models_in(describe):
-        out.append({**m, "sha256": weights_sha256(m["path"], memo) if m["path"] else None})
+        digest = weights_sha256(m["path"], memo) if m["path"] else None
+        out.append({**m, "path": public_path(m["path"], named) if m["path"] else None, "sha256": digest})
     return out
 
 

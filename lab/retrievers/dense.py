@@ -27,6 +27,7 @@ from lab.core.errors import ConfigError
 from lab.retrievers.base import BaseRetriever, Context, register
 from lab.models.backends import BACKENDS
 from lab.models.embedders import Embedder
+from lab.models.weights import weights_path
 from lab.retrievers.params import COUNT, one_of
 
 INDEX_TYPES = ("auto", "flat", "hnsw")
@@ -230,7 +231,7 @@ class DenseRetriever(BaseRetriever):
         out = super().describe()
         emb = self.embedder
         out.update({"model": getattr(emb, "name", out.get("model")), "model_identity": emb.identity,
-                    "model_path": getattr(emb, "path", None), "dim": emb.dim,
+                    "model_path": weights_path(emb), "dim": emb.dim,
                     "query_prefix": getattr(emb, "query_prefix", None),
                     "passage_prefix": getattr(emb, "passage_prefix", None),
                     "max_seq_length": getattr(emb, "max_seq_length", None),

@@ -41,6 +41,7 @@ from lab.data.types import Corpus, Queries, Run
 from lab.core.errors import ConfigError
 from lab.retrievers.base import BaseRetriever, Context, build, register
 from lab.models.backends import BACKENDS
+from lab.models.weights import weights_path
 from lab.retrievers.params import COUNT, between, one_of
 
 RERANKERS = ("cross-encoder", "biencoder")
@@ -233,7 +234,7 @@ class BiEncoderScorer:
     def describe(self) -> dict:
         ident = getattr(self.embedder, "identity", self.name)
         out = {"kind": "biencoder", "model": self.name, "identity": ident,
-               "model_path": getattr(self.embedder, "path", None),
+               "model_path": weights_path(self.embedder),
                "backend": getattr(self.embedder, "backend", None),
                "inference_precision": getattr(self.embedder, "inference_precision", None)}
         if getattr(self.embedder, "backend_fallback", None):

@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import Sequence
 
 from lab.core.errors import ConfigError, DataError, LabError
-from lab.core.paths import existing_or_repo_path
+from lab.core.paths import existing_or_repo_path, public_paths_in
 from lab.core.progress import progress as bar
 from lab.data.beir import qrels_files
 from lab.data.fingerprint import fingerprint
@@ -465,7 +465,9 @@ def _write_set(src: Path, out, ds, cfg: JudgeConfig, new: dict, sources: dict, j
 
 
 def _write_report(folder: Path, meta: dict) -> None:
-    (folder / REPORT).write_text(json.dumps(meta, indent=1, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    """The judge report, its absolute paths (source dataset, folder, annotation file) made public."""
+    text = json.dumps(public_paths_in(meta), indent=1, ensure_ascii=False, default=str) + "\n"
+    (folder / REPORT).write_text(text, encoding="utf-8")
 
 
 def _log_judge_run(meta: dict, ds, src: Path, folder: Path, cfg: JudgeConfig, in_place: bool, force: bool,

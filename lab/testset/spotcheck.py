@@ -30,6 +30,7 @@ import shutil
 from pathlib import Path
 
 from lab.core.errors import ConfigError, DataError
+from lab.core.paths import public_paths_in
 
 from lab.metrics.stats import CI_RESAMPLES, questions_needed, wilson_interval  # noqa: F401  wilson_interval re-exported
 
@@ -216,7 +217,8 @@ def import_review(set_dir: str | Path, review_csv: str | Path, out: str | Path |
         report["ci"] = ci_halfwidth(target, ci_strategy, split=split, seed=seed, cache_dir=cache_dir,
                                     progress=progress, target_half_width=target_half_width)
     prov = read_provenance(target)
-    prov.setdefault("reviews", []).append({"date": now_utc(), **{k: v for k, v in report.items() if k != "folder"}})
+    entry = {"date": now_utc(), **{k: v for k, v in report.items() if k != "folder"}}
+    prov.setdefault("reviews", []).append(public_paths_in(entry))  # the review file's path without a machine prefix
     write_provenance(target, prov)
     if tracking_root is not None:
         from lab.data.fingerprint import fingerprint

@@ -19,6 +19,8 @@ import re
 import tempfile
 from pathlib import Path
 
+from lab.core.flat import flatten_values
+from lab.core.paths import public_paths_in
 from lab.metrics.stats import CI_RESAMPLES
 from lab.data.labels import TAG_FIELDS
 from lab.tracking.store import (
@@ -64,6 +66,17 @@ def result_metrics(result, ci: bool = True, seed: int = 0, n_resamples: int = CI
     return out
 
 
+def _user_values(config) -> list[str]:
+    """The string values of a config: the paths among them are the user's own (see lab.core.paths.public_path)."""
+    return [v for v in flatten_values(config or {}).values() if isinstance(v, str)]
+
+
+def public_describe(result) -> dict:
+    """The result's strategy description (``info["retriever"]``) with its absolute paths (a model's weights, a
+    tree file) in :func:`lab.core.paths.public_path` form: what ``retriever.*`` params and ``model.*`` tags show."""
+    return public_paths_in((result.info or {}).get("retriever") or {}, _user_values(result.config))
+
+
 def _result_tags(result, seed: int) -> dict[str, str]:
     info = result.info or {}
     describe = info.get("retriever") or {}
@@ -76,13 +89,13 @@ def _result_tags(result, seed: int) -> dict[str, str]:
         "seed": seed,
         **environment_tags(),
     }
-    tags.update({f"model.{k}": v for k, v in model_identities(describe).items()})
+    tags.update({f"model.{k}": v for k, v in model_identities(public_describe(result)).items()})
     labels = info.get("labels") or {}  # lab.data.labels: labels.source, labels.generator, labels.judge, ...
     tags.update({tag: str(labels[f]) for tag, f in TAG_FIELDS.items() if labels.get(f) is not None})
     from lab.models.weights import default_memo, weights_record
 
-    tags[TAG_MODELS] = json.dumps(weights_record(describe, default_memo()), sort_keys=True, separators=(",", ":"),
-                                  ensure_ascii=False)
+    tags[TAG_MODELS] = json.dumps(weights_record(describe, default_memo(), named=_user_values(result.config)),
+                                  sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return tags
 
 
@@ -105,7 +118,7 @@ def write_result_files(result, folder: Path, seed: int = 0) -> list[Path]:
     paths.append(Path(write_trec_run(result.run, folder / RUN_ARTIFACT, tag=str(result.config.get("strategy", "lab")))))
     doc = {
         "config": result.config,
-        "info": result.info,
+        "info": public_paths_in(result.info or {}, _user_values(result.config)),  # no machine paths (public_path)
         "summary": result.summary(),
         "n_queries": result.evaluation.n_queries,
         "excluded": list(result.evaluation.excluded),
@@ -125,7 +138,9 @@ def log_result(result, run_id: str | None = None, experiment: str | None = None,
     run_id given: log into that run (a sweep's child run) and leave its status alone. run_id None: create a run
     in ``experiment`` (default "raglab"), log, and end it FINISHED (FAILED with tag ``error`` if logging raised;
     :func:`lab.tracking.lifecycle.tracked_run`).
-    Logged: params (config, ``retriever.*`` description; see the module docstring for conflicts), metrics
+    Logged: params (config as given, ``retriever.*`` description with every absolute path in
+    :func:`lab.core.paths.public_path` form: repo-relative, ``site-packages/...``, ``~/...``, as the user named
+    it, or the last component; see the module docstring for conflicts), metrics
     (means, CI bounds, latency, index/search seconds), tags (dataset_fingerprint, config_hash, git_commit,
     versions, model identities, metrics_version, seed, labels.* from lab.data.labels), artifacts per_query.parquet,
     run.trec, result.json.
@@ -142,9 +157,8 @@ def log_result(result, run_id: str | None = None, experiment: str | None = None,
     def log_into(run_id: str) -> None:
         run_tags = cl.get_run(run_id).data.tags
         logged, held = split_for_holdout(result, holdout or _holdout_tags(run_tags))
-        describe = (result.info or {}).get("retriever") or {}
-        params = dict(flatten(result.config))
-        params.update({f"retriever.{k}": v for k, v in flatten(describe).items()})
+        params = dict(flatten(result.config))  # the user's config as given; the description's paths made public
+        params.update({f"retriever.{k}": v for k, v in flatten(public_describe(result)).items()})
         log_params(run_id, params, cl=cl)
         metrics = result_metrics(logged, ci=ci, seed=seed, n_resamples=n_resamples)
         if held is not None:

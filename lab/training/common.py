@@ -33,6 +33,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from lab.core.errors import ConfigError
+from lab.core.paths import public_paths_in
 from lab.core.progress import progress
 from lab.data.types import Dataset, Qrels, Queries
 
@@ -218,22 +219,47 @@ class Fit:
     train_seconds: float = 0.0
 
 
-def fit(model, opt, batches: Callable[[int], Sequence], loss_of: Callable[[Any, int], Any], *, epochs: int,  # noqa: PLR0913 - the loop's knobs shared by both trainers; a dataclass is issue 28 item 4
-        total_steps: int, warmup: float, clip_params: Iterable, best: Best, patience: int | None,
-        validate: Callable[[], tuple[float, Any]] | None = None, log_every: int = 5, flush_each_epoch: bool = True,
-        show: bool = False, log=print, epoch_message: Callable[[dict], str] = lambda e: f"epoch {e['epoch']}",
+@dataclass(frozen=True)
+class FitOptions:
+    """The knobs of :func:`fit`'s loop, shared by both trainers.
+
+    - epochs: at most this many passes (``batches(epoch)`` gives each one's batches).
+    - total_steps: the steps of the whole run (the learning-rate schedule's length; the curve's last point).
+    - warmup: share of ``total_steps`` spent warming up (``round(warmup x total_steps)`` steps, at least 1).
+    - patience: epochs in a row without a validation gain before stopping (None: never).
+    - log_every: the loss curve takes the mean of every ``log_every`` losses.
+    - flush_each_epoch: also a curve point at each epoch's end for the losses left over.
+    - show: a progress bar per epoch.
+    """
+
+    epochs: int
+    total_steps: int
+    warmup: float = 0.1
+    patience: int | None = None
+    log_every: int = 5
+    flush_each_epoch: bool = True
+    show: bool = False
+
+
+def fit(model, opt, batches: Callable[[int], Sequence], loss_of: Callable[[Any, int], Any], options: FitOptions, *,
+        clip_params: Iterable, best: Best, validate: Callable[[], tuple[float, Any]] | None = None, log=print,
+        epoch_message: Callable[[dict], str] = lambda e: f"epoch {e['epoch']}",
         stop_message: Callable[[int, Best], str] = lambda stale, best: "early stop") -> Fit:
-    """Train ``model`` for at most ``epochs`` epochs (module docstring, step 5) and return a :class:`Fit`.
+    """Train ``model`` for at most ``options.epochs`` epochs (module docstring, step 5) and return a :class:`Fit`.
 
     batches(epoch): that epoch's batches (epoch from 0). loss_of(batch, epoch): the batch's loss tensor. Each
-    step sets every param group's lr to its initial lr x :func:`lr_factor` (warm-up: ``round(warmup x
-    total_steps)`` steps, at least 1), back-propagates, clips the gradient norm of ``clip_params`` at 1 and steps.
-    The loss curve gets the mean of every ``log_every`` losses (and of the rest at the last step, and at each
-    epoch's end when ``flush_each_epoch``); an epoch's ``train_loss`` is the mean of its curve points.
-    validate(): (validation nDCG@10, extra) of the model now; an epoch that beats ``best.score`` becomes the best
-    (weights copied). Training stops after ``patience`` epochs in a row without a gain (None: never; counted from
-    ``best``, so a start that no epoch beats counts too), except after the last epoch. The model is left as the
-    last epoch made it: see :func:`restore_best`."""
+    step sets every param group's lr to its initial lr x :func:`lr_factor` (warm-up: ``round(options.warmup x
+    options.total_steps)`` steps, at least 1), back-propagates, clips the gradient norm of ``clip_params`` at 1
+    and steps. The loss curve gets the mean of every ``options.log_every`` losses (and of the rest at the last
+    step, and at each epoch's end when ``options.flush_each_epoch``); an epoch's ``train_loss`` is the mean of its
+    curve points. validate(): (validation nDCG@10, extra) of the model now; an epoch that beats ``best.score``
+    becomes the best (weights copied). Training stops after ``options.patience`` epochs in a row without a gain
+    (None: never; counted from ``best``, so a start that no epoch beats counts too), except after the last epoch.
+    The model is left as the last epoch made it: see :func:`restore_best`. ``log`` gets ``epoch_message(entry)``
+    after each epoch and ``stop_message(stale epochs, best)`` when it stops early."""
+    epochs, total_steps, warmup = options.epochs, options.total_steps, options.warmup
+    patience, log_every, flush_each_epoch, show = (options.patience, options.log_every, options.flush_each_epoch,
+                                                   options.show)
     import torch
 
     clip_params = list(clip_params)
@@ -311,7 +337,10 @@ def reusable(out: str | Path, key: str, log=print) -> dict | None:
 def save_metadata(meta: dict, out: str | Path, mlflow_root, experiment: str,
                   log_run: Callable[[dict, Path, Any, str], str]) -> dict:
     """Log the training to MLflow (``log_run``; skipped when ``mlflow_root`` is None), record its run id as
-    ``mlflow_run_id`` and write ``meta`` to ``out/training.json``; returns ``meta``."""
+    ``mlflow_run_id`` and write ``meta`` to ``out/training.json``; returns ``meta``. Absolute paths in ``meta``
+    (the dataset's, the evaluation dataset's, the base model's) are made public first
+    (:func:`lab.core.paths.public_paths_in`): no machine path is logged or written."""
+    meta.update(public_paths_in(meta))
     if mlflow_root is not None:
         meta["mlflow_run_id"] = log_run(meta, Path(out), mlflow_root, experiment)
     (Path(out) / TRAINING_FILE).write_text(json.dumps(meta, indent=1, sort_keys=True), encoding="utf-8")

@@ -374,14 +374,15 @@ def _fit(model, ex: _Examples, cfg: EmbedderConfig, show: bool, log) -> tuple[co
         return mnrl_loss(model(q_feat)["sentence_embedding"], model(p_feat)["sentence_embedding"], cfg.scale)
 
     # the curve takes a point every 5 steps and at the last one (not at each epoch's end): as this trainer always has
+    options = common.FitOptions(epochs=cfg.epochs, total_steps=total, warmup=cfg.warmup, patience=cfg.patience,
+                                log_every=5, flush_each_epoch=False, show=show)
     result = common.fit(
-        model, opt, lambda e: epoch_batches[e], batch_loss, epochs=cfg.epochs, total_steps=total, warmup=cfg.warmup,
-        clip_params=model.parameters(),
+        model, opt, lambda e: epoch_batches[e], batch_loss, options, clip_params=model.parameters(),
         # the base model's weights are kept so that, when no epoch beats it on validation, the base model is saved
         best=Best(0, base_ndcg, {k: v.detach().clone() for k, v in model.state_dict().items()}) if val_ids
         else Best(0, -1.0),
-        patience=cfg.patience, validate=(lambda: (_validate(model, val_q, ex.val_qrels, ex.pool, ex.passages), None))
-        if val_ids else None, log_every=5, flush_each_epoch=False, show=show, log=log,
+        validate=(lambda: (_validate(model, val_q, ex.val_qrels, ex.pool, ex.passages), None)) if val_ids else None,
+        log=log,
         epoch_message=lambda e: f"epoch {e['epoch']}: loss {e['train_loss']:.4f}"
         + (f", validation nDCG@10 {e['val_ndcg@10']:.4f} (base {base_ndcg:.4f})" if val_ids else ""),
         stop_message=lambda stale, best: f"early stop: no validation gain for {stale} epoch(s)")

@@ -70,6 +70,7 @@ from typing import Any
 import numpy as np
 
 from lab.core.errors import ConfigError
+from lab.core.paths import public_paths_in
 from lab.data.fingerprint import fingerprint
 from lab.data.types import Dataset, Qrels, Queries
 from lab.experiment.run import load
@@ -392,6 +393,7 @@ def train_reranker(dataset: str | Path | Dataset, out: str | Path, cfg: TrainCon
             **_fit_figures(ex, fitted, cfg, t_start), "val_alpha_ndcg@10": alpha_table,
             "recommended_alpha": recommended, "weights_sha256": weights_sha256(model),
             "train_query_sha": sorted({text_sha(t) for t in texts.query.values()})}
+    meta = public_paths_in(meta)  # no machine paths in training.json, and the hash is of what is written
     meta["metadata_sha256"] = hashlib.sha256(json.dumps(meta, sort_keys=True).encode("utf-8")).hexdigest()
     common.save_metadata(meta, out, mlflow_root, experiment, log_training)
     log(f"saved {out} ({meta['train_seconds']:.0f} s training, epoch {meta['selected_epoch']} of "
@@ -581,11 +583,12 @@ def _fit(model, ex: _Examples, texts: _Texts, cfg: TrainConfig, show: bool, log)
         second, ndcg = _validate(model, ex.val_q, ex.val_qrels, ex.val_first, texts.passage, cfg, show)
         return ndcg, second
 
+    options = common.FitOptions(epochs=cfg.epochs, total_steps=total, warmup=cfg.warmup,
+                                patience=cfg.patience if cfg.patience > 0 else None, log_every=cfg.log_every,
+                                flush_each_epoch=True, show=show)
     result = common.fit(
-        model, opt, epoch_batches, loss, epochs=cfg.epochs, total_steps=total, warmup=cfg.warmup,
-        clip_params=[p for _, p in named], best=Best(None, -1.0), patience=cfg.patience if cfg.patience > 0 else None,
-        validate=validate if ex.val_ids else None,
-        log_every=cfg.log_every, flush_each_epoch=True, show=show, log=log,
+        model, opt, epoch_batches, loss, options, clip_params=[p for _, p in named], best=Best(None, -1.0),
+        validate=validate if ex.val_ids else None, log=log,
         epoch_message=lambda e: f"epoch {e['epoch']}: loss {e['train_loss']:.4f} "
         f"(chance {float(np.mean(loss.chance)):.4f})" + (f", validation nDCG@10 {e['val_ndcg@10']:.4f}" if ex.val_ids
                                                          else ""),

@@ -8,6 +8,9 @@ A finished run is reused only when everything that decides its numbers is the sa
 - the weights of every model the run used: the run records them (:func:`lab.models.weights.weights_record` of its
   strategy's description, tag ``identity.models``, written by :func:`lab.tracking.results.log_result`) and the weights
   found at the recorded paths now are hashed again (memoised by path, size and mtime, so this costs a ``stat``);
+  a path is recorded in :func:`lab.core.paths.public_path` form (repo-relative, ``site-packages/...``, ``~/...``,
+  ``$LAB_CACHE_DIR/...`` or as the user gave it) and read back by :func:`lab.core.paths.resolve_public_path`
+  (an absolute path recorded by an older run is used as it is);
   a remote model (an OpenAI-compatible endpoint) is identified by its name only;
 - the metrics version (``lab.METRICS_VERSION``, tag ``metrics_version``);
 - for runs that used a sentence-transformers model (identity ``st:...``) and configs that do not pin ``backend``:
@@ -35,6 +38,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from lab.core.errors import DataError
+from lab.core.paths import resolve_public_path
 from lab.models.backends import DEFAULT_BACKEND
 from lab.tracking.store import TAG_MODELS
 
@@ -75,14 +79,19 @@ class RunIdentity:
             out[TAG_DATASET_FILES] = files
         return out
 
-    def claim_key(self) -> str:
+    def claim_key(self, replaces: str | None = None) -> str:
         """What a run made for this identity claims (lab.tracking.claims): the config hash, dataset content,
         metrics version, default encoder and (only when it counts) the code, hashed; the same for every sweep
-        that would make the same numbers, whatever its name."""
+        that would make the same numbers, whatever its name.
+
+        ``replaces``: the finished run of the config that no longer stands for it (a reason the key does not
+        hold, such as changed model weights). It is part of the key then, so that old run, whose key lacks it,
+        does not win the election and the config runs again; sweeps that replace the same run share the key."""
         from lab.core.flat import config_hash
 
-        return config_hash({"config": self.config_hash, "datasets": self.datasets, "metrics": self.metrics_version,
-                            "encoder": self.encoder_backend, "code": self.code_version if self.include_code else ""})
+        key = {"config": self.config_hash, "datasets": self.datasets, "metrics": self.metrics_version,
+               "encoder": self.encoder_backend, "code": self.code_version if self.include_code else ""}
+        return config_hash({**key, "replaces": replaces} if replaces else key)
 
 
 @dataclass
@@ -171,7 +180,8 @@ def recorded_models(tags: Mapping[str, str]) -> list[dict] | None:
 
 def reuse_decision(previous_run, identity: RunIdentity, weights: Callable[[str], str | None] | None = None) -> str:
     """Why ``previous_run`` (an MLflow Run of the same config) cannot stand for ``identity`` now; "" when it can.
-    Several reasons are joined by "; ". ``weights``: path -> current weights sha256 (default
+    Several reasons are joined by "; ". ``weights``: path (a recorded path resolved by
+    :func:`lab.core.paths.resolve_public_path`) -> current weights sha256 (default
     :func:`lab.models.weights.weights_sha256` with the LAB_CACHE_DIR memo)."""
     tags = previous_run.data.tags
     since = f"since run {previous_run.info.run_id[:8]}"
@@ -206,7 +216,7 @@ def reuse_decision(previous_run, identity: RunIdentity, weights: Callable[[str],
             path, old = m.get("path"), m.get("sha256")
             if not path or not old:
                 continue  # a remote model: its name is part of the config
-            now = weights(path)
+            now = weights(str(resolve_public_path(path)))
             name = m.get("name") or m.get("identity") or path
             if now is None:
                 reasons.append(f"model {name} is no longer at {path}")

