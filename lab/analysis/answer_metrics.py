@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from lab.core.flat import flatten_values
+from lab.core.flat import config_hash, flatten, flatten_values
 from lab.core.paths import public_paths_in
 from lab.metrics.stats import CI_RESAMPLES
 from lab.experiment.answers import (
@@ -653,7 +653,6 @@ def log_answer_metrics(report: AnswerReport, experiment: str = "answer_metrics",
     import tempfile
 
     from lab.tracking.lifecycle import tracked_run
-    from lab.core.flat import config_hash, flatten
     from lab.tracking.store import (
         environment_tags,
         log_metrics,

@@ -48,8 +48,8 @@ import pandas as pd
 
 from lab.analysis.diagnosis import diagnosis_table, precision_ceiling
 from lab.analysis.labels import short_labels
-from lab.analysis.leaderboard import N_RESAMPLES
-from lab.analysis.plots import leaderboard_bars, pareto_front, per_query_distribution, quality_vs_latency
+from lab.analysis.leaderboard import CI_RESAMPLES, leaderboard, N_RESAMPLES, TEST_COLUMNS
+from lab.analysis.plots import leaderboard_bars, pareto_front, per_query_distribution, quality_vs_latency, trend_lines
 from lab.core.atomic import write_text_atomic
 from lab.core.errors import ConfigError, DataError
 
@@ -292,7 +292,6 @@ def report_leaderboard(runs: Sequence[RunData], metrics: Sequence[str], referenc
     latency_p95_ms, index_seconds, n_queries, is_reference, strategy, run_id, source. ``df.attrs``: metrics,
     alpha, reference, correction, n_comparisons, correction_note (of ``metrics[0]``) and corrections
     ({metric: note})."""
-    from lab.analysis.leaderboard import CI_RESAMPLES, TEST_COLUMNS, leaderboard
 
     labels = [r.label for r in runs]
     base = pd.DataFrame([{
@@ -865,7 +864,6 @@ def build_report(runs: Sequence[RunData], out: str | Path = "report.html", metri
 def runs_trust(runs: Sequence[RunData], metric: str, alpha: float = 0.05, seed: int = 0) -> dict | None:
     """The trust object (lab.analysis.trust) of runs read from files: the leaderboard of their per-query ``metric``,
     label provenance from each run's dataset folder (None: unknown); None when no run has a per-query table."""
-    from lab.analysis.leaderboard import leaderboard
     from lab.analysis.trust import trust_block
     from lab.data.labels import label_provenance
 
@@ -956,7 +954,6 @@ def report_files(paths: Sequence[str | Path], out: str | Path = "report.html", m
 
 def trends_html(history: pd.DataFrame, metric: str) -> str:
     """The trends section of the HTML report: the chart and a table (escaped)."""
-    from lab.analysis.plots import trend_lines
 
     if history.empty:
         return "<p>No scheduled sweeps yet.</p>"

@@ -123,7 +123,6 @@ CORRECTION_CHOICES = ("none", "holm", "bh")
 
 def correction_choice(text: str) -> str:
     """argparse type of --correction: none|holm|bh (any case)."""
-    import argparse
 
     value = str(text).strip().lower()
     if value not in CORRECTION_CHOICES:

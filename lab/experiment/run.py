@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab.data.types import Dataset, Qrels, Queries, Run
-from lab.retrievers.base import Context, build
+from lab.retrievers.base import build, check_params, Context
 
 
 @dataclass
@@ -62,7 +62,6 @@ def check_run_args(strategy: str, params: dict | None = None, *, k=100, max_quer
     strategy's declared params (:func:`lab.retrievers.base.param_problems`); counts must be integers >= 1."""
     from lab.core.errors import ConfigError
     from lab.metrics.ranking import parse_metric
-    from lab.retrievers.base import check_params
 
     for name, value, optional in (("k", k, False), ("max_queries", max_queries, True)):
         if optional and value is None:

@@ -18,7 +18,7 @@ import time
 from lab.core.errors import LabError
 from lab.core.net import exposure_warning
 from lab.data.types import Corpus
-from lab.retrievers.base import Context
+from lab.retrievers.base import build, Context
 
 
 def make_app(retriever, *, token: str | None = None, delay_s: float = 0.0, with_text: bool = False,
@@ -115,7 +115,6 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     from lab.experiment.run import load
-    from lab.retrievers.base import build
 
     p = argparse.ArgumentParser(prog="python -m lab.experiment.serve", description=main.__doc__)
     p.add_argument("--dataset", required=True)

@@ -18,7 +18,7 @@ import hashlib
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from lab.core.paths import public_path
+from lab.core.paths import public_path, resolve_repo_path
 
 # files that do not change the vectors and are left out of a model folder's fingerprint
 SKIP_NAMES = {"README.md", ".gitattributes", "desktop.ini", "data_config.json"}
@@ -134,7 +134,6 @@ def default_memo():
 
     from lab.core.cache import Cache
     from lab.core.errors import ConfigError
-    from lab.core.paths import resolve_repo_path
 
     raw = os.environ.get("LAB_CACHE_DIR", ".cache")
     try:

@@ -26,7 +26,7 @@ from lab.data.types import Corpus, Queries, Run
 from lab.core.errors import ConfigError
 from lab.retrievers.base import BaseRetriever, Context, register
 from lab.models.backends import BACKENDS
-from lab.models.embedders import Embedder
+from lab.models.embedders import Embedder, load_embedder
 from lab.models.weights import weights_path
 from lab.retrievers.params import COUNT, one_of
 
@@ -133,7 +133,6 @@ class DenseRetriever(BaseRetriever):
     def embedder(self):
         """The embedding model, loaded on first use."""
         if self._embedder is None:
-            from lab.models.embedders import load_embedder
 
             p = self.params
             self._embedder = load_embedder(p["model"], cache_dir=self.ctx.cache_dir, batch_size=p["batch_size"],

@@ -48,7 +48,7 @@ from typing import Sequence
 
 from lab.data.types import Corpus, Queries, Run
 from lab.core.errors import ConfigError
-from lab.retrievers.base import BaseRetriever, Context, build, register
+from lab.retrievers.base import BaseRetriever, build, Context, param_problems, register
 from lab.retrievers.params import COUNT, at_least, between, one_of
 
 FUSIONS = ("rrf", "weighted", "combsum", "combmnz")
@@ -196,7 +196,6 @@ def fuse(runs: Sequence[Run], fusion: str = "rrf", rrf_k: int = 60, weights: Seq
 def part_problems(extra: dict, params: dict, where: str) -> list[str]:
     """Problems of hybrid's part params (keys outside its own params): each key must name a part (its strategy or
     label) and hold a mapping of that strategy's params, checked like any strategy's (see lab.retrievers.params)."""
-    from lab.retrievers.base import param_problems
 
     retrievers = params.get("retrievers", ("bm25", "dense"))
     if not isinstance(retrievers, (list, tuple)):

@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from lab.data.types import Corpus, Document, Queries, Run
 from lab.core.errors import ConfigError
 from lab.models.estimate import map_estimated
-from lab.models.llm import LLMSpec
+from lab.models.llm import LLMError, LLMSpec
 from lab.retrievers.llmutil import INDEX_ESTIMATE_CALLS, llm_describe, llm_for
 from lab.retrievers.base import BaseRetriever, Context, build, llm_usage, register
 from lab.retrievers.params import COUNT, one_of
@@ -88,7 +88,6 @@ def fit_text(text: str, max_tokens: int, chars_per_token: float = CHARS_PER_TOKE
 def is_context_overflow(error: BaseException) -> bool:
     """True for an LLM error that says the prompt did not fit the context (local: "raise n_ctx"; HTTP servers:
     "context length")."""
-    from lab.models.llm import LLMError
 
     text = f"{error} {getattr(error, 'hint', '')}".lower()
     return isinstance(error, LLMError) and ("n_ctx" in text or "context" in text)

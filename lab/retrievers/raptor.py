@@ -58,7 +58,9 @@ from lab.retrievers.llmutil import llm_describe, llm_for
 from lab.retrievers.base import BaseRetriever, Context, build, llm_usage, register
 from lab.retrievers.params import COUNT, at_least, between, one_of
 from lab.retrievers.bm25 import top_k
-from lab.retrievers.qna import CHARS_PER_TOKEN, DEFAULT_N_CTX, LOCAL_SUMMARY_GEN, map_fitted, parse_summary, text_budget
+from lab.retrievers.qna import (
+    CHARS_PER_TOKEN, DEFAULT_N_CTX, fit_text, LOCAL_SUMMARY_GEN, map_fitted, parse_summary, text_budget,
+)
 
 #: bump when the prompt or the way cluster texts are put together changes (logged in describe()).
 PROMPT_VERSION = 1
@@ -244,7 +246,6 @@ def fit_members(texts: Sequence[str], budget_chars: int) -> list[str]:
     """Each text cut so that together they take at most ``budget_chars`` characters: an equal share each, and
     what short texts leave unused goes to the longer ones (water-filling). Cuts are at a word boundary when
     one lies in the last fifth of the share."""
-    from lab.retrievers.qna import fit_text
 
     lengths = [len(t) for t in texts]
     if sum(lengths) <= budget_chars:
@@ -263,7 +264,6 @@ def fit_members(texts: Sequence[str], budget_chars: int) -> list[str]:
 
 def fallback_text(texts: Sequence[str], chars: int = FALLBACK_CHARS) -> str:
     """What stands for an unusable summary: the opening ``chars`` characters of each member, joined."""
-    from lab.retrievers.qna import fit_text
 
     return " ".join(fit_text(" ".join(t.split()), chars, chars_per_token=1.0) for t in texts)
 

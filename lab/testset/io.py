@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
-from lab.data.types import Corpus, Dataset, Document
+from lab.data.types import Corpus, Dataset, Document, Queries
 from lab.core.errors import ConfigError, DataError
-from lab.core.paths import public_path
+from lab.core.paths import existing_or_repo_path, public_path
 
 PROVENANCE = "provenance.json"
 TIERS_FILE = "tiers.json"
@@ -87,7 +87,6 @@ def load_source(path: str | Path, progress: bool = True) -> Dataset:
     loaded as a BEIR dataset, checked as usual; a folder with queries but no qrels gives queries without
     splits; without queries, no queries and no splits."""
     from lab.data.beir import load_dataset, read_corpus, read_queries
-    from lab.core.paths import existing_or_repo_path
 
     folder = existing_or_repo_path(path)
     folder = Path(folder)
@@ -106,7 +105,6 @@ def load_source(path: str | Path, progress: bool = True) -> Dataset:
     corpus_path = next(folder / f"corpus.jsonl{gz}" for gz in ("", ".gz") if (folder / f"corpus.jsonl{gz}").is_file())
     name = folder.resolve().name
     corpus = read_corpus(corpus_path, name=name, progress=progress)
-    from lab.data.types import Queries
 
     queries = Queries({}, {})
     if have("queries"):

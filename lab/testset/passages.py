@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from lab.text.chunking import strip_span
+from lab.text.chunking import markdown_headings, strip_span
 from lab.data.types import Document
 
 _OFFSET_KEYS = ("start", "offset", "char", "pos", "position", "char_start")
@@ -147,7 +147,6 @@ def headings(doc: Document) -> list[tuple[int, str]]:
     if isinstance(raw, list) and raw and "start" not in meta:
         found = [h for h in map(_heading_item, raw) if h is not None]
     if not found:
-        from lab.text.chunking import markdown_headings
 
         found = [(pos, title) for pos, _, title in markdown_headings(doc.text)]
     n = len(doc.text)

@@ -19,21 +19,13 @@ import re
 import tempfile
 from pathlib import Path
 
-from lab.core.flat import flatten_values
-from lab.core.paths import public_paths_in
+from lab.core.flat import config_hash, flatten, flatten_values
+from lab.core.paths import public_paths_in, results_dir
 from lab.metrics.stats import CI_RESAMPLES
 from lab.data.labels import TAG_FIELDS
 from lab.tracking.store import (
-    PER_QUERY_ARTIFACT,
-    RESULT_ARTIFACT,
-    RUN_ARTIFACT,
-    TAG_MODELS,
-    client,
-    environment_tags,
-    log_metrics,
-    log_params,
-    model_identities,
-    set_tags,
+    client, environment_tags, log_metrics, log_params, model_identities, PER_QUERY_ARTIFACT, RESULT_ARTIFACT,
+    RUN_ARTIFACT, set_tags, storage_fault, TAG_MODELS,
 )
 
 #: Tags of a run whose queries are split into dev and held-out ones (set by lab.workbench.sweep on its children).
@@ -152,7 +144,6 @@ def log_result(result, run_id: str | None = None, experiment: str | None = None,
     (read once the winner is chosen); metrics ``n_dev_queries`` and ``n_holdout_queries`` count both sides.
     """
     from lab.tracking.lifecycle import tracked_run
-    from lab.core.flat import config_hash, flatten
 
     def log_into(run_id: str) -> None:
         run_tags = cl.get_run(run_id).data.tags
@@ -195,7 +186,6 @@ def log_result(result, run_id: str | None = None, experiment: str | None = None,
         try:
             folder = save_unlogged(result, seed, experiment or "raglab")
         except OSError as saving:
-            from lab.tracking.store import storage_fault
 
             raise TrackingError(
                 f"logging to MLflow (tracking root {root}) failed: {type(exc).__name__}: "
@@ -250,7 +240,6 @@ def save_unlogged(result, seed: int = 0, experiment: str = "raglab", folder: str
     import time
 
     if folder is None:
-        from lab.core.paths import results_dir
 
         strategy = re.sub(r"[^\w.-]", "_", str(result.config.get("strategy", "run")))
         stamp = time.strftime("%Y%m%d-%H%M%S")

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from lab.core.errors import ConfigError
-from lab.core.paths import resolve_repo_path
+from lab.core.paths import repo_root, resolve_repo_path
 
 # pure flat-config helpers live in lab.core.flat (every layer may import them); re-exported here
 from lab.core.flat import (  # noqa: F401
@@ -95,7 +95,6 @@ def _fail(path, key: str | None, message: str, hint: str = "") -> ConfigError:
 def _find_root(path: Path) -> Path:
     """Repo root for a spec: the repo above the spec's folder, else :func:`lab.core.paths.repo_root` (LAB_REPO_ROOT,
     the cwd, the package's checkout), else the spec's folder."""
-    from lab.core.paths import repo_root
 
     for start in (path.parent, None):
         try:

@@ -38,9 +38,9 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from lab.core.errors import DataError
-from lab.core.paths import resolve_public_path
+from lab.core.paths import resolve_public_path, resolve_repo_path
 from lab.models.backends import DEFAULT_BACKEND
-from lab.tracking.store import TAG_MODELS
+from lab.tracking.store import git_commit, TAG_MODELS
 
 #: Tags of the run identity (the sweep writes the first four when it creates a run; log_result writes models).
 TAG_VERSION = "identity.version"
@@ -134,8 +134,6 @@ def run_identity(config: Mapping, repo_root: str | Path | None = None, include_c
     import lab
     from lab.core.flat import config_hash
     from lab.data.fingerprint import file_fingerprints, fingerprint
-    from lab.core.paths import resolve_repo_path
-    from lab.tracking.store import git_commit
 
     memo = {} if memo is None else memo
     datasets, files = {}, {}
