@@ -58,15 +58,19 @@ def result_metrics(result, ci: bool = True, seed: int = 0, n_resamples: int = CI
     return out
 
 
-def _user_values(config) -> list[str]:
-    """The string values of a config: the paths among them are the user's own (see lab.core.paths.public_path)."""
-    return [v for v in flatten_values(config or {}).values() if isinstance(v, str)]
+def _user_values(result) -> list[str]:
+    """The paths the user gave for a result (see lab.core.paths.public_path): the string values of its config, and
+    the dataset folder it was run on (``info["dataset_path"]``: the config holds the dataset's name, the user named
+    the folder; the report reads the dataset back from it)."""
+    given = [v for v in flatten_values(result.config or {}).values() if isinstance(v, str)]
+    dataset_path = (result.info or {}).get("dataset_path")
+    return given + ([str(dataset_path)] if dataset_path else [])
 
 
 def public_describe(result) -> dict:
     """The result's strategy description (``info["retriever"]``) with its absolute paths (a model's weights, a
     tree file) in :func:`lab.core.paths.public_path` form: what ``retriever.*`` params and ``model.*`` tags show."""
-    return public_paths_in((result.info or {}).get("retriever") or {}, _user_values(result.config))
+    return public_paths_in((result.info or {}).get("retriever") or {}, _user_values(result))
 
 
 def _result_tags(result, seed: int) -> dict[str, str]:
@@ -86,7 +90,7 @@ def _result_tags(result, seed: int) -> dict[str, str]:
     tags.update({tag: str(labels[f]) for tag, f in TAG_FIELDS.items() if labels.get(f) is not None})
     from lab.models.weights import default_memo, weights_record
 
-    tags[TAG_MODELS] = json.dumps(weights_record(describe, default_memo(), named=_user_values(result.config)),
+    tags[TAG_MODELS] = json.dumps(weights_record(describe, default_memo(), named=_user_values(result)),
                                   sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return tags
 
@@ -110,7 +114,7 @@ def write_result_files(result, folder: Path, seed: int = 0) -> list[Path]:
     paths.append(Path(write_trec_run(result.run, folder / RUN_ARTIFACT, tag=str(result.config.get("strategy", "lab")))))
     doc = {
         "config": result.config,
-        "info": public_paths_in(result.info or {}, _user_values(result.config)),  # no machine paths (public_path)
+        "info": public_paths_in(result.info or {}, _user_values(result)),  # no machine paths (public_path)
         "summary": result.summary(),
         "n_queries": result.evaluation.n_queries,
         "excluded": list(result.evaluation.excluded),
