@@ -31,10 +31,12 @@ def main() -> None:
     ap.add_argument("--context-tokens", type=int, default=512)
     ap.add_argument("--answer-tokens", type=int, default=96)
     ap.add_argument("--claims", type=int, default=4)
-    ap.add_argument("--smoke", action="store_true", help="128 context tokens, 16 answer tokens, 1 claim (CI)")
+    ap.add_argument("--smoke", action="store_true",
+                    help="top-2 contexts in 64 tokens, 8 answer tokens, 1 claim, 1 generated question (CI)")
     args = ap.parse_args()
     if args.smoke:
-        args.context_tokens, args.answer_tokens, args.claims = 128, 16, 1
+        args.context_tokens, args.answer_tokens, args.claims = 64, 8, 1
+    n_contexts = 2 if args.smoke else 5
 
     from lab.analysis.answer_metrics import Judge, split_claims
     from lab.experiment.answers import (
@@ -54,11 +56,12 @@ def main() -> None:
     queries = queries.subset([args.query])
     bm25 = build("bm25", {}, Context(cache_dir=Path(tempfile.mkdtemp(prefix="bench-answers-")), progress=False))
     bm25.index(ds.corpus)
-    run = bm25.search(queries, 5)
+    run = bm25.search(queries, n_contexts)
     llm = load_llm("local", cache_dir=None, progress=False)  # no response cache: every call is generated
-    sample = build_samples(queries, run, ds.corpus, 5, context_char_budget(llm, args.answer_tokens,
-                                                                              args.context_tokens))[0]
-    judge = Judge(llm, load_embedder("all-MiniLM-L6-v2", progress=False), n_questions=3)
+    budget = context_char_budget(llm, args.answer_tokens, args.context_tokens)
+    sample = build_samples(queries, run, ds.corpus, n_contexts, budget)[0]
+    judge = Judge(llm, load_embedder("all-MiniLM-L6-v2", progress=False),
+                  n_questions=1 if args.smoke else 3)
     context = format_context(sample.contexts)
     claims = split_claims(sample.reference)[:args.claims]
     llm.complete("Say hello.", max_tokens=2)  # load the model outside the timings

@@ -69,10 +69,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--configs", type=int, default=8)
     ap.add_argument("--max-queries", type=int, default=10)
-    ap.add_argument("--smoke", action="store_true", help="2 configs of 2 queries, one bare execution (CI)")
+    ap.add_argument("--smoke", action="store_true",
+                    help="2 configs (prewarming needs two) of 1 query, one bare execution (CI)")
     args = ap.parse_args()
     if args.smoke:
-        args.configs, args.max_queries = 2, 2
+        args.configs, args.max_queries = 2, 1
     with tempfile.TemporaryDirectory(prefix="lab-pm-overhead-") as tmp:
         work = Path(tmp)
         spec = work / "overhead.yaml"

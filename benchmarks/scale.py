@@ -218,14 +218,14 @@ def main(argv=None) -> int:
     ap.add_argument("--png", default=str(REPO / "docs" / "img" / "scale.png"))
     ap.add_argument("--child", nargs=2, metavar=("METHOD", "N"), help=argparse.SUPPRESS)
     ap.add_argument("--smoke", action="store_true",
-                    help="2,000 passages from a 300-passage encoder sample, 10 queries, outputs in a temporary "
+                    help="1,000 passages from a 300-passage encoder sample, 5 queries, outputs in a temporary "
                          "folder: checks that it runs (CI)")
     args = ap.parse_args(argv)
     if args.smoke:
         import tempfile
 
         tmp = Path(tempfile.mkdtemp(prefix="scale-smoke-"))
-        args.sizes, args.queries = [2_000], 10
+        args.sizes, args.queries = [1_000], 5
         args.work, args.json, args.png = str(tmp / "work"), str(tmp / "scale.json"), str(tmp / "scale.png")
     if args.child:
         print("RESULT " + json.dumps(child(args.child[0], int(args.child[1]), args)), flush=True)

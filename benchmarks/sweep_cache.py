@@ -10,7 +10,7 @@ The stores are created before the clock starts (creating an MLflow DB runs its m
 Prints wall seconds, the ratios to the cold sweep, and index_seconds per config as MLflow recorded it.
 
     .venv/bin/python benchmarks/sweep_cache.py [params/smoke.yaml]
-    .venv/bin/python benchmarks/sweep_cache.py --smoke     # one BM25 config, 2 queries: checks that it runs (CI)
+    .venv/bin/python benchmarks/sweep_cache.py --smoke     # one BM25 config, 1 query: checks that it runs (CI)
 """
 from __future__ import annotations
 
@@ -53,12 +53,12 @@ def main(spec: str = "params/smoke.yaml") -> None:
 
 
 def smoke_spec() -> str:
-    """``--smoke``: one BM25 config on 2 ORD-QA queries, in a temporary spec (checks that the script runs, for CI)."""
+    """``--smoke``: one BM25 config on 1 ORD-QA query, in a temporary spec (checks that the script runs, for CI)."""
     repo = Path(__file__).resolve().parents[1]
     path = Path(tempfile.mkdtemp(prefix="sweep-cache-smoke-")) / "smoke.yaml"
     path.write_text(f"notebook: {repo / 'notebooks' / '03_strategy_comparison.ipynb'}\ndataset: data/ord-qa\n"
                     "experiment: sweep_cache_smoke\nseed: 0\nfixed: {strategy: bm25, split: test, k: 10, "
-                    "max_queries: 2}\n")
+                    "max_queries: 1}\n")
     return str(path)
 
 
