@@ -101,6 +101,42 @@ def test_generation_params_per_round_and_retry():
         GenerationConfig(grade=4)
 
 
+def test_a_batch_of_mixed_types_is_in_flight_at_once(tmp_path):
+    """Each try of a batch sends every candidate together, each with its own params (type, round): with
+    ``concurrency`` 8, a batch of 8 candidates of mixed types has 8 calls in flight at once (grouped by params, it
+    had 1-3), and each prompt still gets its type's schema and its round's temperature."""
+    import threading
+
+    from lab.testset.gates import GateReport
+    from lab.testset.generate import Candidate, _generate_batch
+
+    class Slow:
+        concurrency = 8
+
+        def __init__(self):
+            self.lock, self.now, self.most, self.seen = threading.Lock(), 0, 0, {}
+            self.all_in = threading.Barrier(8, timeout=10)
+
+        def complete(self, prompt, **gen):
+            with self.lock:
+                self.now += 1
+                self.most = max(self.most, self.now)
+                self.seen[prompt] = gen
+            self.all_in.wait()  # returns only once all 8 are in flight (BrokenBarrierError otherwise)
+            with self.lock:
+                self.now -= 1
+            qtype = prompt.split(":")[0]
+            return type("C", (), {"text": json.dumps({"answer": "a", "question": f"{qtype.title()} is it?"})})()
+
+    cfg = GenerationConfig(n=8)
+    types = [question_type(i, 0, 0) for i in range(8)]
+    assert len(set(types)) > 2
+    batch = [Candidate(i, f"u{i}", i % 2, "en", f"{t}:{i}", "passage", qtype=t) for i, t in enumerate(types)]
+    llm = Slow()
+    _generate_batch(llm, batch, cfg, GateReport(config={}))
+    assert llm.most == 8 and all(c.qa is not None and c.tries == 1 for c in batch)
+    for c in batch:
+        assert llm.seen[c.prompt] == _gen_params(cfg, c.round, 0, "en", c.qtype)
 
 
 def test_tiny_real_generation_counts_every_candidate(tmp_path):
