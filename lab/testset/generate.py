@@ -25,6 +25,8 @@ Conventions
   pass or ``max_attempts`` candidates were checked. Output the model cannot parse, even after the one lenient
   repair, is generated again (``retries`` times, at ``retry_temperature``, seed ``seed + 1000 * try + round``),
   then dropped. The result is the first ``n`` passing candidates in candidate order, whatever the batch size.
+  Candidates go in batches of at least the LLM's ``concurrency``; each try sends a batch's candidates at once,
+  each with its own params (round, type, language), so every llama.cpp slot is busy.
 - Question types (:data:`QUESTION_MIX`, :func:`question_type`): what, how, why, when, which (compare or
   choose) and troubleshooting, in a target mix of 5 / 5 / 3 / 2 / 3 / 2 of every 20 candidates, dealt from a
   cycle shuffled by the seed. Each candidate's prompt asks for its type (:data:`TYPE_INSTRUCTIONS`), the English
