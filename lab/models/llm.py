@@ -626,14 +626,6 @@ def parse_chat_json(data: Any) -> tuple[str, int, int, str | None]:
 
 
 # ------------------------------------------------------------------------------------------------ local backend
-#: Sent with every local request, outside the cache key: the answer's text comes back as the model wrote it.
-#: llama.cpp otherwise parses it for reasoning (``<think>``) in the chat template's format and refuses text it
-#: cannot parse ("The model produced output that does not match the expected peg-native format"): on the SQLite
-#: docs that threw away 7-9 of 24 SmolLM2 question-writer answers, complete JSON among them, each one then
-#: generated again (docs/results.md, issue 26 item 4). A reasoning model's ``<think>`` text stays in the answer.
-_RAW_OUTPUT = {"reasoning_format": "none"}
-
-
 class LocalLLM(_BaseLLM):
     """A GGUF model run in-process by xllamacpp (llama.cpp). The model is loaded on the first generation, so a
     rerun answered from the cache never loads it.
@@ -699,7 +691,7 @@ class LocalLLM(_BaseLLM):
     def _generate(self, messages, params):
         server = self._load()
         try:
-            data = server.handle_chat_completions({"messages": messages, **params, **_RAW_OUTPUT})
+            data = server.handle_chat_completions({"messages": messages, **params})
         except ValueError as e:
             raise LLMError(str(self.path), str(e), "bad request", hint="check the generation params") from None
         if isinstance(data, dict) and "error" in data:

@@ -187,23 +187,3 @@ def test_public_base_url():
     assert public_base_url("https://u:secret@example.com:8443/v1/?k=v#f") == "https://example.com:8443/v1"
     with pytest.raises(ConfigError):
         public_base_url("ftp://example.com")
-
-
-def test_local_requests_ask_for_the_raw_text(tmp_path):
-    """llama.cpp's reasoning parser refused complete SmolLM2 answers ("does not match the expected peg-native
-    format"); every local request asks for the text as written, outside the cache key (same key as before)."""
-    sent = []
-
-    class Server:
-        def handle_chat_completions(self, request):
-            sent.append(request)
-            return {"choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}],
-                    "usage": {"prompt_tokens": 3, "completion_tokens": 1}}
-
-    llm = LocalLLM(smollm2_path(), cache_dir=tmp_path, progress=False)
-    llm._server = Server()
-    c = llm.complete("Name a fruit.", max_tokens=6)
-    assert c.text == "ok" and sent[0]["reasoning_format"] == "none" and sent[0]["max_tokens"] == 6
-    key = request_key(llm.identity, [{"role": "user", "content": "Name a fruit."}],
-                      generation_params(llm.defaults, {"max_tokens": 6}))
-    assert llm.cache is not None and llm.cache.get_json(key) is not None  # the key of the params alone
