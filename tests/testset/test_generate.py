@@ -3,6 +3,7 @@ real run with the packaged SmolLM2 (gates counted, set written and loadable), an
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -217,15 +218,16 @@ def test_generation_stops_after_n_consecutive_endpoint_failures_and_keeps_what_w
                          cache_dir=tmp_path / "cache", progress=False, tracking_root=None)
     seconds = time.perf_counter() - t0
     message = str(exc.value)
-    assert "\n" not in message and message.startswith("test set generation stopped after 3 consecutive failed LLM")
+    # the call still in flight when the third failed (concurrency 2: the batch's calls go in together) may be a 4th
+    assert "\n" not in message and re.match(r"test set generation stopped after [34] consecutive failed LLM", message)
     assert "--max-consecutive-failures 3" in message and "HTTP 500" in message and "model crashed" in message
     assert f"written to {tmp_path / 'gen'}" in message and "0 accepted questions" in message
     # 3 calls x 3 attempts each, plus at most the one other call in flight (concurrency 2): not ~600 requests
     assert 9 <= server.requests <= 12, server.requests
     prov = json.loads((tmp_path / "gen" / "provenance.json").read_text())
     assert prov["llm_usage"]["errors"] >= 3 and prov["llm_usage"]["retries"] >= 6
-    assert "stopped after 3 consecutive" in json.loads((tmp_path / "gen" / "gate_report.json").read_text())[
-        "extra"]["stopped"]
+    assert re.search("stopped after [34] consecutive", json.loads((tmp_path / "gen" / "gate_report.json").read_text())[
+        "extra"]["stopped"])
     assert seconds < 60
 
 
