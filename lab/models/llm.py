@@ -306,15 +306,14 @@ class _BaseLLM:
         if self.cache is None:
             return False
         msgs = normalize_messages(prompt_messages(item) if isinstance(item, str) else item)
-        key = request_key(self.identity, msgs, self._key_params(generation_params(self.defaults, gen)))
-        return self.cache.get_json(key) is not None
+        return self.cache.get_json(request_key(self.identity, msgs, generation_params(self.defaults, gen))) is not None
 
     def chat(self, messages: Sequence[Message], **gen) -> Completion:
         """One answer to ``messages``: from the cache when this (identity, messages, params) was answered before."""
         msgs = normalize_messages(messages)
         params = generation_params(self.defaults, gen)
         t0 = time.perf_counter()
-        key = request_key(self.identity, msgs, self._key_params(params)) if self.cache is not None else None
+        key = request_key(self.identity, msgs, params) if self.cache is not None else None
         hit = self.cache.get_json(key) if key is not None else None
         if hit is not None:
             self._count(calls=1, cache_hits=1, cold_seconds=float(hit.get("seconds", 0.0)))
@@ -390,10 +389,6 @@ class _BaseLLM:
 
     def _prepare(self) -> None:
         """Run before the timed part of a generation (a local model loads here, counted as ``load_seconds``)."""
-
-    def _key_params(self, params: dict) -> dict:
-        """The params that go into the cache key (a backend adds what changes its answers beyond them)."""
-        return params
 
     def _generate(self, messages: list[dict], params: dict) -> tuple[str, int, int, str | None]:  # pragma: no cover
         raise NotImplementedError
@@ -693,30 +688,10 @@ class LocalLLM(_BaseLLM):
                 self._count(load_seconds=time.perf_counter() - t0)
             return self._server
 
-    def _key_params(self, params: dict) -> dict:
-        # a json_schema response_format is enforced as a grammar here (see _request): answers made before that
-        # (unconstrained) are not reused
-        return {**params, "schema_as": "grammar"} if _json_schema(params) is not None else params
-
-    def _request(self, messages, params) -> dict:
-        """The request for xllamacpp. A ``response_format`` json_schema is sent as the llama.cpp ``grammar`` made
-        from it (``xllamacpp.json_schema_to_grammar``): sent as ``response_format``, this llama.cpp build did not
-        hold SmolLM2 to the schema (text after the closing brace, code fences, unescaped quotes, answers past
-        their 200 characters until ``max_tokens``) and then refused its own output ("does not match the expected
-        peg-native format"): 5 of 8 answers on the SQLite docs, each one generated again (docs/results.md, issue
-        26 item 4). Under the grammar every answer is the schema's JSON, and generation stops at its end."""
-        schema = _json_schema(params)
-        if schema is None:
-            return {"messages": messages, **params}
-        import xllamacpp as xlc
-
-        rest = {k: v for k, v in params.items() if k != "response_format"}
-        return {"messages": messages, **rest, "grammar": xlc.json_schema_to_grammar(schema)}
-
     def _generate(self, messages, params):
         server = self._load()
         try:
-            data = server.handle_chat_completions(self._request(messages, params))
+            data = server.handle_chat_completions({"messages": messages, **params})
         except ValueError as e:
             raise LLMError(str(self.path), str(e), "bad request", hint="check the generation params") from None
         if isinstance(data, dict) and "error" in data:
@@ -745,15 +720,6 @@ class LocalLLM(_BaseLLM):
         self._server = None
         self._slots = threading.BoundedSemaphore(self.concurrency)
         self._acct_lock, self._load_lock = threading.Lock(), threading.Lock()
-
-
-def _json_schema(params: Mapping[str, Any]) -> dict | None:
-    """The JSON schema of a ``response_format`` of type json_schema in ``params`` (OpenAI's shape), else None."""
-    rf = params.get("response_format")
-    if isinstance(rf, Mapping) and rf.get("type") == "json_schema" and isinstance(rf.get("json_schema"), Mapping):
-        schema = rf["json_schema"].get("schema")
-        return dict(schema) if isinstance(schema, Mapping) else None
-    return None
 
 
 # ------------------------------------------------------------------------------------------------ factory

@@ -33,8 +33,7 @@ Conventions
   schema holds the question to the type's first word, and the type is recorded (``question_type`` of each
   candidate and query); the gate report counts asked and accepted types (``extra.question_types``).
 - JSON: ``json_mode="schema"`` (default) sends the OpenAI ``response_format`` json_schema of :func:`qa_schema`
-  (a local GGUF gets it as the llama.cpp grammar made from it, lab.models.llm.LocalLLM; OpenAI, vLLM and recent
-  Ollama honour it); ``"prompt"`` relies on the
+  (llama.cpp turns it into a grammar; OpenAI, vLLM and recent Ollama honour it); ``"prompt"`` relies on the
   prompt alone. Either way the text is parsed strictly first (:func:`parse_qa`). A generation the backend
   fails (an LLMError, or llama.cpp refusing its own output) counts as unparseable (``llm_errors``).
 - Relevance: the source unit gets grade ``grade`` (qrels at unit level: the document, without chunking). The
