@@ -207,7 +207,10 @@ def add_parsers(sub) -> None:
     g.add_argument("--llm", default="local", help="LLM spec: local (packaged SmolLM2-135M), "
                    "qwen2.5-coder-0.5b or gemma3-270m (opt-in: make setup-llms), a .gguf path, openai:MODEL")
     g.add_argument("--concurrency", type=positive_int,
-                   help="LLM requests in flight (local GGUF: parallel llama.cpp slots decoded in one batch)")
+                   help="LLM requests in flight (local GGUF: parallel llama.cpp slots decoded in one batch). Default "
+                        "1: the same seed then gives the same set even without the cache. 8 was 10%% faster for "
+                        "the packaged SmolLM2 on a loaded 2-core machine (docs/results.md), but a batch's "
+                        "arithmetic depends on what shares it, so a rerun without the cache can write another set")
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--stratify", default="section", choices=["doc", "section", "none"])
     g.add_argument("--grade", type=non_negative_int, default=1, help="grade of the source unit in the qrels (0-3)")

@@ -25,6 +25,8 @@ Conventions
   pass or ``max_attempts`` candidates were checked. Output the model cannot parse, even after the one lenient
   repair, is generated again (``retries`` times, at ``retry_temperature``, seed ``seed + 1000 * try + round``),
   then dropped. The result is the first ``n`` passing candidates in candidate order, whatever the batch size.
+  Candidates go in batches of at least the LLM's ``concurrency``; each try sends a batch's candidates at once,
+  each with its own params (round, type, language), so every llama.cpp slot is busy.
 - Question types (:data:`QUESTION_MIX`, :func:`question_type`): what, how, why, when, which (compare or
   choose) and troubleshooting, in a target mix of 5 / 5 / 3 / 2 / 3 / 2 of every 20 candidates, dealt from a
   cycle shuffled by the seed. Each candidate's prompt asks for its type (:data:`TYPE_INSTRUCTIONS`), the English
@@ -473,18 +475,25 @@ class _Models:
         return self.vectors.encode(self.embedder, texts, kind=kind)
 
 
-def _safe_map(llm, prompts: list[str], breaker=None, **gen) -> list[tuple[str | None, str | None]]:
+def _safe_map(llm, prompts: list[str], breaker=None, per_prompt: list[dict] | None = None,
+              **gen) -> list[tuple[str | None, str | None]]:
     """(text, None) or (None, error) per prompt, in order, on up to ``llm.concurrency`` threads: an LLMError or a
     backend failure (llama.cpp refusing output that breaks the grammar) costs that candidate, not the run. With a
     :class:`lab.models.breaker.FailureBreaker`, LLMErrors (the endpoint failed, retries spent) are counted; once it
-    trips, prompts not yet sent are skipped and :class:`lab.models.breaker.EndpointDown` is raised."""
+    trips, prompts not yet sent are skipped and :class:`lab.models.breaker.EndpointDown` is raised.
+    ``per_prompt``: generation params of each prompt (then ``gen`` is ignored), so prompts with different params
+    (question types, rounds) are in flight together and a local GGUF decodes them in one batch."""
+    params = per_prompt if per_prompt is not None else [gen] * len(prompts)
+    if len(params) != len(prompts):
+        raise ValueError(f"per_prompt: {len(params)} params for {len(prompts)} prompts")
 
-    def one(prompt):
+    def one(item):
+        prompt, prompt_gen = item
         if breaker is not None and breaker.tripped:
             breaker.skip()
             return None, "skipped: the endpoint failed too many calls in a row"
         try:
-            text = llm.complete(prompt, **gen).text
+            text = llm.complete(prompt, **prompt_gen).text
         except LLMError as e:
             if breaker is not None:
                 breaker.failure(f"{type(e).__name__}: {e}")
@@ -497,30 +506,29 @@ def _safe_map(llm, prompts: list[str], breaker=None, **gen) -> list[tuple[str | 
 
     workers = max(1, min(int(getattr(llm, "concurrency", 1)), len(prompts)))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="testset-llm") as pool:
-        out = list(pool.map(one, prompts))
+        out = list(pool.map(one, zip(prompts, params, strict=True)))
     if breaker is not None:
         breaker.check()
     return out
 
 
 def _generate_batch(llm, batch: list[Candidate], cfg: GenerationConfig, report: GateReport, breaker=None) -> None:
-    """Fill ``text``/``qa`` of each candidate: generate, parse, retry unparseable or failed ones."""
+    """Fill ``text``/``qa`` of each candidate: generate, parse, retry unparseable or failed ones. Each try sends
+    every candidate still to do at once (each with its own params: round, type, language), so ``concurrency``
+    slots stay busy; candidates grouped by params left a batch of 8 mixed types one to three calls in flight."""
     todo = batch
     for attempt in range(cfg.retries + 1):
         if not todo:
             break
-        groups: dict[tuple[int, str, str], list[Candidate]] = {}
-        for c in todo:
-            groups.setdefault((c.round, c.language, c.qtype), []).append(c)
-        for (r, lang, qtype), cands in groups.items():
-            outs = _safe_map(llm, [c.prompt for c in cands], breaker, **_gen_params(cfg, r, attempt, lang, qtype))
-            for c, (text, error) in zip(cands, outs, strict=True):
-                c.tries = attempt + 1
-                c.text = text if text is not None else ""
-                c.error = error
-                c.qa, c.repaired = parse_qa(text) if text is not None else (None, False)
-                if error:
-                    report.extra["llm_errors"] = report.extra.get("llm_errors", 0) + 1
+        outs = _safe_map(llm, [c.prompt for c in todo], breaker,
+                         per_prompt=[_gen_params(cfg, c.round, attempt, c.language, c.qtype) for c in todo])
+        for c, (text, error) in zip(todo, outs, strict=True):
+            c.tries = attempt + 1
+            c.text = text if text is not None else ""
+            c.error = error
+            c.qa, c.repaired = parse_qa(text) if text is not None else (None, False)
+            if error:
+                report.extra["llm_errors"] = report.extra.get("llm_errors", 0) + 1
         if attempt:
             report.retries += len(todo)
         todo = [c for c in todo if c.qa is None]
@@ -839,8 +847,9 @@ def _generate_all(gen: _Generation, order: list[Passage], guard: np.ndarray, pro
     shown = pbar if getattr(pbar, "update", None) else None
     breaker = FailureBreaker(cfg.max_consecutive_failures, "test set generation")
     done = estimated = False
+    size = max(cfg.batch_size, int(getattr(gen.model, "concurrency", 1)))  # every slot busy; the set is the same
     while not done and len(gen.checked) < cap:
-        batch = [c for _, c in zip(range(min(cfg.batch_size, cap - len(gen.checked))), stream, strict=False)]
+        batch = [c for _, c in zip(range(min(size, cap - len(gen.checked))), stream, strict=False)]
         if not batch:
             break
         t_batch = time.perf_counter()
