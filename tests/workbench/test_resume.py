@@ -93,9 +93,10 @@ def test_changed_corpus_and_qrels_rerun_with_the_reason_and_a_revert_reuses_the_
 
 
 def test_metrics_version_and_code_version(store, monkeypatch):
-    import lab.tracking.store
+    import lab.workbench.resume
 
-    monkeypatch.setattr(lab.tracking.store, "git_commit", lambda folder=None: "feedfacecafe")
+    # patched where the run identity looks it up (resume imports git_commit at its top)
+    monkeypatch.setattr(lab.workbench.resume, "git_commit", lambda folder=None: "feedfacecafe")
     dry = run_sweep(store["spec"], root=store["root"], dry_run=True, progress=False, echo=None)
     assert dry.outcomes[0].status == "SKIPPED"  # the code version counts only when asked
     dry = run_sweep(store["spec"], root=store["root"], dry_run=True, progress=False, echo=None,
