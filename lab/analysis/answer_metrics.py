@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from lab.core.flat import config_hash, flatten, flatten_values
+from lab.core.flat import config_hash, flatten, string_values
 from lab.core.paths import public_paths_in
 from lab.metrics.stats import CI_RESAMPLES
 from lab.experiment.answers import (
@@ -665,7 +665,7 @@ def log_answer_metrics(report: AnswerReport, experiment: str = "answer_metrics",
                      run_name=run_name or f"answers: {cfg['strategy']} top-{cfg['k']} on {cfg['dataset']}") as run:
         cl, run_id = run.cl, run.run_id
         params = dict(flatten(cfg))  # the user's config as given; descriptions with public paths (public_path)
-        named = [v for v in flatten_values(cfg).values() if isinstance(v, str)]
+        named = string_values(cfg)
         params.update({f"retriever.{k}": v for k, v in flatten(public_paths_in((report.result.info or {}).get(
             "retriever") or {}, named)).items()})
         params.update({f"judge.{k}": v for k, v in flatten(public_paths_in(report.info.get("judge") or {},
@@ -694,7 +694,7 @@ def write_artifacts(report: AnswerReport, folder: Path) -> list[Path]:
     with open(folder / DETAILS_ARTIFACT, "w", encoding="utf-8") as f:
         f.writelines(json.dumps({**detail, "contexts": sample.contexts}, ensure_ascii=False, default=str) + "\n"
                      for sample, detail in zip(report.samples, report.evaluation.details, strict=True))
-    named = [v for v in flatten_values(report.config).values() if isinstance(v, str)]
+    named = string_values(report.config)
     doc = {"config": report.config, "info": public_paths_in(report.info, named), "summary": report.summary()}
     (folder / SUMMARY_ARTIFACT).write_text(json.dumps(doc, indent=1, default=str), encoding="utf-8")
     return [folder / PER_QUERY_ARTIFACT, folder / DETAILS_ARTIFACT, folder / SUMMARY_ARTIFACT]

@@ -75,6 +75,12 @@ def flatten_values(config: Mapping[str, Any]) -> dict[str, Any]:
     return dict(_flat_items(config))
 
 
+def string_values(config: Mapping[str, Any]) -> list[str]:
+    """The string leaves of a config, in order: what the user typed, so the paths they gave are among them
+    (lab.core.paths.public_path keeps those as given)."""
+    return [v for v in flatten_values(config or {}).values() if isinstance(v, str)]
+
+
 def format_value(value: Any) -> str:
     """One value as an MLflow param string: a str as it is, anything else as compact JSON."""
     if isinstance(value, str):

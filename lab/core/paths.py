@@ -80,13 +80,13 @@ CACHE_PREFIX = "$LAB_CACHE_DIR/"
 def site_dirs() -> list[Path]:
     """The folders installed packages live in: :func:`site.getsitepackages`, the user site folder and the
     ``sys.path`` entries named ``site-packages`` or ``dist-packages``, each once, in that order."""
-    raw = [*site.getsitepackages(), site.getusersitepackages(), *sys.path]
+    packages = site.getsitepackages()
     out: list[Path] = []
-    for entry in raw:
+    for entry in [*packages, site.getusersitepackages(), *sys.path]:
         if not entry:
             continue
         p = Path(entry)
-        if p.name not in ("site-packages", "dist-packages") and str(entry) not in site.getsitepackages():
+        if p.name not in ("site-packages", "dist-packages") and str(entry) not in packages:
             continue
         p = p.resolve()
         if p not in out:

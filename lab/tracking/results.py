@@ -19,7 +19,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from lab.core.flat import config_hash, flatten, flatten_values
+from lab.core.flat import config_hash, flatten, string_values
 from lab.core.paths import public_paths_in, results_dir
 from lab.metrics.stats import CI_RESAMPLES
 from lab.data.labels import TAG_FIELDS
@@ -62,7 +62,7 @@ def _user_values(result) -> list[str]:
     """The paths the user gave for a result (see lab.core.paths.public_path): the string values of its config, and
     the dataset folder it was run on (``info["dataset_path"]``: the config holds the dataset's name, the user named
     the folder; the report reads the dataset back from it)."""
-    given = [v for v in flatten_values(result.config or {}).values() if isinstance(v, str)]
+    given = string_values(result.config or {})
     dataset_path = (result.info or {}).get("dataset_path")
     return given + ([str(dataset_path)] if dataset_path else [])
 
