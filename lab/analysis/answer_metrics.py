@@ -39,6 +39,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -47,10 +48,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
+from lab.core.errors import DataError
 from lab.core.flat import config_hash, flatten, string_values
 from lab.core.paths import public_paths_in
-from lab.metrics.stats import CI_RESAMPLES
+from lab.core.progress import progress as bar
 from lab.experiment.answers import (
     PROMPT_VERSION,
     AnswerSample,
@@ -62,6 +65,16 @@ from lab.experiment.answers import (
     is_noncommittal,
     reference_answers,
 )
+from lab.experiment.run import load, run_experiment
+from lab.metrics import bootstrap_ci
+from lab.metrics.stats import CI_RESAMPLES
+from lab.models.breaker import EndpointDown, FailureBreaker
+from lab.models.embedders import load_embedder
+from lab.models.llm import LLMError, load_llm
+from lab.retrievers.base import Context
+from lab.text.chunking import chunk_corpus, chunks_to_corpus
+from lab.tracking.lifecycle import tracked_run
+from lab.tracking.store import environment_tags, log_metrics, log_params, set_tags
 
 JUDGE_PROMPT_VERSION = "judge-v1"
 METRICS = ("faithfulness", "answer_relevancy", "context_precision", "context_recall")
@@ -272,7 +285,6 @@ class Judge:
     def _calls(self, prompts: Sequence[str], **gen) -> list[tuple[Any, str | None]]:
         """(Completion or None, error or None) per prompt, in order; an LLMError fails only its prompt (a refused
         connection fails the run)."""
-        from lab.models.llm import LLMError
 
         breaker = self.breaker
 
@@ -495,8 +507,6 @@ class AnswerEvaluation:
         scored queries), n_scored/n_failed/n_skipped per metric, n_queries, cost and wall seconds."""
         out = aggregate(self.per_query)
         if ci:
-            from lab.metrics import bootstrap_ci
-
             for m in METRICS:
                 scored = self.per_query[m].astype(float).dropna()
                 if len(scored) >= 2:
@@ -516,10 +526,6 @@ def evaluate_samples(samples: Sequence[AnswerSample], judge: Judge, llm=None, an
     (so a llama.cpp backend reuses each query's evaluated context across its calls). When the judge's breaker
     trips (the endpoint failed too many calls in a row), the queries scored so far are kept and ``stopped`` says
     why; the query in progress is dropped."""
-    import pandas as pd
-
-    from lab.models.breaker import EndpointDown
-    from lab.core.progress import progress as bar
 
     t0 = time.perf_counter()
     rows, details, stopped = [], [], ""
@@ -573,11 +579,6 @@ def run_answer_metrics(dataset, strategy: str, params: dict | None = None, *, sp
     one model). Reference answers come from query metadata ``reference_field``. ``fallback``: see
     :meth:`Judge.uses_fallback`. ``max_consecutive_failures``: LLM calls failed in a row (answering and judging
     together) that stop the run; the queries finished before are kept (``evaluation.stopped`` says why)."""
-    from lab.experiment.run import load, run_experiment
-    from lab.models.breaker import FailureBreaker
-    from lab.models.embedders import load_embedder
-    from lab.models.llm import load_llm
-    from lab.retrievers.base import Context
 
     t0 = time.perf_counter()
     breaker = FailureBreaker(max_consecutive_failures, "answering and judging")
@@ -627,7 +628,6 @@ def _units(ds, chunking: dict | None, progress: bool):
     """The corpus the run's ids refer to: the documents, or their chunks when the experiment chunked."""
     if not chunking or chunking.get("chunker", "recursive") == "none":
         return ds.corpus
-    from lab.text.chunking import chunk_corpus, chunks_to_corpus
 
     args = {k: v for k, v in chunking.items() if k != "depth_factor"}
     return chunks_to_corpus(chunk_corpus(ds.corpus, progress=progress, **args))
@@ -650,15 +650,6 @@ def log_answer_metrics(report: AnswerReport, experiment: str = "answer_metrics",
     paths; answer_result.json's info likewise). Tags: dataset, strategy, model identities, prompt versions,
     environment. Artifacts: answer_metrics.parquet (per query), answers.jsonl (answers, claims, verdicts, raw
     judge outputs), answer_result.json."""
-    import tempfile
-
-    from lab.tracking.lifecycle import tracked_run
-    from lab.tracking.store import (
-        environment_tags,
-        log_metrics,
-        log_params,
-        set_tags,
-    )
 
     cfg = report.config
     with tracked_run(experiment, root=root,
@@ -705,7 +696,6 @@ def load_fixture(folder: str | Path) -> tuple[list[dict], list[dict]]:
     """Hand-labelled judge cases from ``folder``: ``verdicts.jsonl`` (kind "support": context, statement,
     expected yes/no; kind "useful": question, reference, context, expected) and ``relevancy.jsonl`` (question,
     on_topic and off_topic answers). A malformed line is a DataError naming file, line and field."""
-    from lab.core.errors import DataError
 
     out = []
     for name, need in (("verdicts.jsonl", ("id", "kind", "context", "expected")),
@@ -739,9 +729,6 @@ def judge_agreement(judge: Judge, verdict_cases: Sequence[Mapping], relevancy_ca
     relevancy (questions generated by the judge, embedded) beats the off-topic one's.
     Returns ``{"rows": DataFrame, "agreement", "agreement_support", "agreement_useful", "n_failed", "n_fallback",
     "relevancy_ranked", "n_relevancy", "chance"}`` (chance: the agreement of always answering the majority label)."""
-    import pandas as pd
-
-    from lab.core.progress import progress as bar
 
     rows = []
     for case in bar(list(verdict_cases), desc="judge fixture", enabled=progress):

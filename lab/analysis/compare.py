@@ -26,7 +26,9 @@ Conventions
 """
 from __future__ import annotations
 
+import json
 import math
+import tempfile
 import warnings
 from pathlib import Path
 from typing import Iterable
@@ -34,10 +36,27 @@ from typing import Iterable
 import pandas as pd
 
 from lab.analysis.labels import short_labels, table_labels
-from lab.analysis.leaderboard import N_RESAMPLES, TEST_COLUMNS, legend_lines
-from lab.analysis.leaderboard import leaderboard
+from lab.analysis.leaderboard import N_RESAMPLES, TEST_COLUMNS, leaderboard, legend_lines
+from lab.analysis.plots import leaderboard_bars
+from lab.analysis.trust import trust_block
 from lab.core.errors import ConfigError
+from lab.core.flat import varying_keys
+from lab.core.paths import resolve_repo_path
 from lab.data.beir import read_queries
+from lab.data.labels import from_tags, label_provenance
+from lab.data.trec import read_trec_run
+from lab.metrics.overlap import JACCARD_K, P, overlap_table
+from lab.tracking.results import TAG_SELECTION
+from lab.tracking.store import (
+    RUN_ARTIFACT,
+    TAG_PARENT,
+    TAG_ROLE,
+    artifact_file,
+    client,
+    load_per_query,
+    mlflow_metric_name,
+    search_all_runs,
+)
 
 #: Columns of a leaderboard, after ``label``, ``<metric>``, ``<metric>_ci_low``, ``<metric>_ci_high``.
 EXTRA_COLUMNS = ("latency_p50_ms", "latency_p95_ms", "index_seconds", "n_queries", "llm_index_calls",
@@ -78,7 +97,6 @@ def metrics_version_warning(versions: Iterable[str | None], current: str | None 
 
 def latest_experiment(root="mlruns") -> str:
     """Name of the experiment holding the most recently started run (ConfigError when the store has none)."""
-    from lab.tracking.store import client
 
     cl = client(root)
     best, when = None, -1
@@ -94,7 +112,6 @@ def latest_experiment(root="mlruns") -> str:
 def experiment_runs(cl, experiment_id: str, parent_run_id: str | None = None) -> list:
     """The FINISHED runs of an experiment, sweep parent runs left out (only the children of ``parent_run_id``
     when given), oldest first."""
-    from lab.tracking.store import TAG_PARENT, TAG_ROLE, search_all_runs
 
     runs = search_all_runs(cl, experiment_id, "attributes.status = 'FINISHED'")
     runs = [r for r in runs if r.data.tags.get(TAG_ROLE) != "parent"]
@@ -132,7 +149,6 @@ def duplicates_note(dropped) -> str:
 def run_labels(runs) -> list[str]:
     """One label per run: ``key=value`` of the params that differ between the runs (``resolved.*`` and
     ``retriever.*`` left out), else the run name, else the first 8 characters of the run id."""
-    from lab.core.flat import varying_keys
 
     def plain(params):
         return {k: v for k, v in params.items() if not k.startswith(("resolved.", "retriever."))}
@@ -161,7 +177,6 @@ def experiment_leaderboard(experiment: str, metric: str = "ndcg@10", root="mlrun
     ``df.attrs``: metric, experiment, best_run_id, warnings, alpha, metrics_version_warning, correction,
     n_comparisons, correction_note, trust (lab.analysis.trust: label provenance, power, held-out check).
     """
-    from lab.tracking.store import client, load_per_query, mlflow_metric_name
 
     cl = client(root)
     exp = cl.get_experiment_by_name(experiment)
@@ -222,8 +237,6 @@ def runs_provenance(runs) -> tuple[list, str | None]:
     """The label provenance of each run (lab.data.labels) as it logged it; for a run logged before labels were
     recorded, read from its dataset folder now (when that folder is still there; else None), with a note saying
     so."""
-    from lab.core.paths import resolve_repo_path
-    from lab.data.labels import from_tags, label_provenance
 
     out, read_now = [], 0
     for r in runs:
@@ -246,10 +259,6 @@ def runs_provenance(runs) -> tuple[list, str | None]:
 def run_selection(cl, runs, parent_run_id: str | None = None) -> dict | None:
     """The held-out check (lab.analysis.trust.selection_record) recorded on ``parent_run_id``, else on the latest
     parent of the listed runs whose winner is among them; None when there is none."""
-    import json
-
-    from lab.tracking.results import TAG_SELECTION
-    from lab.tracking.store import TAG_PARENT
 
     ids = {r.info.run_id for r in runs}
     parents = [parent_run_id] if parent_run_id else list(dict.fromkeys(
@@ -270,8 +279,6 @@ def run_selection(cl, runs, parent_run_id: str | None = None) -> dict | None:
 def runs_trust(cl, runs, scores, df: pd.DataFrame, parent_run_id: str | None = None, alpha: float = 0.05) -> dict:
     """The trust object (lab.analysis.trust.trust_block) of a leaderboard of MLflow runs: provenance from their
     tags, judged@10 from their metrics, the selection from their sweep parent."""
-    from lab.analysis.trust import trust_block
-    from lab.tracking.store import mlflow_metric_name
 
     by_id = {r.info.run_id: (r, s) for r, s in zip(runs, scores, strict=True)}
     ranked = [by_id[rid][0] for rid in df["run_id"]]
@@ -286,11 +293,6 @@ def runs_overlap(df: pd.DataFrame, root="mlruns", p: float | None = None, k: int
     """Rank-biased overlap and top-k Jaccard between each pair of the leaderboard's runs (lab.metrics.overlap;
     rankings read from each run's run.trec), named by their short labels (lab.analysis.labels); needs no relevance
     labels. Pairs with the most different rankings first."""
-    import tempfile
-
-    from lab.data.trec import read_trec_run
-    from lab.metrics.overlap import JACCARD_K, P, overlap_table
-    from lab.tracking.store import RUN_ARTIFACT, artifact_file, client
 
     cl = client(root)
     runs = {}
@@ -381,7 +383,6 @@ def _wtl(df: pd.DataFrame) -> list[str]:
 def plot_leaderboard(df: pd.DataFrame, path: str | Path, metric: str | None = None, title: str = "") -> Path:
     """Bar chart of the leaderboard (best on top) with CI error bars, runs significantly below the best hatched;
     written to ``path`` as PNG (Agg, no pyplot state). Returns the path."""
-    from lab.analysis.plots import leaderboard_bars
 
     metric = metric or df.attrs.get("metric") or "ndcg@10"
     if df.empty:
@@ -439,7 +440,6 @@ def group_means(scores: dict[str, pd.Series], groups: dict[str, str], by: str = 
 def leaderboard_by(df: pd.DataFrame, groups: dict[str, str], by: str = "tier", root="mlruns") -> pd.DataFrame:
     """:func:`group_means` of the runs of the leaderboard ``df`` (:func:`leaderboard`; its row order kept, each
     run's per-query values of its metric from MLflow), with their ``run_id``."""
-    from lab.tracking.store import load_per_query
 
     metric = df.attrs.get("metric") or df.columns[1]
     scores = {f"{i}": load_per_query(run_id, root)[metric] for i, run_id in enumerate(df["run_id"])}

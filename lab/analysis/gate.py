@@ -36,7 +36,12 @@ from pathlib import Path
 
 import pandas as pd
 
+import lab
+from lab.analysis.compare import metrics_version_warning
 from lab.core.errors import ConfigError, DataError
+from lab.core.flat import nan_to_none
+from lab.data.trec import read_qrels, read_trec_run
+from lab.metrics import DEFAULT_METRICS, evaluate, paired_test, parse_metric
 from lab.metrics.stats import N_RESAMPLES
 
 #: Metrics gated when none are named.
@@ -81,7 +86,6 @@ class ResultFile:
 # ---------------------------------------------------------------------------------------------------------------
 def is_metric_name(name: str) -> bool:
     """True when ``name`` is a metric label as lab spells it ("ndcg@10", "mrr"), exactly (lower case)."""
-    from lab.metrics import parse_metric
 
     try:
         return parse_metric(name).label == name
@@ -266,10 +270,6 @@ def read_result(path: str | Path, qrels=None, metrics: Sequence[str] | None = No
 
 
 def _evaluate_trec(path: Path, qrels, metrics, rel_threshold: int) -> ResultFile:
-    import lab
-    from lab.data.trec import read_qrels, read_trec_run
-    from lab.metrics import DEFAULT_METRICS, evaluate
-
     q = read_qrels(qrels) if isinstance(qrels, (str, Path)) else qrels
     run = read_trec_run(path)
     try:
@@ -288,22 +288,9 @@ def _evaluate_trec(path: Path, qrels, metrics, rel_threshold: int) -> ResultFile
 # ---------------------------------------------------------------------------------------------------------------
 def version_warning(versions: Iterable[str | None]) -> str | None:
     """A warning when the recorded metrics versions differ (or differ from this lab's), else None; inputs that
-    record none (per-query tables) are left out. Uses lab.analysis.compare.metrics_version_warning when it exists, else
-    a small check of its own."""
-    import lab
-
+    record none (per-query tables) are left out (lab.analysis.compare.metrics_version_warning)."""
     vals = [str(v) for v in versions if v not in (None, "")]
-    try:
-        from lab.analysis.compare import metrics_version_warning
-    except ImportError:  # pragma: no cover - older lab.analysis.compare
-        metrics_version_warning = None
-    if metrics_version_warning is not None:
-        return metrics_version_warning(vals, current=str(lab.METRICS_VERSION)) if vals else None
-    distinct = sorted(set(vals) | ({str(lab.METRICS_VERSION)} if vals else set()))
-    if len(distinct) > 1:
-        return (f"metrics versions differ ({', '.join(distinct)}): the numbers are computed under different "
-                "conventions; re-evaluate the older result with this raglab version")
-    return None
+    return metrics_version_warning(vals, current=str(lab.METRICS_VERSION)) if vals else None
 
 
 def input_warnings(base: ResultFile, cur: ResultFile) -> list[str]:
@@ -371,7 +358,6 @@ class GateReport:
 
     def to_dict(self) -> dict:
         """JSON-ready dict (NaN as None)."""
-        from lab.core.flat import nan_to_none
 
         rows = [{k: nan_to_none(v) for k, v in asdict(r).items()} | {"failed": r.failed} for r in self.rows]
         return {"passed": self.passed, "baseline": self.baseline, "current": self.current,
@@ -424,7 +410,6 @@ def allowed_drop(baseline: float, max_drop: float, relative: bool) -> float:
 def gate_metric(metric: str, base: ResultFile, cur: ResultFile, max_drop: float, relative: bool,
                 significant_only: bool, alpha: float, n_resamples: int, seed: int) -> GateRow:
     """The GateRow of one metric (see the module docstring for the rules)."""
-    from lab.metrics import paired_test
 
     b, c = base.means[metric], cur.means[metric]
     allowed = allowed_drop(b, max_drop, relative)
@@ -451,7 +436,6 @@ def gate_settings(metrics: Sequence[str] | None, max_drop: float, relative: bool
     checked: every metric written as its canonical label (lab.metrics.parse_metric: 'ndcg@10', not 'NDCG@10'),
     ``alpha`` strictly between 0 and 1, ``max_drop`` a number and, with ``relative``, a fraction below 1.
     ConfigError (exit 2) naming the option (--metric, --alpha, --max-drop) otherwise."""
-    from lab.metrics import parse_metric
 
     names = list(dict.fromkeys(metrics or DEFAULT_GATE_METRICS))
     for m in names:

@@ -45,6 +45,7 @@ import numpy as np
 import pandas as pd
 
 from lab.metrics.stats import CI_RESAMPLES, CORRECTIONS, N_RESAMPLES, adjust_pvalues, bootstrap_ci, paired_test
+
 #: Columns after the metric, its CI and the extra columns, in this order.
 TEST_COLUMNS = ("diff", "diff_ci_low", "diff_ci_high", "p_value", "p_adjusted", "significant", "wins", "ties",
                 "losses", "correction")

@@ -15,14 +15,19 @@ Conventions
 from __future__ import annotations
 
 import textwrap
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
 
 from lab.analysis.labels import SEPARATOR, short_labels
+from lab.analysis.leaderboard import leaderboard
+from lab.metrics import bootstrap_ci
 from lab.metrics.stats import CI_RESAMPLES, N_RESAMPLES
+from lab.testset.gates import GATES
+
+if TYPE_CHECKING:  # matplotlib is imported where a figure is made (pyproject: banned-module-level-imports)
+    from matplotlib.figure import Figure
 
 #: Colours cycled over series (matplotlib's tab10, fixed so figures do not depend on rcParams).
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
@@ -30,6 +35,13 @@ COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e3
 #: How a value is printed on a hatched bar: dark text on a white box, so the hatching does not cross it.
 VALUE_ON_HATCH = {"color": "#222222", "bbox": {"boxstyle": "round,pad=0.15", "facecolor": "white",
                                                 "edgecolor": "none", "alpha": 0.9}}
+
+
+def new_figure(**kwargs) -> Figure:
+    """A :class:`matplotlib.figure.Figure` (no pyplot state); matplotlib is imported on the first figure."""
+    from matplotlib.figure import Figure
+
+    return Figure(**kwargs)
 
 
 def ci_columns(metric: str) -> tuple[str, str]:
@@ -177,7 +189,7 @@ def metric_vs_param(
     xs = df[x].to_numpy(dtype=float)
     if logx is None:
         logx = bool(len(xs)) and bool((xs > 0).all()) and xs.max() / xs.min() >= 8
-    fig = Figure(figsize=(5.0 * len(metrics), 3.8), layout="constrained")
+    fig = new_figure(figsize=(5.0 * len(metrics), 3.8), layout="constrained")
     axes = fig.subplots(1, len(metrics), squeeze=False)[0]
     groups = list(df.groupby(hue_cols, sort=True)) if hue_cols else [((), df)]
     for ax, metric in zip(axes, metrics, strict=True):
@@ -226,7 +238,7 @@ def leaderboard_bars(
     err = _ci_err(d, metric, ci)
     y = np.arange(len(d))[::-1]
     lines = sum(n.count("\n") + 1 for n in names)
-    fig = Figure(figsize=(8.5, 0.3 * lines + 0.25 * len(d) + 1.4), layout="constrained")
+    fig = new_figure(figsize=(8.5, 0.3 * lines + 0.25 * len(d) + 1.4), layout="constrained")
     ax = fig.subplots()
     bars = ax.barh(y, d[metric].to_numpy(dtype=float), xerr=err, color=COLORS[0], alpha=0.85, capsize=3,
                    error_kw={"elinewidth": 1, "ecolor": "#333333"})
@@ -276,7 +288,7 @@ def quality_vs_latency(
     q = df[metric].to_numpy(dtype=float)
     c = df[latency].to_numpy(dtype=float)
     front = pareto_front(q, c)
-    fig = Figure(figsize=(6.5, 4.5) if len(df) <= 6 else (8.5, 6.0), layout="constrained")
+    fig = new_figure(figsize=(6.5, 4.5) if len(df) <= 6 else (8.5, 6.0), layout="constrained")
     ax = fig.subplots()
     err = _ci_err(df, metric, ci)
     if err is not None:
@@ -321,7 +333,7 @@ def per_query_distribution(
         s = table if isinstance(table, pd.Series) else _require(table, [metric], "per_query_distribution")[metric]
         names.append(str(name))
         values.append(s.dropna().to_numpy(dtype=float))
-    fig = Figure(figsize=(max(4.0, 1.3 * len(names) + 2), 4.2), layout="constrained")
+    fig = new_figure(figsize=(max(4.0, 1.3 * len(names) + 2), 4.2), layout="constrained")
     ax = fig.subplots()
     ax.boxplot(values, showmeans=True, showfliers=False, widths=0.5, medianprops={"color": COLORS[1]},
                meanprops={"marker": "D", "markerfacecolor": COLORS[3], "markeredgecolor": COLORS[3]})
@@ -341,7 +353,7 @@ def histogram(values: Sequence[float] | pd.Series, xlabel: str, bins: int | Sequ
               discrete: bool = False, title: str = "") -> Figure:
     """Histogram of ``values``; ``discrete=True`` draws one bar per distinct integer value (grades, counts)."""
     v = np.asarray(pd.Series(values).dropna(), dtype=float)
-    fig = Figure(figsize=(5.0, 3.5), layout="constrained")
+    fig = new_figure(figsize=(5.0, 3.5), layout="constrained")
     ax = fig.subplots()
     if discrete and len(v):
         vals, counts = np.unique(v, return_counts=True)
@@ -360,11 +372,10 @@ def histogram(values: Sequence[float] | pd.Series, xlabel: str, bins: int | Sequ
 def gate_funnel(report, title: str = "") -> Figure:
     """The quality-gate funnel of a generated test set (a :class:`lab.testset.gates.GateReport`): per gate, in
     the order they are applied, the candidates dropped there (bar) and those still remaining after it (line)."""
-    from lab.testset.gates import GATES
 
     dropped = [int(report.dropped_at[g]) for g in GATES]
     remaining = list(np.int64(report.candidates) - np.cumsum(dropped))
-    fig = Figure(figsize=(7.0, 3.6), layout="constrained")
+    fig = new_figure(figsize=(7.0, 3.6), layout="constrained")
     ax = fig.subplots()
     x = np.arange(len(GATES))
     ax.bar(x, dropped, color=COLORS[3 % len(COLORS)], alpha=0.85, label="dropped at this gate")
@@ -401,7 +412,6 @@ def results_table(
     results: {label: Result}, or a sequence of ({field: value}, Result) whose fields become columns and whose
     label is "field=value, ...". metrics: the metrics to tabulate (default: every metric the Results scored).
     """
-    from lab.metrics import bootstrap_ci
 
     items = [({}, r, str(k)) for k, r in results.items()] if isinstance(results, Mapping) else \
         [(dict(f), r, ", ".join(f"{k}={v}" for k, v in f.items())) for f, r in results]
@@ -444,7 +454,6 @@ def results_leaderboard(
     lab.metrics.compare, Evaluations scored on other queries are paired on the union of the queries, a query one
     of them did not score counting 0 there.
     """
-    from lab.analysis.leaderboard import leaderboard
 
     for attr, what in (("metrics_version", "re-evaluate them with the same raglab version"),
                        ("rel_threshold", "re-evaluate them with one rel_threshold")):
@@ -477,7 +486,7 @@ def trend_lines(history: pd.DataFrame, metric: str, label: str = "label", title:
     ``<metric>``, the CI columns, ``dataset_changed`` and ``model_changed`` (as lab.analysis.trends.schedule_history
     returns it)."""
     _require(history, ["sequence", label, metric], "trend_lines")
-    fig = Figure(figsize=(8.5, 4.2), layout="constrained")
+    fig = new_figure(figsize=(8.5, 4.2), layout="constrained")
     ax = fig.subplots()
     lo, hi = ci_columns(metric)
     marked = {"dataset": False, "model": False}

@@ -35,6 +35,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import json
 import math
 import tempfile
 import time
@@ -46,12 +47,31 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from lab.analysis import diagnosis as dg
+from lab.analysis.compare import CompareWarning, experiment_leaderboard
 from lab.analysis.diagnosis import diagnosis_table, precision_ceiling
+from lab.analysis.gate import attach_per_query, looks_like_trec, read_result
 from lab.analysis.labels import short_labels
-from lab.analysis.leaderboard import CI_RESAMPLES, leaderboard, N_RESAMPLES, TEST_COLUMNS
+from lab.analysis.leaderboard import CI_RESAMPLES, N_RESAMPLES, TEST_COLUMNS, leaderboard
 from lab.analysis.plots import leaderboard_bars, pareto_front, per_query_distribution, quality_vs_latency, trend_lines
+from lab.analysis.trends import latest_scheduled_run_ids, schedule_history
+from lab.analysis.trust import trust_block, trust_lines
 from lab.core.atomic import write_text_atomic
 from lab.core.errors import ConfigError, DataError
+from lab.core.paths import resolve_repo_path
+from lab.data.beir import load_dataset
+from lab.data.labels import label_provenance
+from lab.data.trec import read_trec_run
+from lab.text.chunking import doc_id_of
+from lab.tracking.lifecycle import tracked_run
+from lab.tracking.store import (
+    RESULT_ARTIFACT,
+    RUN_ARTIFACT,
+    artifact_file,
+    client,
+    load_per_query,
+    metric_name_from_mlflow,
+)
 
 #: Metrics of the report when none are named: the README's headline columns.
 DEFAULT_REPORT_METRICS = ("ndcg@10", "recall@100", "mrr@10")
@@ -113,7 +133,6 @@ def _existing_dataset(path: str | None) -> str | None:
     """``path`` resolved against the repository root when it is a dataset folder, else None."""
     if not path:
         return None
-    from lab.core.paths import resolve_repo_path
 
     try:
         p = resolve_repo_path(path)
@@ -124,9 +143,6 @@ def _existing_dataset(path: str | None) -> str | None:
 
 def _logged_dataset_path(run_id: str, root, cl) -> str | None:
     """``info.dataset_path`` of a run's result.json artifact when it is a dataset folder here, else None."""
-    import json
-
-    from lab.tracking.store import RESULT_ARTIFACT, artifact_file
 
     try:
         with tempfile.TemporaryDirectory(prefix="lab-report-") as tmp:
@@ -141,14 +157,6 @@ def runs_from_mlflow(experiment: str, root="mlruns", metric: str = "ndcg@10", pa
                      trust: list | None = None) -> list[RunData]:
     """The finished runs of ``experiment`` that logged ``metric`` (labels as lab.analysis.compare names them); only
     ``run_ids`` when given. ``trust``: a list the leaderboard's trust object (lab.analysis.trust) is appended to."""
-    from lab.analysis.compare import CompareWarning, experiment_leaderboard
-    from lab.tracking.store import (
-        RUN_ARTIFACT,
-        artifact_file,
-        client,
-        load_per_query,
-        metric_name_from_mlflow,
-    )
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CompareWarning)
@@ -172,8 +180,6 @@ def runs_from_mlflow(experiment: str, root="mlruns", metric: str = "ndcg@10", pa
                 notes.append(f"run {rid[:8]} ({label}): no per-query table ({type(exc).__name__})")
 
         def load(run_id=row["run_id"]):
-            from lab.data.trec import read_trec_run
-
             with tempfile.TemporaryDirectory(prefix="lab-report-") as tmp:
                 return read_trec_run(artifact_file(run_id, RUN_ARTIFACT, tmp, root, cl))
 
@@ -201,8 +207,6 @@ def runs_from_files(paths: Sequence[str | Path], qrels=None, dataset: str | None
                     metrics: Sequence[str] | None = None, notes: list[str] | None = None) -> list[RunData]:
     """Runs from result files, grouped by :func:`file_group`. A TREC run is read for the worst queries and, when
     its group has no per-query table, evaluated against ``qrels`` (a path) or the split's qrels of ``dataset``."""
-    from lab.data.trec import read_trec_run
-    from lab.analysis.gate import looks_like_trec, attach_per_query, read_result
 
     groups: dict[str, list[Path]] = {}
     for p in paths:
@@ -238,8 +242,6 @@ def runs_from_files(paths: Sequence[str | Path], qrels=None, dataset: str | None
             if per_query is None:
                 qr = qrels
                 if qr is None and ds_path:
-                    from lab.data.beir import load_dataset
-
                     qr = load_dataset(ds_path, splits=[run_split], progress=False).split(run_split)[1]
                 if qr is None:
                     raise DataError(trec, "is a TREC run without a per-query table: pass --qrels or --dataset to "
@@ -345,7 +347,6 @@ def _unit_doc(uid: str, corpus) -> str:
     """The corpus document a retrieved unit belongs to: itself, or the document of a chunk id doc@start-end."""
     if uid in corpus:
         return uid
-    from lab.text.chunking import doc_id_of
 
     try:
         return doc_id_of(uid)
@@ -531,7 +532,6 @@ def render_worst(details: Sequence[dict], metric: str, others: pd.DataFrame | No
 def render_diagnosis(table: pd.DataFrame, names: Mapping[str, str] | None = None) -> str:
     """The diagnosis grouped by rule: severity, rule, the runs it fired for with their value, the finding (of the
     first run listed, i.e. the best ranked), likely cause and next step. ``names``: shorter run names to show."""
-    from lab.analysis import diagnosis as dg
 
     if table.empty:
         return "<p>No rule fired: every checked metric is above its threshold.</p>"
@@ -580,7 +580,6 @@ def _load_dataset(run: RunData, override: str | None, notes: list[str]):
     if not path:
         notes.append(f"worst queries: no dataset for {run.label} (pass --dataset DIR)")
         return None
-    from lab.data.beir import load_dataset
 
     return load_dataset(path, splits=[run.split], progress=False)
 
@@ -864,8 +863,6 @@ def build_report(runs: Sequence[RunData], out: str | Path = "report.html", metri
 def runs_trust(runs: Sequence[RunData], metric: str, alpha: float = 0.05, seed: int = 0) -> dict | None:
     """The trust object (lab.analysis.trust) of runs read from files: the leaderboard of their per-query ``metric``,
     label provenance from each run's dataset folder (None: unknown); None when no run has a per-query table."""
-    from lab.analysis.trust import trust_block
-    from lab.data.labels import label_provenance
 
     keep = [r for r in runs if r.per_query is not None and metric in r.per_query]
     if not keep:
@@ -885,7 +882,6 @@ def render_trust(trust: Mapping | None, metric: str) -> str:
     """The trust object as HTML above the leaderboard: its lines, warnings in the notes' colour."""
     if not trust:
         return ""
-    from lab.analysis.trust import trust_lines
 
     lines = trust_lines(trust, metric)
     facts = [line for line in lines if not line.startswith("warning: ")]
@@ -900,7 +896,6 @@ def log_report(path: str | Path, experiment: str, root="mlruns", run_ids: Sequen
                metrics: Sequence[str] = ()) -> str:
     """Log the file at ``path`` as artifact ``report.html`` (whatever its name) of a new FINISHED run in ``experiment``
     (tag lab.role=report, ``report.runs`` = the covered run ids, ``report.metrics``); returns its run id."""
-    from lab.tracking.lifecycle import tracked_run
 
     with tracked_run(experiment, run_name=f"report ({', '.join(metrics)})" if metrics else "report",
                      root=root) as run:
@@ -916,7 +911,6 @@ def report_experiment(experiment: str, root="mlruns", out: str | Path = "report.
                       metrics: Sequence[str] | None = None, parent_run_id: str | None = None, log: bool = True,
                       **kwargs) -> ReportResult:
     """:func:`build_report` of an MLflow experiment's finished runs, logged back into it when ``log``."""
-    from lab.analysis.trends import latest_scheduled_run_ids, schedule_history
 
     metrics = list(metrics or DEFAULT_REPORT_METRICS)
     notes: list[str] = []

@@ -34,14 +34,27 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
+from scipy.stats import rankdata
 
+from lab.analysis.plots import COLORS, new_figure
 from lab.core.errors import ConfigError
+from lab.data.beir import load_dataset
+from lab.data.fingerprint import fingerprint
+from lab.experiment.run import load, run_experiment
+from lab.metrics import bootstrap_ci, paired_test
 from lab.metrics.stats import N_RESAMPLES
+from lab.retrievers.base import Context
+from lab.testset.perturb import CHANGES_FILE, PROVENANCE_FILE, VARIANTS, load_variant, perturb_dataset, read_provenance
+from lab.tracking.lifecycle import tracked_run
+from lab.tracking.results import log_result
+from lab.tracking.store import log_metrics, log_params, set_tags
+
+if TYPE_CHECKING:  # matplotlib is imported where a figure is made (lab.analysis.plots.new_figure)
+    from matplotlib.figure import Figure
 
 STRATEGIES = ("bm25", "dense", "hybrid")
 TABLE_METRICS = ("ndcg@10", "recall@10")
@@ -61,7 +74,6 @@ class Variant:
     @property
     def changed_ids(self) -> set[str]:
         """Ids of the queries this variant changed (held-out ids for "unanswerable")."""
-        from lab.testset.perturb import CHANGES_FILE
 
         out = set()
         for line in (self.path / CHANGES_FILE).read_text(encoding="utf-8").splitlines():
@@ -76,15 +88,12 @@ class Variant:
 
 
 def _variant_rank(name: str | None) -> int:
-    from lab.testset.perturb import VARIANTS
-
     return VARIANTS.index(name) if name in VARIANTS else len(VARIANTS)
 
 
 def find_variants(variants) -> list[Path]:
     """Variant folders from a folder of variants (sub-folders holding PERTURBATION.json, in the order of
     lab.testset.perturb.VARIANTS), a folder that is one variant, or a list of folders (order kept)."""
-    from lab.testset.perturb import PROVENANCE_FILE, read_provenance
 
     if isinstance(variants, (str, os.PathLike)):
         root = Path(variants)
@@ -105,8 +114,6 @@ def make_variants(dataset, folder, variants: Iterable[str], split: str = "test",
     those not there yet (no PERTURBATION.json) are made by :func:`lab.testset.perturb.perturb_dataset` with
     ``seed``, the unanswerable variant holding out queries of ``split``. Folders already there are used as they
     are, so a second call only reads."""
-    from lab.data.beir import load_dataset
-    from lab.testset.perturb import PROVENANCE_FILE, perturb_dataset
 
     folder, names = Path(folder), list(variants)
     name = load_dataset(dataset, progress=False).name
@@ -120,7 +127,6 @@ def make_variants(dataset, folder, variants: Iterable[str], split: str = "test",
 def load_variants(paths: Iterable[Path], clean_fingerprint: str | None = None, progress: bool = False
                   ) -> list[Variant]:
     """Load variant folders; with ``clean_fingerprint``, refuse a variant made from another dataset."""
-    from lab.testset.perturb import load_variant, read_provenance
 
     out = []
     for p in paths:
@@ -141,7 +147,6 @@ def paired_deltas(clean_pq: pd.DataFrame, variant_pq: pd.DataFrame, metrics: Seq
                   changed: set[str] | None = None, n_resamples: int = N_RESAMPLES, seed: int = 0,
                   confidence: float = 0.95) -> dict:
     """Means, deltas, CIs and p-values of ``metrics`` over the queries both tables scored (see module docs)."""
-    from lab.metrics import paired_test
 
     common = [q for q in clean_pq.index if q in set(variant_pq.index)]
     if not common:
@@ -178,7 +183,6 @@ def top1_scores(run, qids: Iterable[str]) -> pd.Series:
 def auroc(positive: Sequence[float], negative: Sequence[float]) -> float:
     """P(a positive score > a negative score), ties 1/2 (Mann-Whitney U / (n_pos * n_neg)); NaN scores are
     treated as the lowest possible score. NaN when either group is empty."""
-    from scipy.stats import rankdata
 
     pos = np.nan_to_num(np.asarray(positive, dtype=float), nan=-np.inf)
     neg = np.nan_to_num(np.asarray(negative, dtype=float), nan=-np.inf)
@@ -197,7 +201,6 @@ def abstention(clean_top1: pd.Series, answerable_top1: pd.Series, unanswerable_t
     clean_top1: top-1 scores of the answerable queries of the clean run (sets tau); answerable_top1 /
     unanswerable_top1: top-1 scores in the variant run; unanswerable_clean_top1: the unanswerable queries' top-1
     in the clean run (for ``top1_drop``)."""
-    from lab.metrics import bootstrap_ci
 
     if not 0.0 < answer_rate < 1.0:
         raise ConfigError(f"answer_rate={answer_rate}: must lie strictly between 0 and 1, e.g. 0.95")
@@ -258,10 +261,6 @@ def run_robustness(dataset, variants, strategies: Sequence[str] = STRATEGIES,  #
     params: strategy -> params for run_experiment. Query-side variants are evaluated on ``split``; the
     unanswerable variant on its own split (it must be ``split``).
     """
-    from lab.data.fingerprint import fingerprint
-    from lab.experiment.run import load, run_experiment
-    from lab.metrics import bootstrap_ci
-    from lab.retrievers.base import Context
 
     ctx = ctx or Context()
     clean = load(dataset, progress=ctx.progress)
@@ -367,12 +366,11 @@ def plot_robustness(table: pd.DataFrame, metrics: Sequence[str] = TABLE_METRICS,
     """One panel per metric: delta from clean per variant (groups) and strategy (bars), with CI error bars.
 
     Built without pyplot (see lab.analysis.plots conventions)."""
-    from lab.analysis.plots import COLORS
 
     df = table[table["variant"] != CLEAN]
     variants = list(dict.fromkeys(df["variant"]))
     strategies = list(dict.fromkeys(df["strategy"]))
-    fig = Figure(figsize=(4.2 * len(metrics) + 1, 3.8), layout="constrained")
+    fig = new_figure(figsize=(4.2 * len(metrics) + 1, 3.8), layout="constrained")
     axes = fig.subplots(1, len(metrics), squeeze=False)[0]
     width = 0.8 / max(1, len(strategies))
     x = np.arange(len(variants))
@@ -398,7 +396,7 @@ def plot_top1(top1: pd.DataFrame, taus: Mapping[str, float] | None = None, title
     """Top-1 score distributions of answerable vs unanswerable queries, one panel per strategy (own scale);
     ``taus`` (strategy -> threshold) draws each strategy's answer threshold as a dashed line."""
     strategies = list(dict.fromkeys(top1["strategy"]))
-    fig = Figure(figsize=(3.4 * max(1, len(strategies)) + 0.5, 3.4), layout="constrained")
+    fig = new_figure(figsize=(3.4 * max(1, len(strategies)) + 0.5, 3.4), layout="constrained")
     axes = fig.subplots(1, max(1, len(strategies)), squeeze=False)[0]
     for ax, s in zip(axes, strategies, strict=False):
         sub = top1[top1["strategy"] == s]
@@ -419,9 +417,6 @@ def log_robustness(rob: Robustness, variants: Sequence[Variant], root: str | Pat
                    experiment: str = DEFAULT_EXPERIMENT, seed: int = 0, n_resamples: int = N_RESAMPLES,
                    config: Mapping | None = None) -> str:
     """Log the summary run and one nested run per strategy x variant; returns the summary run id."""
-    from lab.tracking.lifecycle import tracked_run
-    from lab.tracking.store import log_metrics, log_params, set_tags
-    from lab.tracking.results import log_result
 
     config = dict(config or {})
     prov = {v.name: v.provenance for v in variants}

@@ -19,6 +19,8 @@ import tempfile
 
 import pandas as pd
 
+from lab.tracking.store import artifact_file, client, mlflow_metric_name
+
 TAG_SCHEDULED = "raglab.scheduled"
 TAG_SCHEDULE = "raglab.schedule"
 TAG_SEQUENCE = "raglab.sequence"
@@ -41,7 +43,6 @@ def scheduled_parents(cl, experiment_id: str, schedule: str | None = None) -> li
 
 def read_record(cl, parent_run_id: str) -> dict | None:
     """The ``schedule.json`` of a scheduled sweep's parent run (None when it has none: the sweep stopped early)."""
-    from lab.tracking.store import artifact_file
 
     with tempfile.TemporaryDirectory(prefix="lab-schedule-") as tmp:
         try:
@@ -55,7 +56,6 @@ def schedule_history(experiment: str, root="mlruns", metric: str = "ndcg@10", sc
     """One row per (scheduled sweep, config) of ``experiment``: sequence, schedule, time, config_hash, label,
     run_id, reused, ``metric`` and its CI bounds, dataset_changed, model_changed (against that config's row of the
     sweep before), reason. Empty (with those columns) when the experiment has no scheduled sweep."""
-    from lab.tracking.store import client, mlflow_metric_name
 
     cols = ["sequence", "schedule", "time", "config_hash", "label", "run_id", "reused", metric, f"{metric}_ci_low",
             f"{metric}_ci_high", "dataset_changed", "model_changed", "reason"]

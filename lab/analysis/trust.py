@@ -33,6 +33,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from lab.analysis.leaderboard import leaderboard
 from lab.data.labels import MIN_KAPPA, LabelProvenance
 from lab.metrics.stats import (
     POWER_METHOD,
@@ -227,7 +228,6 @@ def results_trust(results: Mapping[str, object], metric: str = "ndcg@10", alpha:
     """The trust object of in-memory results (name -> lab.experiment.run.Result, as notebook 03 holds them): the
     leaderboard of their per-query ``metric``, label provenance from ``result.info["labels"]`` (what runs log),
     judged@10 from their means."""
-    from lab.analysis.leaderboard import leaderboard
 
     names = list(results)
     scores = {n: results[n].evaluation.per_query[metric].rename(index=str) for n in names}

@@ -5,12 +5,30 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
+import time
 from pathlib import Path
 
-from lab.cli.options import (add_max_consecutive_failures, add_tracking_root, non_negative_int, positive_int,
-                             write_table)
+import yaml
+
+from lab.analysis.answer_metrics import (
+    METRICS,
+    Judge,
+    judge_agreement,
+    load_fixture,
+    log_answer_metrics,
+    run_answer_metrics,
+    write_artifacts,
+)
+from lab.cli.options import add_max_consecutive_failures, add_tracking_root, non_negative_int, positive_int, write_table
+from lab.core.errors import ConfigError
 from lab.core.flat import nan_to_none
+from lab.core.paths import resolve_repo_path, results_dir
 from lab.core.settings import parse_settings
+from lab.models.breaker import FailureBreaker
+from lab.models.embedders import load_embedder
+from lab.models.llm import load_llm
+from lab.retrievers.base import Context
 
 DEFAULT_FIXTURE = "tests/fixtures/answers"
 
@@ -22,10 +40,6 @@ def llm_spec(value: str | None):
         return None
     text = value.strip()
     if text.startswith("{"):
-        import yaml
-
-        from lab.core.errors import ConfigError
-
         try:
             spec = yaml.safe_load(text)
         except yaml.YAMLError as e:
@@ -41,9 +55,6 @@ def _fmt(v: float) -> str:
 
 
 def cmd_answers(args) -> int:
-    from lab.analysis.answer_metrics import METRICS, log_answer_metrics, run_answer_metrics
-    from lab.retrievers.base import Context
-
     params = parse_settings(args.set)
     chunking = params.pop("chunking", None)
     ctx = Context(cache_dir=Path(args.cache_dir), progress=not args.no_progress and not args.json, seed=args.seed)
@@ -87,11 +98,6 @@ def cmd_answers(args) -> int:
 
 def _stopped(report, run_id, args) -> int:
     """Write what was finished before answering / judging stopped, print one error line naming it; exit 1."""
-    import sys
-    import time
-
-    from lab.analysis.answer_metrics import write_artifacts
-    from lab.core.paths import results_dir
 
     folder = results_dir("answers", f"stopped-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
     write_artifacts(report, folder)
@@ -102,14 +108,8 @@ def _stopped(report, run_id, args) -> int:
 
 
 def cmd_judge_check(args) -> int:
-    from lab.analysis.answer_metrics import Judge, judge_agreement, load_fixture
-    from lab.models.embedders import load_embedder
-    from lab.models.llm import load_llm
-
     fixture = Path(args.fixture)
     if not fixture.exists() and not fixture.is_absolute():  # the default, run from outside the repository
-        from lab.core.errors import ConfigError
-        from lab.core.paths import resolve_repo_path
 
         try:
             fixture = resolve_repo_path(fixture)
@@ -118,7 +118,6 @@ def cmd_judge_check(args) -> int:
     verdicts, relevancy = load_fixture(fixture)
     llm = load_llm(llm_spec(args.judge), cache_dir=args.cache_dir, progress=False, seed=args.seed)
     emb = load_embedder(args.embedder, cache_dir=args.cache_dir, progress=False)
-    from lab.models.breaker import FailureBreaker
 
     judge = Judge(llm, emb, grammar=args.grammar, seed=args.seed,
                   breaker=FailureBreaker(args.max_consecutive_failures, "judge check"))

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import json
 
+from lab.core.errors import ConfigError
+from lab.data.cleanup import BOILERPLATE_SHARE
+from lab.data.extract import Limits
+from lab.data.ingest import ingest
+
 LIMIT_OPTIONS = ("max_text_mb", "max_pdf_mb", "max_pdf_pages", "max_docx_mb", "max_unzipped_mb", "max_zip_ratio")
 
 
 def cmd_ingest(args) -> int:
-    from lab.data.ingest import ingest
-    from lab.core.errors import ConfigError
-
     if not args.src:
         raise ConfigError("lab ingest: give the folder to read, e.g. lab ingest docs/ --out data/my-docs")
     if not args.out:
@@ -38,9 +40,6 @@ def cmd_ingest(args) -> int:
 
 
 def _limits(args):
-    from lab.core.errors import ConfigError
-    from lab.data.extract import Limits
-
     values = {}
     for name in LIMIT_OPTIONS:
         value = getattr(args, name)
@@ -51,9 +50,6 @@ def _limits(args):
 
 
 def add_parsers(sub) -> None:
-    from lab.data.cleanup import BOILERPLATE_SHARE
-    from lab.data.extract import Limits
-
     d = Limits()
     p = sub.add_parser("ingest", help="read a folder of .md .rst .txt .html .pdf .docx files into a BEIR corpus")
     p.add_argument("src", nargs="?", metavar="SRC", help="folder of documents, read recursively")

@@ -13,6 +13,8 @@ import os
 import sys
 
 from lab.cli.options import Parser
+from lab.core.errors import LabError
+from lab.tracking.store import storage_fault
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -35,8 +37,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from lab.core.errors import LabError
-
     args = build_parser().parse_args(argv)
     # MLflow logs every SQL error with its traceback before raising it; the error reaches here and is said once
     logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
@@ -50,8 +50,6 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     except Exception as exc:
-        from lab.tracking.store import storage_fault
-
         line = storage_fault(exc)  # a corrupt, read-only or full store: one line, not a traceback
         if line is None:
             raise

@@ -4,20 +4,24 @@ from __future__ import annotations
 
 import os
 import secrets
-
+import shlex
+import subprocess
 import sys
 
+from lab.core.errors import ConfigError
 from lab.core.net import exposure_warning
-from lab.workbench.notebook_server import (DEFAULT_PORT, KERNEL_NAME, jupyterlab_command, jupyterlab_env, lab_url,
-                                           notebook_dir, port_free)
+from lab.workbench.notebook_server import (
+    DEFAULT_PORT,
+    KERNEL_NAME,
+    jupyterlab_command,
+    jupyterlab_env,
+    lab_url,
+    notebook_dir,
+    port_free,
+)
 
 
 def cmd_notebook(args) -> int:
-    import shlex
-    import subprocess
-
-    from lab.core.errors import ConfigError
-
     if not 0 < args.port < 65536:
         raise ConfigError(f"--port {args.port}: give a TCP port between 1 and 65535")
     if not args.print and not port_free(args.host, args.port):

@@ -7,14 +7,15 @@ from __future__ import annotations
 import sys
 import warnings
 
+from lab.analysis.compare import latest_experiment
+from lab.analysis.gate import GateWarning, gate_files, report_json
+from lab.analysis.report import report_experiment, report_files
 from lab.cli.options import add_correction_option, add_tracking_root, non_negative_int, positive_int, split_names
+from lab.core.errors import ConfigError
+from lab.tracking.store import read_only
 
 
 def cmd_report(args) -> int:
-    from lab.analysis.compare import latest_experiment
-    from lab.core.errors import ConfigError
-    from lab.analysis.report import report_experiment, report_files
-
     common = {"metrics": split_names(args.metric), "reference": args.baseline, "n_worst": args.worst,
               "alpha": args.alpha, "seed": args.seed, "title": args.title, "correction": args.correction}
     if not 0 < args.alpha < 1:
@@ -26,8 +27,6 @@ def cmd_report(args) -> int:
                            **common)
         where = "not logged to MLflow (file inputs)"
     else:
-        from lab.tracking.store import read_only
-
         experiment = args.experiment or latest_experiment(args.tracking_root)
         frozen = not args.no_log and read_only(args.tracking_root)  # read the store, write only the HTML
         res = report_experiment(experiment, root=args.tracking_root, out=args.out, parent_run_id=args.parent,
@@ -46,8 +45,6 @@ def cmd_report(args) -> int:
 
 
 def cmd_gate(args) -> int:
-    from lab.analysis.gate import GateWarning, gate_files, report_json
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", GateWarning)  # printed with the table
         rep = gate_files(args.baseline, args.current, metrics=split_names(args.metric), qrels=args.qrels,

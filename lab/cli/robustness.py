@@ -8,12 +8,11 @@ from pathlib import Path
 from lab.analysis.robustness import DEFAULT_EXPERIMENT, STRATEGIES, make_variants, run_robustness, write_outputs
 from lab.cli.options import add_tracking_root, positive_int
 from lab.core.settings import parse_settings
+from lab.retrievers.base import Context
+from lab.testset.perturb import VARIANTS
 
 
 def cmd_robustness(args) -> int:
-    from lab.retrievers.base import Context
-    from lab.testset.perturb import VARIANTS
-
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
     params = parse_settings(args.set)
     ctx = Context(cache_dir=Path(args.cache_dir), progress=not args.no_progress, seed=args.seed)

@@ -4,13 +4,25 @@ and `lab strategies` (what `--strategy` accepts): thin commands over lab.metrics
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from pathlib import Path
 
+import lab
 from lab.cli.options import add_tracking_root, checked_metrics, non_negative_int, positive_int, write_table
+from lab.core.errors import ConfigError, TrackingError
 from lab.core.flat import nan_to_none
 from lab.core.settings import parse_settings
+from lab.data.beir import read_qrels
+from lab.data.trec import read_trec_run, write_trec_run
+from lab.experiment.run import check_run_args, run_experiment
+from lab.experiment.trec import trec_result
+from lab.metrics import DEFAULT_METRICS, bootstrap_ci, evaluate
+from lab.retrievers import available
+from lab.retrievers.base import Context, declared_params
+from lab.tracking.results import log_result
+from lab.tracking.store import log_metrics
 
 
 def _print_table(means: dict, cis=None, title: str = "") -> None:
@@ -25,10 +37,6 @@ def _print_table(means: dict, cis=None, title: str = "") -> None:
 
 
 def cmd_evaluate(args) -> int:
-    from lab.data.beir import read_qrels
-    from lab.data.trec import read_trec_run
-    from lab.metrics import DEFAULT_METRICS, bootstrap_ci, evaluate
-
     qrels = read_qrels(args.qrels)
     run = read_trec_run(args.run)
     ev = evaluate(qrels, run, checked_metrics(args.metrics) or DEFAULT_METRICS, rel_threshold=args.rel_threshold,
@@ -51,34 +59,21 @@ def cmd_evaluate(args) -> int:
 
 
 def _meta(ev, **extra) -> dict:
-    import lab
-
     return {"metrics_version": lab.METRICS_VERSION, "n_queries": ev.n_queries, "n_excluded": len(ev.excluded), **extra}
 
 
 def cmd_run(args) -> int:
-    import math
-
-    from lab.data.trec import write_trec_run
-    from lab.core.errors import ConfigError
-    from lab.experiment.run import run_experiment
-    from lab.retrievers.base import Context
-
     if bool(args.strategy) == bool(args.from_trec):
         raise ConfigError("lab run: give --strategy NAME (run a strategy) or --from-trec RUN.trec (evaluate a run "
                           "made elsewhere), not both or neither")
     progress = not args.no_progress and not args.json
     if args.from_trec:
-        from lab.experiment.trec import trec_result
-
         if args.set:
             raise ConfigError("--set has no effect with --from-trec: the run was made elsewhere")
         res = trec_result(args.dataset, args.from_trec, split=args.split, k=args.k, name=args.name,
                           metrics=checked_metrics(args.metrics), max_queries=args.max_queries, progress=progress,
                           condensed=args.condensed)
     else:
-        from lab.experiment.run import check_run_args
-
         params = parse_settings(args.set)
         chunking = params.pop("chunking", None)
         check_run_args(args.strategy, params, k=args.k, max_queries=args.max_queries,
@@ -92,7 +87,6 @@ def cmd_run(args) -> int:
         write_trec_run(res.run, args.out, tag=strategy.replace(":", "_"))
     if args.per_query:
         write_table(res.evaluation.per_query, args.per_query)
-    from lab.core.errors import TrackingError
 
     run_id, log_error = None, None
     if args.mlflow or args.experiment:
@@ -152,8 +146,6 @@ def _diagnostic_lines(describe: dict) -> list[str]:
 
 def _log_run(res, args) -> str:
     """Log a `lab run` result into MLflow (log_result), plus the strategy's http_* counters as metrics."""
-    from lab.tracking.store import log_metrics
-    from lab.tracking.results import log_result
 
     run_id = log_result(res, experiment=args.experiment or "raglab", root=args.tracking_root, seed=args.seed)
     describe = res.info.get("retriever") or {}
@@ -165,9 +157,6 @@ def _log_run(res, args) -> str:
 
 
 def cmd_strategies(args) -> int:
-    from lab.retrievers import available
-    from lab.retrievers.base import declared_params
-
     if not args.params:
         print("\n".join(available()))
         return 0

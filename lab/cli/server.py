@@ -5,11 +5,10 @@ from __future__ import annotations
 import time
 
 from lab.cli.options import positive_int
+from lab.tracking.server import start_server
 
 
 def cmd_server(args) -> int:
-    from lab.tracking.server import start_server
-
     with start_server(args.folder, host=args.host, port=args.port, db_port=args.db_port, workers=args.workers,
                       allowed_hosts=args.allowed_hosts) as server:
         print(f"MLflow server: {server.url} (runs in PostgreSQL on 127.0.0.1:{server.db_port}, artifacts under "

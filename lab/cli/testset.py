@@ -6,10 +6,24 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 
 from lab.cli.options import add_max_consecutive_failures, add_tracking_root, non_negative_int, positive_int
+from lab.core.errors import ConfigError
 from lab.core.settings import parse_settings
 from lab.models.estimate import EstimatePolicy
+from lab.models.llm import default_llm_hint, is_default_llm
+from lab.testset.annotate import export_annotation, import_annotation
+from lab.testset.gates import GateConfig
+from lab.testset.generate import GenerationConfig, format_estimate, generate_testset
+from lab.testset.judge import MIN_KAPPA, JudgeConfig, judge_check, judge_dataset
+from lab.testset.judge import format_report as format_judge_report
+from lab.testset.judgecheck import CheckConfig, format_card
+from lab.testset.logs import format_report as format_logs_report
+from lab.testset.logs import import_logs
+from lab.testset.logs import to_json as logs_to_json
+from lab.testset.perturb import VARIANTS, Resources, perturb_dataset
+from lab.testset.spotcheck import export_review, format_report, import_review, to_json
 
 
 def _common(p, mlflow: bool = True) -> None:
@@ -35,10 +49,6 @@ def _to_stderr(line: str) -> None:
 
 
 def cmd_generate(args) -> int:
-    from lab.models.llm import default_llm_hint, is_default_llm  # here, like the rest: `lab --help` loads no numpy
-    from lab.testset.gates import GateConfig
-    from lab.testset.generate import GenerationConfig, format_estimate, generate_testset
-
     gates = GateConfig(max_overlap=args.max_overlap, min_answer_support=args.min_answer_support,
                        min_similarity=args.min_similarity, duplicate_threshold=args.duplicate_threshold,
                        answerability=args.answerability, topic_model=args.topic_model)
@@ -74,8 +84,6 @@ def cmd_generate(args) -> int:
 
 
 def cmd_export_review(args) -> int:
-    from lab.testset.spotcheck import export_review
-
     out = export_review(args.set, args.out, sample=args.sample, seed=args.seed, split=args.split)
     print(json.dumps(out, indent=1) if args.json else
           f"{out['rows']} of {out['of']} questions (seed {out['seed']}) written to {out['path']}: fill verdict "
@@ -84,8 +92,6 @@ def cmd_export_review(args) -> int:
 
 
 def cmd_import_review(args) -> int:
-    from lab.testset.spotcheck import format_report, import_review, to_json
-
     rep = import_review(args.set, args.review, out=args.out, split=args.split,
                         ci_strategy=None if args.ci_strategy == "none" else args.ci_strategy, seed=args.seed,
                         cache_dir=args.cache_dir, progress=_progress(args), tracking_root=_root(args),
@@ -95,18 +101,14 @@ def cmd_import_review(args) -> int:
 
 
 def cmd_import_logs(args) -> int:
-    from lab.testset.logs import format_report, import_logs, to_json
-
     rep = import_logs(args.file, args.dataset, args.out, link_threshold=args.link_threshold, chunking=args.chunking,
                       grade=args.grade, cache_dir=args.cache_dir, progress=_progress(args),
                       tracking_root=_root(args), experiment=args.experiment)
-    print(to_json(rep) if args.json else format_report(rep) + f"\nwritten to {rep['folder']}")
+    print(logs_to_json(rep) if args.json else format_logs_report(rep) + f"\nwritten to {rep['folder']}")
     return 0
 
 
 def cmd_export_annotation(args) -> int:
-    from lab.testset.annotate import export_annotation
-
     names = [s.strip() for s in args.strategies.split(",") if s.strip()]
     out = export_annotation(args.dataset, args.out, strategies=names, depth=args.depth, split=args.split,
                             seed=args.seed, chunking=args.chunking, max_queries=args.max_queries,
@@ -120,8 +122,6 @@ def cmd_export_annotation(args) -> int:
 
 
 def cmd_import_annotation(args) -> int:
-    from lab.testset.annotate import import_annotation
-
     rep = import_annotation(args.sheet, args.out, dataset=args.dataset, chunking=args.chunking, split=args.split,
                             tracking_root=_root(args), experiment=args.experiment, progress=_progress(args))
     if args.json:
@@ -152,8 +152,6 @@ def _add_dry_run(p, what: str) -> None:
 
 
 def cmd_judge(args) -> int:
-    from lab.testset.judge import JudgeConfig, format_report, judge_dataset
-
     names = [s.strip() for s in args.strategies.split(",") if s.strip()]
     cfg = JudgeConfig(strategies=names, depth=args.depth, split=args.split, max_queries=args.max_queries,
                       max_passage_chars=args.max_passage_chars, max_tokens=args.max_tokens, grammar=args.grammar,
@@ -166,14 +164,11 @@ def cmd_judge(args) -> int:
     if args.dry_run:
         return _print_estimate(args, meta)
     print(json.dumps({k: v for k, v in meta.items() if k != "answers_sample"}, indent=1, default=str)
-          if args.json else format_report(meta))
+          if args.json else format_judge_report(meta))
     return 0
 
 
 def cmd_judge_check(args) -> int:
-    from lab.testset.judge import judge_check
-    from lab.testset.judgecheck import CheckConfig, format_card
-
     names = [s.strip() for s in args.strategies.split(",") if s.strip()]
     cfg = CheckConfig(pairs=args.pairs, split=args.split, strategies=names, depth=args.depth,
                       max_passage_chars=args.max_passage_chars, max_tokens=args.max_tokens, grammar=args.grammar,
@@ -187,8 +182,6 @@ def cmd_judge_check(args) -> int:
 
 
 def add_parsers(sub) -> None:
-    from lab.testset.judge import MIN_KAPPA
-
     t = sub.add_parser("testset", help="build test sets: generate, review, import logs, annotate")
     tsub = t.add_subparsers(dest="testset_command", required=True)
 
@@ -365,8 +358,6 @@ def _add_judge_check(tsub) -> None:
 
 def _variants(text: str) -> list[str]:
     """``--variants``: a comma-separated subset of lab.testset.perturb.VARIANTS."""
-    from lab.core.errors import ConfigError
-    from lab.testset.perturb import VARIANTS
 
     names = [v.strip() for v in text.replace(" ", ",").split(",") if v.strip()]
     bad = [v for v in names if v not in VARIANTS]
@@ -376,11 +367,6 @@ def _variants(text: str) -> list[str]:
 
 
 def cmd_perturb(args) -> int:
-    from pathlib import Path
-
-    from lab.core.errors import ConfigError
-    from lab.testset.perturb import Resources, perturb_dataset
-
     variants = _variants(args.variants)
     params = parse_settings(args.set)
     for key, value in params.items():
@@ -407,7 +393,6 @@ def cmd_perturb(args) -> int:
 
 def _add_perturb(tsub) -> None:
     """``lab testset perturb``."""
-    from lab.testset.perturb import VARIANTS
 
     p = tsub.add_parser("perturb", help="seeded robustness variants of a BEIR test set",
                         description="Write typo / synonym / distractor / unanswerable variants of a BEIR dataset, "

@@ -3,9 +3,14 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import fields
 from pathlib import Path
 
 from lab.cli.options import add_tracking_root, non_negative_int, positive_int
+from lab.core.paths import resolve_repo_path
+from lab.retrievers.base import Context
+from lab.training.embedder import HARD_NEGATIVES, EmbedderConfig, train_embedder
+from lab.training.reranker import DOC_OVERLAP, LOSSES, TrainConfig, parse_source, train_reranker
 
 
 def default_out(dataset: str) -> str:
@@ -14,12 +19,6 @@ def default_out(dataset: str) -> str:
 
 
 def cmd_train_reranker(args) -> int:
-    from dataclasses import fields
-
-    from lab.core.paths import resolve_repo_path
-    from lab.retrievers.base import Context
-    from lab.training.reranker import TrainConfig, parse_source, train_reranker
-
     if args.threads:
         import torch
 
@@ -43,7 +42,6 @@ def cmd_train_reranker(args) -> int:
 
 def add_parsers(sub) -> None:
     """Add the training subcommands to the `lab` parser's subparsers."""
-    from lab.training.reranker import DOC_OVERLAP, LOSSES, TrainConfig
 
     d = TrainConfig()
     t = sub.add_parser("train-reranker",
@@ -94,11 +92,6 @@ def add_parsers(sub) -> None:
 
 
 def cmd_train_embedder(args) -> int:
-    from dataclasses import fields
-
-    from lab.retrievers.base import Context
-    from lab.training.embedder import EmbedderConfig, train_embedder
-
     if args.threads:
         import torch
 
@@ -119,8 +112,6 @@ def cmd_train_embedder(args) -> int:
 
 
 def _add_train_embedder(sub) -> None:
-    from lab.training.embedder import DOC_OVERLAP, HARD_NEGATIVES, EmbedderConfig
-
     d = EmbedderConfig()
     t = sub.add_parser("train-embedder", help="fine-tune a bi-encoder on a split's qrels or a generated test set",
                        description="Fine-tune a sentence-transformers model (default: the packaged all-MiniLM-L6-v2) "

@@ -5,17 +5,44 @@ Wired into lab.cli.main through SUBCOMMAND_MODULES: ``add_parsers(sub)`` adds th
 """
 from __future__ import annotations
 
+import json
 import os
+import shlex
+import subprocess
 import sys
+import warnings
 from pathlib import Path
 
+from lab.analysis.compare import (
+    CompareWarning,
+    experiment_leaderboard,
+    format_leaderboard,
+    format_leaderboard_by,
+    latest_experiment,
+    leaderboard_by,
+    plot_leaderboard,
+    query_groups,
+    runs_overlap,
+)
+from lab.analysis.gate import DEFAULT_MAX_DROP
+from lab.analysis.leaderboard import to_records
+from lab.analysis.trust import trust_lines
 from lab.cli.options import add_correction_option, add_tracking_root, positive_int, split_names
+from lab.core.atomic import atomic_path, write_text_atomic
+from lab.core.errors import ConfigError
+from lab.core.net import exposure_warning
+from lab.core.paths import existing_or_repo_path
+from lab.metrics.overlap import P
+from lab.metrics.ranking import parse_metric
+from lab.tracking.store import client
+from lab.tracking.ui import UI_ENV, base_url, runs_url, ui_command, ui_links
+from lab.workbench.halving import run_halving_sweep
+from lab.workbench.monitoring import parse_publish, publish
+from lab.workbench.schedule import compare_records, previous_pair, run_scheduled
+from lab.workbench.sweep import run_sweep
 
 
 def cmd_sweep(args) -> int:
-    from lab.core.errors import ConfigError
-    from lab.workbench.sweep import run_sweep
-
     if args.halving:
         if args.scheduled:
             raise ConfigError("--halving and --scheduled: choose one (halving explores a grid; a scheduled sweep "
@@ -45,9 +72,6 @@ def cmd_sweep(args) -> int:
         if rep.n_finished + rep.count("SKIPPED"):
             _print_sweep_board(rep.experiment, args.tracking_root)
         if rep.experiment_id:
-            from lab.tracking.ui import runs_url
-            from lab.tracking.store import client
-
             print(f"runs in the MLflow UI (`lab ui`): {runs_url(rep.experiment_id, cl=client(args.tracking_root))}")
     return 0 if (args.dry_run or rep.ok) else 1
 
@@ -55,8 +79,6 @@ def cmd_sweep(args) -> int:
 def _board_text(df, experiment: str, metric: str, long_labels: bool = False) -> str:
     """The text leaderboard `lab compare` prints: a header line, the trust lines (lab.analysis.trust), the table
     (rows named by their short labels, lab.analysis.labels; ``long_labels``: the whole ``key=value`` labels)."""
-    from lab.analysis.compare import format_leaderboard
-    from lab.analysis.trust import trust_lines
 
     lines = [f"experiment {experiment!r}, {len(df)} finished runs, by {metric}"]
     if df.attrs.get("trust"):
@@ -66,9 +88,6 @@ def _board_text(df, experiment: str, metric: str, long_labels: bool = False) -> 
 
 def _print_sweep_board(experiment: str, root, metric: str = "ndcg@10") -> None:
     """After a sweep: the leaderboard `lab compare --experiment EXPERIMENT` would print (its warnings on stderr)."""
-    import warnings
-
-    from lab.analysis.compare import CompareWarning, experiment_leaderboard
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CompareWarning)
@@ -83,11 +102,6 @@ def _print_sweep_board(experiment: str, root, metric: str = "ndcg@10") -> None:
 
 def _halving(args) -> int:
     """``lab sweep SPEC --halving``: print the rungs and the winner; ``--json FILE`` writes the report."""
-    import json
-
-    from lab.core.errors import ConfigError
-    from lab.metrics.ranking import parse_metric
-    from lab.workbench.halving import run_halving_sweep
 
     if args.eta < 2:
         raise ConfigError(f"--eta {args.eta}: must be an integer >= 2")
@@ -100,17 +114,12 @@ def _halving(args) -> int:
     out = run_halving_sweep(args.spec, metric=metric, eta=args.eta, min_queries=args.min_queries,
                             compare_full=args.compare_full, tracking_root=args.tracking_root, holdout=args.holdout)
     if args.json:
-        from lab.core.atomic import write_text_atomic
-
         write_text_atomic(args.json, json.dumps(out, indent=1))
         print(f"report: {args.json}")
     return 0
 
 
 def _scheduled(args, common) -> int:
-    from lab.analysis.gate import DEFAULT_MAX_DROP
-    from lab.workbench.schedule import run_scheduled
-
     out = run_scheduled(args.spec, schedule=args.schedule, metrics=split_names(args.metric),
                         max_drop=DEFAULT_MAX_DROP if args.max_drop is None else args.max_drop,
                         relative=args.relative, significant_only=args.significant_only,
@@ -126,13 +135,6 @@ def _scheduled(args, common) -> int:
 
 
 def cmd_compare(args) -> int:
-    import warnings
-
-    from lab.analysis.compare import (CompareWarning, experiment_leaderboard, format_leaderboard_by,
-                                      latest_experiment, leaderboard_by, plot_leaderboard, query_groups, runs_overlap)
-    from lab.core.errors import ConfigError
-    from lab.core.paths import existing_or_repo_path
-
     metrics = split_names(args.metric) or ["ndcg@10"]
     experiment = args.experiment or latest_experiment(args.tracking_root)
     if args.previous:
@@ -153,10 +155,6 @@ def cmd_compare(args) -> int:
         print(f"warning: {note}", file=sys.stderr)
     info = sys.stderr if args.json else sys.stdout  # with --json, stdout holds the JSON alone
     if args.json:
-        import json
-
-        from lab.analysis.leaderboard import to_records
-
         keys = ("experiment", "metric", "alpha", "best_run_id", "correction", "n_comparisons", "correction_note",
                 "warnings")
         extra = {"overlap": to_records(runs_overlap(df, args.tracking_root))} if args.overlap and len(df) > 1 else {}
@@ -165,8 +163,6 @@ def cmd_compare(args) -> int:
     else:
         print(_board_text(df, experiment, metrics[0], args.long_labels))
         if args.overlap and len(df) > 1:
-            from lab.metrics.overlap import P
-
             print(f"\nhow the rankings differ, without labels: rank-biased overlap (p = {P}) and top-10 Jaccard "
                   "per pair of runs, mean over the queries both answered (most different first)")
             print(runs_overlap(df, args.tracking_root).to_string(index=False, float_format="{:.3f}".format))
@@ -176,15 +172,11 @@ def cmd_compare(args) -> int:
     if args.png and not df.empty:
         print(f"chart written to {plot_leaderboard(df, args.png)}", file=info)
     if args.csv:
-        from lab.core.atomic import atomic_path
-
         with atomic_path(args.csv) as tmp:
             df.to_csv(tmp, index=False)
         print(f"table written to {args.csv}", file=info)
     opts = _publish_args(args)
     if opts:
-        from lab.workbench.monitoring import parse_publish, publish
-
         opts = parse_publish({**opts, "metrics": opts.get("metrics") or [metrics[0]]}, "lab compare")
         done = publish(experiment, prometheus=opts.get("prometheus"), pushgateway=opts.get("pushgateway"),
                        job=opts.get("job", "raglab"), metrics=opts["metrics"], root=args.tracking_root,
@@ -195,9 +187,6 @@ def cmd_compare(args) -> int:
 
 def _compare_previous(args, experiment: str, metrics: list[str]) -> int:
     """`lab compare --previous`: the latest scheduled sweep against the one before it, by lab gate's rule."""
-    from lab.analysis.gate import DEFAULT_MAX_DROP
-    from lab.workbench.schedule import compare_records, previous_pair
-    from lab.tracking.store import client
 
     cl = client(args.tracking_root)
     prev, cur = previous_pair(cl, experiment, args.schedule)
@@ -205,8 +194,6 @@ def _compare_previous(args, experiment: str, metrics: list[str]) -> int:
                            args.relative, args.significant_only, 0.05 if args.alpha is None else args.alpha,
                            root=args.tracking_root, cl=cl)
     if args.json:
-        import json
-
         print(json.dumps(comp.to_dict(), indent=2))
     else:
         print(comp.table())
@@ -243,17 +230,11 @@ def _add_gate_options(p, metric: bool = True) -> None:
 
 
 def cmd_ui(args) -> int:
-    import shlex
-    import subprocess
-
-    from lab.tracking.ui import UI_ENV, base_url, ui_command, ui_links
-
     cmd = ui_command(args.tracking_root, args.host, args.port)
     line = " ".join(f"{k}={v}" for k, v in UI_ENV.items()) + " " + shlex.join(cmd)
     if args.print:
         print(line)
         return 0
-    from lab.core.net import exposure_warning
 
     warning = exposure_warning(args.host, args.port, "the MLflow UI and its REST API (every run, param, metric and "
                                "artifact of the store, read and write, without a login)")

@@ -38,10 +38,13 @@ import tempfile
 import threading
 import time
 import weakref
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Hashable, Sequence
 
 import numpy as np
+
+from lab.core.progress import progress
 
 #: bytes values larger than this go to a file under ``blobs/`` instead of the SQLite table.
 INLINE_MAX = 1 << 20
@@ -284,7 +287,6 @@ class EmbeddingCache:
                 miss_pos.setdefault(keys[i], []).append(int(i))
             todo = sorted(miss_pos, key=lambda k: -len(texts[miss_pos[k][0]]))  # longest first: even padding
             chunks = [todo[s : s + self.chunk_size] for s in range(0, len(todo), self.chunk_size)]
-            from lab.core.progress import progress
 
             desc = f"encode {len(todo)} {kind}s ({getattr(embedder, 'name', '')}, {self.chunk_size}/step)"
             for chunk in progress(chunks, desc=desc, enabled=self.progress and len(chunks) > 1):
@@ -321,8 +323,6 @@ class Memo:
     mutated by callers. ``hits``/``misses`` count lookups over the memo's life."""
 
     def __init__(self, max_items: int = 1_000_000):
-        from collections import OrderedDict
-
         self.max_items = int(max_items)
         self._items: "OrderedDict[Hashable, Any]" = OrderedDict()
         self._lock = threading.Lock()

@@ -19,9 +19,9 @@ from __future__ import annotations
 import email.utils
 import ipaddress
 import os
-import socket
 import random
 import re
+import socket
 import time
 from datetime import datetime, timezone
 from typing import Iterable, Mapping

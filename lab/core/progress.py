@@ -6,6 +6,8 @@ import sys
 from collections.abc import Iterable, Iterator, Sized
 from typing import Any, TypeVar
 
+from tqdm.auto import tqdm
+
 T = TypeVar("T")
 S = TypeVar("S", bound=Sized)
 
@@ -14,7 +16,6 @@ def progress(iterable: Iterable[T], desc: str = "", total: int | None = None, en
              **kw: Any) -> Iterable[T]:
     if not enabled or os.environ.get("LAB_NO_PROGRESS"):
         return iterable
-    from tqdm.auto import tqdm
 
     bar: Iterable[T] = tqdm(iterable, desc=desc, total=total, file=sys.stderr, dynamic_ncols=True, mininterval=1.0,
                             **kw)
@@ -28,7 +29,6 @@ def progress_items(batches: Iterable[S], desc: str = "", total: int | None = Non
     if not enabled or os.environ.get("LAB_NO_PROGRESS"):
         yield from batches
         return
-    from tqdm.auto import tqdm
 
     with tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, dynamic_ncols=True, mininterval=1.0) as bar:
         for b in batches:

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import yaml
+
 from lab.core.errors import ConfigError
 
 
 def parse_settings(items: list[str] | None, option: str = "--set") -> dict[str, Any]:
     """The nested mapping of ``key=value`` items (see the module docstring); ``option`` is the flag named in
     errors (e.g. ``--set 'k1': expected key=value, e.g. --set k1=1.2``). None or [] gives {}."""
-    import yaml
 
     out: dict[str, Any] = {}
     for item in items or []:

@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from lab.data.io import DataWarning, as_id, as_text, numbered_lines, parse_json_object, read_text
-from lab.data.evidence import SpanReport, read_evidence_report, squad_answer_spans_report
-from lab.data.trec import QrelRow, qrels_from_rows, read_qrels, read_qrels_rows  # noqa: F401  read_qrels re-exported
-from lab.data.types import Corpus, Dataset, Document, EvidenceSpan, Qrels, Queries
 from lab.core.errors import DataError
 from lab.core.progress import progress as _progress
+from lab.data.evidence import SpanReport, read_evidence_report, squad_answer_spans_report
+from lab.data.io import DataWarning, as_id, as_text, numbered_lines, parse_json_object, read_text
+from lab.data.trec import QrelRow, qrels_from_rows, read_qrels, read_qrels_rows  # noqa: F401  read_qrels re-exported
+from lab.data.types import Corpus, Dataset, Document, EvidenceSpan, Qrels, Queries
 
 LAYOUT_HINT = ("a BEIR dataset folder holds corpus.jsonl (or corpus.jsonl.gz), queries.jsonl and "
                "qrels/<split>.tsv; optional: evidence.jsonl, raw/*.json.gz")

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lab.data.io import DataWarning, JSONError, json_loads, as_id, iter_jsonl, read_text
-from lab.data.types import Corpus, EvidenceSpan, Queries
 from lab.core.errors import DataError
+from lab.data.io import DataWarning, JSONError, as_id, iter_jsonl, json_loads, read_text
+from lab.data.types import Corpus, EvidenceSpan, Queries
 
 TIERS = ("core", "auxiliary", "edge")
 

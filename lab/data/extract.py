@@ -46,11 +46,17 @@ Conventions
 from __future__ import annotations
 
 import io
+import logging
 import re
 import unicodedata
+import zipfile
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+
+import lxml.html
+from charset_normalizer import from_bytes
+from lxml import etree
 
 if TYPE_CHECKING:  # types only: the packages are imported where used (module docstring)
     from charset_normalizer import CharsetMatch
@@ -177,7 +183,6 @@ def decode_text(data: bytes) -> tuple[str, str, dict[str, Any] | None]:
         return data.decode("utf-8"), "utf-8", None
     except UnicodeDecodeError:
         pass
-    from charset_normalizer import from_bytes
 
     matches = list(from_bytes(data))
     best = matches[0] if matches else None
@@ -422,8 +427,6 @@ def _html_decode(data: bytes) -> tuple[str, str, dict[str, Any] | None]:
 def extract_html(data: bytes) -> Extracted:
     """HTML without navigation, headers, footers, sidebars, scripts and styles; headings from h1-h6; title the
     first heading, else ``<title>``. Encoding: byte-order mark, ``<meta charset>``, UTF-8, detection."""
-    import lxml.html
-    from lxml import etree
 
     raw, encoding, guess = _html_decode(data)
     raw = re.sub(r"^\s*<\?xml[^>]*\?>", "", raw)  # lxml refuses str input with an encoding declaration
@@ -487,7 +490,6 @@ def check_zip(data: bytes, limits: Limits) -> None:
     times, the zip directory declares more than ``limits.max_unzipped_mb`` in all, or its XML parts more than
     ``XML_PER_TEXT`` times the text limit (markup around text); reads the directory only.
     zipfile stops each member at its declared size, so a member cannot inflate past what is checked here."""
-    import zipfile
 
     try:
         members = zipfile.ZipFile(io.BytesIO(data)).infolist()
@@ -512,7 +514,6 @@ def extract_docx(data: bytes, limits: Limits | None = None) -> Extracted:
     """DOCX body in order: paragraphs (styles "Title" and "Heading N", or an outline level, are headings) and
     tables (one line per row, cells joined by " | "). Headers, footers and comments are not body text. The zip
     directory is checked against ``limits`` (:func:`check_zip`) before anything is decompressed."""
-    import zipfile
 
     if data.startswith(b"\xd0\xcf\x11\xe0"):
         raise Unreadable("encrypted", "encrypted (password-protected) or legacy binary Word file, not DOCX")
@@ -622,7 +623,6 @@ def extract_pdf(data: bytes, limits: Limits | None = None) -> Extracted:
     """PDF text page by page (pypdf), running heads and page numbers dropped, hyphenation joined; ``pages`` and
     ``page_offsets`` in meta; headings from the outline. Encrypted files are read when the empty user password
     opens them (owner-only protection), else skipped."""
-    import logging
 
     import pypdf
 

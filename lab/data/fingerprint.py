@@ -19,9 +19,9 @@ import hashlib
 from pathlib import Path
 from typing import Iterable, Protocol
 
+from lab.core.errors import DataError
 from lab.data.io import read_bytes
 from lab.data.types import Dataset
-from lab.core.errors import DataError
 
 SHORT = 16
 #: Files that describe how a dataset was made rather than what it holds (not hashed).

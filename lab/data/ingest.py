@@ -48,13 +48,15 @@ import stat
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from lab.core.errors import DataError
+from lab.core.progress import progress as bar
 from lab.data import cleanup
 from lab.data.cleanup import Record
 from lab.data.extract import EXTRACTOR_VERSION, FORMATS, Limits, Unreadable, extract
-from lab.core.errors import DataError
 
 REPORT = "ingest_report.json"
 CORPUS = "corpus.jsonl"
@@ -371,8 +373,6 @@ def check_out(src: Path, out: Path) -> None:
 
 
 def library_versions() -> dict[str, str | None]:
-    from importlib.metadata import PackageNotFoundError, version
-
     out: dict[str, str | None] = {}
     for name in ("pypdf", "python-docx", "lxml", "charset-normalizer"):
         try:
@@ -392,7 +392,6 @@ def ingest(src: Path | str, out: Path | str, exclude: list[str] | tuple[str, ...
     fewer words (0: keep all); ``dedupe``: drop one document of each near-duplicate pair; ``boilerplate_share``:
     share of the HTML pages a block must recur in to be dropped as boilerplate (0: keep every block).
     Raises DataError (before reading any document) for a missing SRC or an unusable DIR."""
-    from lab.core.progress import progress as bar
 
     t0 = time.perf_counter()
     src, out, limits = Path(src), Path(out), limits or Limits()

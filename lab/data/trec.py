@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from lab.data.io import DataWarning, as_int, numbered_lines, read_text
-from lab.data.types import Qrels, Run
 from lab.core.atomic import atomic_path
 from lab.core.errors import DataError
 from lab.core.progress import progress
+from lab.data.io import DataWarning, as_int, numbered_lines, read_text
+from lab.data.types import Qrels, Run
 
 GRADE_HINT = "grades must be integers, as trec_eval reads them; write 1, not 1.0"
 BEIR_HEADER = ("query-id", "corpus-id", "score")

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping
 
+from lab.core.errors import UnknownSplitError
+
 
 @dataclass(frozen=True)
 class Document:
@@ -151,8 +153,6 @@ class Dataset:
     def split(self, name: str = "test") -> tuple[Queries, Qrels]:
         """Queries and qrels of one split (only the queries the split's qrels name)."""
         if name not in self.qrels:
-            from lab.core.errors import UnknownSplitError
-
             raise UnknownSplitError(f"{self.path}: no qrels for split {name!r}; available: {sorted(self.qrels)}"
                                     " (--split)")
         qrels = self.qrels[name]

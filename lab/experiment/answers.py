@@ -27,8 +27,9 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
-from lab.data.types import Corpus, Queries, Run
 from lab.core.errors import DataError
+from lab.data.types import Corpus, Queries, Run
+from lab.models.llm import LLMError
 
 PROMPT_VERSION = "answer-v1"
 NONCOMMITTAL = "I don't know."
@@ -230,7 +231,6 @@ def generate_answer(llm, sample: AnswerSample, max_tokens: int = 128, breaker=No
     """Fill ``sample.answer`` (or ``answer_error``) and ``answer_cost`` with one generation from its contexts.
     A query with no context is answered :data:`NONCOMMITTAL` without a call. ``breaker``: a
     :class:`lab.models.breaker.FailureBreaker` counting failed calls (raises EndpointDown once it trips)."""
-    from lab.models.llm import LLMError
 
     if not sample.contexts:
         sample.answer, sample.answer_cost = NONCOMMITTAL, completion_cost([])

@@ -9,8 +9,25 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lab.core.errors import ConfigError
+from lab.data.beir import load_dataset
+from lab.data.fingerprint import fingerprint
+from lab.data.labels import label_provenance
 from lab.data.types import Dataset, Qrels, Queries, Run
-from lab.retrievers.base import build, check_params, Context
+from lab.metrics import DEFAULT_METRICS, evaluate, latency_summary
+from lab.metrics.ranking import parse_metric
+from lab.metrics.tokens import UnitCounter, token_metrics
+from lab.retrievers.base import Context, build, check_params
+from lab.retrievers.params import COUNT, Param, at_least, check_value, one_of, signature_params
+from lab.text.chunking import (
+    CHUNKERS,
+    SIZE_UNITS,
+    aggregate_to_docs,
+    chunk_corpus,
+    chunks_to_corpus,
+    describe_chunking,
+    relevance_for,
+)
 
 
 @dataclass
@@ -60,8 +77,6 @@ def check_run_args(strategy: str, params: dict | None = None, *, k=100, max_quer
     """Check the arguments of :func:`run_experiment` before any work (no dataset read, nothing indexed); raises
     ConfigError with one line naming the argument and what it accepts. Strategy params are checked against the
     strategy's declared params (:func:`lab.retrievers.base.param_problems`); counts must be integers >= 1."""
-    from lab.core.errors import ConfigError
-    from lab.metrics.ranking import parse_metric
 
     for name, value, optional in (("k", k, False), ("max_queries", max_queries, True)):
         if optional and value is None:
@@ -86,8 +101,6 @@ def chunking_problems(chunking) -> list[str]:
     """One line per problem of a ``chunking`` mapping: keys must be params of :func:`lab.text.chunking.chunk_corpus`
     (chunker, size, overlap, size_unit, title_prefix) or ``depth_factor``, values of their types; sizes >= 1,
     overlap >= 0. None (no chunking) has none."""
-    from lab.text.chunking import CHUNKERS, SIZE_UNITS, chunk_corpus
-    from lab.retrievers.params import COUNT, Param, at_least, check_value, one_of, signature_params
 
     if chunking is None:
         return []
@@ -112,7 +125,6 @@ def chunking_problems(chunking) -> list[str]:
 def load(dataset: str | Path | Dataset, progress: bool = True) -> Dataset:
     if isinstance(dataset, Dataset):
         return dataset
-    from lab.data.beir import load_dataset
 
     return load_dataset(dataset, progress=progress)
 
@@ -120,7 +132,6 @@ def load(dataset: str | Path | Dataset, progress: bool = True) -> Dataset:
 def split_queries(ds: Dataset, split: str, max_queries: int | None = None) -> tuple[Queries, Qrels]:
     """The queries and qrels of split ``split`` of ``ds``, cut to the first ``max_queries`` query ids in sorted
     order when given (None or 0: all of them). A split the dataset lacks is a ConfigError naming those it has."""
-    from lab.core.errors import ConfigError
 
     try:
         queries, qrels = ds.split(split)
@@ -181,7 +192,6 @@ def prepare_experiment(
 ) -> "IndexedExperiment":
     """Chunk, build and index one strategy on one dataset split (the arguments of :func:`run_experiment`);
     :meth:`IndexedExperiment.result` then searches and evaluates all the split's queries or any subset of them."""
-    from lab.core.errors import ConfigError
 
     check_run_args(strategy, params, k=k, max_queries=max_queries, metrics=metrics, relevance=relevance,
                    chunking=chunking)
@@ -192,8 +202,6 @@ def prepare_experiment(
     units, mode, chunk_info, relevance_info, rel = ds.corpus, "doc", {"chunker": "none"}, {}, None
     search_k = k
     if chunking and chunking.get("chunker", "recursive") != "none":
-        from lab.text.chunking import chunk_corpus, chunks_to_corpus, describe_chunking, relevance_for
-
         chunk_args = {kk: v for kk, v in chunking.items() if kk != "depth_factor"}
         chunks = chunk_corpus(ds.corpus, progress=ctx.progress, **chunk_args)
         units = chunks_to_corpus(chunks, source=ds.corpus)
@@ -278,7 +286,6 @@ class IndexedExperiment:
 
     def search(self, query_ids) -> Run:
         """The run over ``query_ids`` (ids of :attr:`queries`), searching those not searched yet."""
-        from lab.core.errors import ConfigError
 
         wanted = list(query_ids)
         unknown = [q for q in wanted if q not in self.queries]
@@ -313,7 +320,6 @@ class IndexedExperiment:
         """The dataset's content hash, computed once per experiment: every result of it comes from the dataset
         loaded at :func:`prepare_experiment`, and hashing its files again for each query slice (halving's rungs)
         cost more than scoring a slice."""
-        from lab.data.fingerprint import fingerprint
 
         if not self.dataset_fingerprint:
             self.dataset_fingerprint = fingerprint(self.dataset.path)
@@ -321,8 +327,6 @@ class IndexedExperiment:
 
     def result(self, query_ids=None) -> Result:
         """Search (see :meth:`search`) and evaluate ``query_ids`` (default: all the split's queries)."""
-        from lab.data.labels import label_provenance
-        from lab.metrics import DEFAULT_METRICS, evaluate, latency_summary
 
         wanted = None if query_ids is None else set(query_ids)
         qids = [q for q in self.queries if wanted is None or q in wanted]
@@ -339,8 +343,6 @@ class IndexedExperiment:
         elif rel is not None:
             eval_qrels = rel.judge(run, qrels)  # spans the strategy returned beyond the chunks (windows) are judged too
         elif any(d not in self.units for q in run for d in run.scores[q]):
-            from lab.text.chunking import aggregate_to_docs
-
             # a strategy over whole documents that returns spans of them (parent's windows): judged as their documents
             eval_run = aggregate_to_docs(run, {d: d for d in self.units.ids}, k=k)
 
@@ -384,9 +386,6 @@ def _span_judged(rel, doc_qrels: Qrels, queries) -> dict[str, set[str]]:
 
 def _add_token_metrics(evaluation, ds: Dataset, run: Run, queries, chunking: dict) -> None:
     """Token recall / precision / IoU (lab.metrics.tokens) as columns of ``evaluation`` (per query and means)."""
-    from lab.metrics import parse_metric
-    from lab.metrics.tokens import UnitCounter, token_metrics
-
     cutoffs = sorted({parse_metric(m).k for m in evaluation.metrics if parse_metric(m).k})
     if not cutoffs:
         return

@@ -9,6 +9,7 @@
 """
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import sys
@@ -18,7 +19,8 @@ import time
 from lab.core.errors import LabError
 from lab.core.net import exposure_warning
 from lab.data.types import Corpus
-from lab.retrievers.base import build, Context
+from lab.experiment.run import load
+from lab.retrievers.base import Context, build
 
 
 def make_app(retriever, *, token: str | None = None, delay_s: float = 0.0, with_text: bool = False,
@@ -112,9 +114,6 @@ class StrategyServer:
 def main(argv: list[str] | None = None) -> int:
     """``python -m lab.experiment.serve --dataset D --strategy bm25 [--port P] [--delay-ms MS]``: serve one of our
     strategies over HTTP (a reference service to point ``--strategy http`` at). Token from ``--token-env VAR``."""
-    import argparse
-
-    from lab.experiment.run import load
 
     p = argparse.ArgumentParser(prog="python -m lab.experiment.serve", description=main.__doc__)
     p.add_argument("--dataset", required=True)

@@ -3,7 +3,16 @@ our own strategies: :func:`trec_result`, behind ``lab run --from-trec RUN.trec``
 """
 from __future__ import annotations
 
+import hashlib
+import math
 from pathlib import Path
+
+from lab.core.errors import DataError
+from lab.data.fingerprint import fingerprint
+from lab.data.trec import read_trec_run
+from lab.data.types import Run
+from lab.experiment.run import Result, load, split_queries
+from lab.metrics import DEFAULT_METRICS, evaluate, latency_summary
 
 
 def trec_result(dataset, run_path, *, split: str = "test", k: int = 100, name: str | None = None, metrics=None,
@@ -17,15 +26,6 @@ def trec_result(dataset, run_path, *, split: str = "test", k: int = 100, name: s
     records the file, its sha256, its tag, the run's queries outside the split and hit ids that match no
     document (first few shown). Bad files raise DataError naming file, line and field (read_trec_run); a run
     sharing no query with the split raises DataError too."""
-    import hashlib
-    import math
-
-    from lab.data.fingerprint import fingerprint
-    from lab.data.trec import read_trec_run
-    from lab.data.types import Run
-    from lab.core.errors import DataError
-    from lab.experiment.run import Result, load, split_queries
-    from lab.metrics import DEFAULT_METRICS, evaluate, latency_summary
 
     path = Path(run_path)
     ds = load(dataset, progress=progress)

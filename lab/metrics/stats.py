@@ -31,12 +31,13 @@ Conventions
 from __future__ import annotations
 
 import contextlib
-
 from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
+from scipy.stats import norm
+from threadpoolctl import threadpool_limits
 
 if TYPE_CHECKING:
     from lab.metrics.ranking import Evaluation
@@ -71,10 +72,6 @@ def _as_matrix(per_query: Any) -> tuple[np.ndarray, list[str]]:
 def _one_blas_thread() -> contextlib.AbstractContextManager[Any]:
     """Limit BLAS to one thread inside the resampling loop: the products are small (BLOCK x n x m), and on a
     shared machine a multi-threaded BLAS waiting for busy cores was measured 20x slower than one thread."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
-        return contextlib.nullcontext()
     limits: contextlib.AbstractContextManager[Any] = threadpool_limits(1, user_api="blas")
     return limits
 
@@ -159,8 +156,6 @@ def is_binary(values: ArrayLike) -> bool:
 
 
 def _z(confidence: float) -> float:
-    from scipy.stats import norm
-
     lo, hi = _bounds(confidence)
     return float(norm.ppf(hi))
 
@@ -217,8 +212,6 @@ POWER_METHOD = "paired normal approximation: (z(1-alpha/2) + z(power)) * sd(d) /
 
 
 def _power_z(alpha: float, power: float) -> float:
-    from scipy.stats import norm
-
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha={alpha}: the significance level must lie strictly between 0 and 1, e.g. 0.05")
     if not 0.0 < power < 1.0:

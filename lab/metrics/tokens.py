@@ -29,6 +29,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from lab.text.chunking import unit_offsets
+
 TOKEN_METRICS = ("token_recall", "token_precision", "token_iou")
 
 
@@ -74,7 +76,6 @@ class UnitCounter:
         """Unit starts of ``texts`` ({doc id: text}) in ``size_unit`` (lab.text.chunking units); chars need nothing."""
         if size_unit == "chars" or not texts:
             return cls()
-        from lab.text.chunking import unit_offsets
 
         ids = list(texts)
         offsets = unit_offsets([texts[d] for d in ids], size_unit, tokenizer)

@@ -30,17 +30,21 @@ Conventions
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
 from lab.core.errors import ConfigError
+from lab.core.progress import progress
+from lab.models.batching import PROGRESS_MIN_TEXTS, length_batches
 
 #: Backends a sentence-transformers embedder can run on.
 BACKENDS = ("torch", "onnx", "onnx-int8", "openvino")
@@ -92,7 +96,6 @@ def export_key(model_identity: str, backend: str) -> str:
 # ------------------------------------------------------------------------------------------------- export
 def _export_onnx(st_model, path: Path) -> None:
     """The sentence-transformers pipeline as one ONNX graph (fp32)."""
-    import warnings
 
     import torch
 
@@ -121,8 +124,6 @@ def _export_onnx(st_model, path: Path) -> None:
 def _quantize_int8(src: Path, dst: Path, work: Path) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
     from onnxruntime.quantization.shape_inference import quant_pre_process
-
-    import contextlib
 
     src, dst, work = src.resolve(), dst.resolve(), work.resolve()
     pre = work / "pre.onnx"
@@ -310,8 +311,6 @@ class ExportedEmbedder:
 
     def encode(self, texts: Sequence[str], prefix: str = "") -> np.ndarray:
         """Normalised float32 vectors of ``prefix + text``, in input order (batches longest first)."""
-        from lab.models.batching import PROGRESS_MIN_TEXTS, length_batches
-        from lab.core.progress import progress
 
         texts = list(texts)
         out = np.empty((len(texts), self.dim), dtype=np.float32)

@@ -20,7 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
+from lab.core.cache import content_key
 from lab.core.errors import ConfigError
+from lab.core.paths import resolve_repo_path
 
 #: where ``lab train-reranker --dataset data/scifact`` saves its model, and what rerank uses by default.
 DEFAULT_RERANKER = "models/reranker-scifact"
@@ -56,7 +58,6 @@ def resolve_model(name_or_path: str | None) -> str:
     """What to load: ``None`` -> the trained default (a ConfigError saying how to train it when absent);
     an existing path (absolute, or relative to the cwd or the repository root) -> that folder;
     anything else -> passed on as a model name (hub access needed unless it is in the local HF cache)."""
-    from lab.core.paths import resolve_repo_path
 
     if name_or_path is None:
         path = resolve_repo_path(DEFAULT_RERANKER)
@@ -166,7 +167,6 @@ class CrossEncoderScorer:
         if self.cache is None:
             self.misses += len(pairs)
             return self._predict(pairs)
-        from lab.core.cache import content_key
 
         keys = [content_key("rerank:cross-encoder", self.identity, json.dumps([q, p], ensure_ascii=False))
                 for q, p in pairs]

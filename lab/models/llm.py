@@ -46,6 +46,7 @@ failure is an :class:`LLMError` naming the endpoint, the status and what to do n
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
@@ -59,9 +60,13 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
 
+from lab.core.cache import Cache, content_key
 from lab.core.errors import ConfigError, LabError
 from lab.core.net import backoff_delay, parse_retry_after
+from lab.core.paths import resolve_repo_path
+from lab.core.progress import progress as bar
 from lab.models.packaged_gguf import PACKAGED_GGUFS, QWEN, find_packaged, packaged_gguf_path
+from lab.models.weights import file_sha256
 
 log = logging.getLogger("lab.llm")
 
@@ -212,7 +217,6 @@ def generation_params(defaults: Mapping[str, Any], gen: Mapping[str, Any]) -> di
 
 def request_key(identity: str, messages: Sequence[Message], params: Mapping[str, Any]) -> str:
     """Cache key of one request: ``content_key("llm:chat", identity, canonical JSON of messages and params)``."""
-    from lab.core.cache import content_key
 
     payload = json.dumps({"messages": list(messages), "params": dict(params)}, sort_keys=True,
                          ensure_ascii=False, separators=(",", ":"))
@@ -234,7 +238,6 @@ def public_base_url(base_url: str) -> str:
 def smollm2_path() -> Path:
     """The packaged SmolLM2-135M-Instruct Q4_1 GGUF, found without importing its package (whose import needs
     ``llm`` and ``llama_cpp``, neither of which we use)."""
-    import importlib.util
 
     spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
     for folder in (spec.submodule_search_locations or []) if spec else []:
@@ -278,8 +281,6 @@ class _BaseLLM:
 
     def __init__(self, *, cache_dir: str | Path | None, concurrency: int, seed: int, defaults: Mapping | None,
                  progress: bool):
-        from lab.core.cache import Cache
-
         if int(concurrency) < 1:
             raise ConfigError(f"concurrency must be >= 1, got {concurrency}")
         self.concurrency = int(concurrency)
@@ -345,7 +346,6 @@ class _BaseLLM:
         """Answers to many prompts (str) or message lists, in input order, run on up to ``concurrency`` threads
         (default: this LLM's limit; the LLM's own semaphore bounds requests either way). The first error cancels
         what has not started and is raised."""
-        from lab.core.progress import progress as bar
 
         conversations = [prompt_messages(it) if isinstance(it, str) else normalize_messages(it) for it in items]
         if not conversations:
@@ -642,8 +642,6 @@ class LocalLLM(_BaseLLM):
     def __init__(self, path: str | Path | None = None, *, n_ctx: int = 2048, threads: int = 1,
                  cache_dir: str | Path | None = ".cache", concurrency: int = 1, seed: int = 0,
                  defaults: Mapping | None = None, progress: bool = True):
-        from lab.models.weights import file_sha256
-
         self.path = Path(path).expanduser().resolve() if path is not None else smollm2_path()
         if not self.path.is_file():
             raise ConfigError(f"{self.path}: no such GGUF file; pass an existing .gguf path, or 'local' for the "
@@ -792,8 +790,6 @@ def _gguf_path(spec: str, cache_dir: str | Path | None) -> Path:
 
 
 def _local_path(path: str | Path) -> Path:
-    from lab.core.paths import resolve_repo_path
-
     p = Path(path).expanduser()
     if not p.is_absolute() and p.is_file():  # given relative to the current folder and found there
         return p.resolve()

@@ -23,14 +23,14 @@ from typing import Sequence
 
 import numpy as np
 
+from lab.core.progress import progress
+
 DISTILL_SETTINGS = {"pca_dims": 256, "sif_coefficient": 1e-4, "pooling": "mean-with-special-tokens", "recipe": "v1"}
 
 
 def _token_vectors(st_model, batch_size: int = 512) -> np.ndarray:
     """One vector per vocabulary id: the transformer's mean over ``[CLS] id [SEP]``."""
     import torch
-
-    from lab.core.progress import progress
 
     tok = st_model.tokenizer
     bert = st_model[0].auto_model.eval()

@@ -15,9 +15,12 @@ Conventions
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from lab.core.cache import Cache
+from lab.core.errors import ConfigError
 from lab.core.paths import public_path, resolve_repo_path
 
 # files that do not change the vectors and are left out of a model folder's fingerprint
@@ -130,10 +133,6 @@ def weights_record(describe: Any, memo=None, named: Iterable[Any] = ()) -> list[
 def default_memo():
     """The :class:`lab.core.cache.Cache` at ``LAB_CACHE_DIR`` (default ``.cache`` at the repo root) as a hash memo; None
     when it cannot be opened (hashes are then computed each time)."""
-    import os
-
-    from lab.core.cache import Cache
-    from lab.core.errors import ConfigError
 
     raw = os.environ.get("LAB_CACHE_DIR", ".cache")
     try:

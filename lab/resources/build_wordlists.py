@@ -40,6 +40,8 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
+import jieba
+
 POS_FILES = {"n": "noun", "v": "verb", "a": "adj", "r": "adv"}
 POS_ORDER = ("n", "v", "a", "r")
 #: WordNet sense-key ss_type -> part of speech (5 = adjective satellite counts as adjective)
@@ -133,7 +135,6 @@ def english_synonyms(folder: Path, min_tag: int = 1) -> dict[str, list[str]]:
 # ------------------------------------------------------------------------------------------------ Chinese
 def jieba_frequencies() -> dict[str, int]:
     """word -> frequency from jieba's bundled dict.txt."""
-    import jieba
 
     path = Path(jieba.__file__).parent / "dict.txt"
     freq = {}

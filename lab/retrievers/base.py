@@ -28,14 +28,20 @@ cost (``llm_index_calls``, ``llm_index_tokens``, ``llm_index_seconds``, ``llm_qu
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
+import pkgutil
 import time
 from dataclasses import dataclass, field, replace
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Callable, Protocol, runtime_checkable
 
-from lab.data.types import Corpus, Queries, Run
+import lab.retrievers as pkg
 from lab.core.errors import ConfigError
+from lab.core.progress import progress
+from lab.data.types import Corpus, Queries, Run
+from lab.retrievers.params import check_value, signature_params, takes_extra
 
 
 @dataclass
@@ -90,8 +96,6 @@ class BaseRetriever:
         raise NotImplementedError
 
     def search(self, queries: Queries, k: int = 100) -> Run:
-        from lab.core.progress import progress
-
         scores, latency = {}, {}
         for qid in progress(list(queries), desc=f"search {self.name}", enabled=self.ctx.progress):
             t0 = time.perf_counter()
@@ -198,7 +202,6 @@ def register(name: str, *, rules: dict | None = None, params_from=None, also=(),
     ``nested``: see :class:`Declaration`. A registered class (and a class named by ``params_from``) checks the
     declared params it is constructed with before its ``__init__`` runs (:func:`_checked_init`).
     """
-    from lab.retrievers.params import signature_params, takes_extra
 
     def deco(factory):
         sources = [params_from or factory, *also]
@@ -270,7 +273,6 @@ def param_problems(name, params: dict | None, where: str | None = None) -> list[
     """One line per problem of ``params`` for strategy ``name``: an unknown strategy, an unknown param (with the
     accepted names), a value of the wrong type or out of range (with what the param accepts). Nested strategy
     params (hybrid parts, rerank's first stage, hyde's dense params) are checked the same way. Builds nothing."""
-    from lab.retrievers.params import check_value
 
     where = where or f"strategy {name}"
     _load_builtins()
@@ -346,11 +348,6 @@ def _load_builtins() -> None:
     A strategy that needs a layer above retrievers (``dense_ft`` trains its embedder with lab.training) registers
     through the entry point, so this layer never imports upward; an unimportable plugin is reported, not hidden.
     """
-    import importlib
-    import pkgutil
-    from importlib.metadata import entry_points
-
-    import lab.retrievers as pkg
 
     for mod in pkgutil.iter_modules(pkg.__path__):
         if mod.name != "base" and not mod.name.startswith("_"):

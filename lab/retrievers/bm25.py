@@ -48,8 +48,8 @@ import unicodedata
 import numpy as np
 import scipy.sparse as sp
 
-from lab.data.types import Corpus, Document, Queries, Run
 from lab.core.errors import ConfigError
+from lab.data.types import Corpus, Document, Queries, Run
 from lab.retrievers.base import BaseRetriever, Context, register
 from lab.retrievers.params import at_least, between, one_of
 from lab.text.tokenize import STOPWORD_LISTS, CorpusPositions, Tokenizer, corpus_positions

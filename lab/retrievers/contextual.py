@@ -36,13 +36,13 @@ import re
 import time
 from typing import Sequence
 
-from lab.data.types import Corpus, Document, Queries, Run
 from lab.core.errors import ConfigError
-from lab.models.llm import LLMSpec
+from lab.data.types import Corpus, Document, Queries, Run
 from lab.models.estimate import map_estimated
-from lab.retrievers.llmutil import INDEX_ESTIMATE_CALLS, llm_describe, llm_for
+from lab.models.llm import LLMSpec
 from lab.retrievers.base import BaseRetriever, Context, build, llm_usage, register
 from lab.retrievers.fusion import FUSIONS, NORMS
+from lab.retrievers.llmutil import INDEX_ESTIMATE_CALLS, llm_describe, llm_for
 from lab.retrievers.params import COUNT, at_least, one_of
 
 APPLY = ("dense", "bm25", "both")

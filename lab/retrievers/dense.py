@@ -17,17 +17,18 @@ Conventions
 from __future__ import annotations
 
 import hashlib
+import sys
 from contextlib import contextmanager
 
 import numpy as np
 
 from lab.core.cache import Cache, EmbeddingCache
-from lab.data.types import Corpus, Queries, Run
 from lab.core.errors import ConfigError
-from lab.retrievers.base import BaseRetriever, Context, register
+from lab.data.types import Corpus, Queries, Run
 from lab.models.backends import BACKENDS
 from lab.models.embedders import Embedder, load_embedder
 from lab.models.weights import weights_path
+from lab.retrievers.base import BaseRetriever, Context, register
 from lab.retrievers.params import COUNT, one_of
 
 INDEX_TYPES = ("auto", "flat", "hnsw")
@@ -58,7 +59,6 @@ def faiss_threads(n: int | None):
     linker binds faiss's ``omp_*``/``GOMP_*`` to torch's libgomp): changing the OpenMP thread count behind
     torch's back made single-query encodes take 0.6-3.8 s instead of ~30 ms here, until torch's setter ran again.
     """
-    import sys
 
     import faiss
 
@@ -133,7 +133,6 @@ class DenseRetriever(BaseRetriever):
     def embedder(self):
         """The embedding model, loaded on first use."""
         if self._embedder is None:
-
             p = self.params
             self._embedder = load_embedder(p["model"], cache_dir=self.ctx.cache_dir, batch_size=p["batch_size"],
                                            max_seq_length=p["max_seq_length"], query_prefix=p["query_prefix"],

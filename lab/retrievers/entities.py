@@ -39,7 +39,12 @@ import unicodedata
 from pathlib import Path
 from typing import Sequence
 
+import jieba
+import jieba.posseg
+
 from lab.core.errors import ConfigError
+from lab.core.progress import progress as bar
+from lab.retrievers.llmutil import llm_describe
 from lab.text.tokenize import HAN_CHAR, HAN_RUN, NLTK_STOPWORDS, Tokenizer
 
 #: Version of :data:`PROMPT` and of the answer parsing rules (an integer, as the other LLM strategies'); reported
@@ -247,8 +252,6 @@ class PhraseExtractor:
         return unique_keys(phrase_candidates(text, self.max_words, self.subphrases), self.tokenizer)
 
     def extract_many(self, texts: Sequence[str], progress: bool = False, desc: str = "kg entities") -> list[list[str]]:
-        from lab.core.progress import progress as bar
-
         return [self.extract(t) for t in bar(list(texts), desc=desc, enabled=progress and len(texts) > 500)]
 
     def describe(self) -> dict:
@@ -266,8 +269,6 @@ class JiebaNounExtractor:
 
     def __init__(self, min_chars: int = 2, compounds: bool = True, hmm: bool = True,
                  user_dict: str | Path | None = None, cache_dir: str | Path | None = None):
-        import jieba.posseg
-
         self.min_chars, self.compounds, self.hmm = int(min_chars), bool(compounds), bool(hmm)
         self.tokenizer = normalizer_tokenizer(cache_dir)
         # lab.text.tokenize's Tokenizer owns the jieba instance (cache file under cache_dir/jieba, optional user
@@ -277,8 +278,6 @@ class JiebaNounExtractor:
 
     @property
     def identity(self) -> str:
-        import jieba
-
         return (f"jieba-nouns-{EXTRACTION_VERSION}|jieba={jieba.__version__}|min_chars={self.min_chars}"
                 f"|compounds={self.compounds}|hmm={self.hmm}|{self._zh.describe()}|{self.tokenizer.describe()}")
 
@@ -291,8 +290,6 @@ class JiebaNounExtractor:
         return unique_keys(jieba_nouns(self.tagged(text), self.min_chars, self.compounds), self.tokenizer)
 
     def extract_many(self, texts: Sequence[str], progress: bool = False, desc: str = "kg entities") -> list[list[str]]:
-        from lab.core.progress import progress as bar
-
         return [self.extract(t) for t in bar(list(texts), desc=desc, enabled=progress and len(texts) > 50)]
 
     def describe(self) -> dict:
@@ -373,8 +370,6 @@ class LLMExtractor:
         return [self._finish(c, t) for c, t in zip(answers, texts, strict=True)]
 
     def describe(self) -> dict:
-        from lab.retrievers.llmutil import llm_describe
-
         return {"extractor": self.name, "prompt_version": PROMPT_VERSION, **llm_describe(self.llm),
                 "max_chars": self.max_chars, "max_tokens": self.max_tokens, "grounded": self.grounded,
                 "fallback": self.fallback.describe(), "llm_texts": self.stats["texts"],

@@ -46,9 +46,10 @@ import math
 import time
 from typing import Sequence
 
-from lab.data.types import Corpus, Queries, Run
 from lab.core.errors import ConfigError
-from lab.retrievers.base import BaseRetriever, build, Context, param_problems, register
+from lab.data.types import Corpus, Queries, Run
+from lab.retrievers.base import BaseRetriever, Context, build, param_problems, register
+from lab.retrievers.fusion_cv import tune_fusion
 from lab.retrievers.params import COUNT, at_least, between, one_of
 
 FUSIONS = ("rrf", "weighted", "combsum", "combmnz")
@@ -334,8 +335,6 @@ class HybridRetriever(BaseRetriever):
         return Run(run.scores, name=label, latency=dict(run.latency))
 
     def _tuned_fuse(self, runs: list[Run], k: int) -> Run:
-        from lab.retrievers.fusion_cv import tune_fusion
-
         if self._qrels is None:
             raise ConfigError("hybrid: weights='tuned' picks weights by cross-validation over judged queries; run it "
                               "through `lab run`, `lab sweep` or run_experiment (they pass the qrels), or give weights")

@@ -21,8 +21,9 @@ import random
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from lab.data.types import Qrels, Run
 from lab.core.errors import ConfigError
+from lab.data.types import Qrels, Run
+from lab.metrics import evaluate
 
 
 @dataclass
@@ -74,7 +75,6 @@ def tune_fusion(runs: Sequence[Run], qrels: Qrels, fuse: Callable[[Sequence[Run]
     params bound). ``prepare`` maps a fused run to the level ``qrels`` judge (e.g. chunks aggregated to
     documents); the returned run is the unprepared fused run.
     """
-    from lab.metrics import evaluate
 
     if folds < 2:
         raise ConfigError(f"weights=tuned needs folds >= 2, got {folds}")

@@ -65,9 +65,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from lab.data.types import Corpus, Queries, Run
 from lab.core.errors import ConfigError, LabError
 from lab.core.net import backoff_delay, parse_retry_after, public_url, redact, resolve_headers
+from lab.core.progress import progress
+from lab.data.types import Corpus, Queries, Run
 from lab.retrievers.base import BaseRetriever, Context, register
 from lab.retrievers.params import COUNT, above, at_least, between, one_of
 
@@ -442,8 +443,6 @@ class HttpRetriever(BaseRetriever):
 
     async def _search_all(self, items: list[tuple[str, str]], k: int) -> list[QueryOutcome]:
         import aiohttp
-
-        from lab.core.progress import progress
 
         sem = asyncio.Semaphore(self.concurrency)
         connector = aiohttp.TCPConnector(limit=self.concurrency, limit_per_host=self.concurrency)

@@ -32,11 +32,13 @@ import time
 
 import numpy as np
 
-from lab.data.types import Corpus, Queries, Run
 from lab.core.errors import ConfigError
+from lab.core.progress import progress
+from lab.data.types import Corpus, Queries, Run
 from lab.models.llm import LLMSpec
-from lab.retrievers.llmutil import llm_describe, llm_for
 from lab.retrievers.base import BaseRetriever, Context, build, llm_usage, register
+from lab.retrievers.dense import faiss_threads
+from lab.retrievers.llmutil import llm_describe, llm_for
 from lab.retrievers.params import COUNT, at_least
 from lab.retrievers.rewrite import generation_seconds, has_words, prompt_template
 
@@ -138,8 +140,6 @@ class HydeRetriever(BaseRetriever):
     def search(self, queries: Queries, k: int = 100) -> Run:
         """Passages for all queries first (untimed batch), then each query encoded and searched alone (timed);
         latency = generation seconds + encode + search (module docstring)."""
-        from lab.core.progress import progress
-        from lab.retrievers.dense import faiss_threads
 
         self.dense._require_index()
         comps = self.generate(queries)

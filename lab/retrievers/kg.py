@@ -57,12 +57,20 @@ from collections import Counter, defaultdict
 from typing import Mapping, Sequence
 
 import numpy as np
+import scipy.sparse as sp
 
-from lab.data.types import Corpus, Queries, Run
+from lab.core.cache import Cache
 from lab.core.errors import ConfigError
+from lab.core.progress import progress
+from lab.data.types import Corpus, Queries, Run
 from lab.models.llm import LLMSpec
 from lab.retrievers.base import BaseRetriever, Context, build, llm_usage, register
+from lab.retrievers.dense import faiss_threads, passage_text
+from lab.retrievers.entities import PROMPT_VERSION, cached_extract, make_extractor
+from lab.retrievers.fusion import rrf
+from lab.retrievers.llmutil import llm_describe, llm_for
 from lab.retrievers.params import COUNT, above, at_least, between, one_of
+from lab.text.tokenize import detect_language
 
 EXPANSIONS = ("ppr", "hops")
 LINKS = ("exact", "fuzzy")
@@ -121,7 +129,6 @@ class GraphIndex:
 
     def __init__(self, graph):
         import networkx as nx
-        import scipy.sparse as sp
 
         self.graph = graph
         self.nodes = list(graph)
@@ -252,18 +259,13 @@ class KGRetriever(BaseRetriever):
             return name
         lang = self.ctx.language
         if lang not in ("en", "zh"):
-            from lab.text.tokenize import detect_language
-
             sample = " ".join(d.text[:300] for d in list(corpus)[:200])
             lang = detect_language(sample)
         return "jieba" if lang == "zh" else "phrases"
 
     def _make_extractor(self, name: str, corpus: Corpus):
-        from lab.retrievers.entities import make_extractor
-
         if name != "llm":
             return make_extractor(name, cache_dir=self.ctx.cache_dir, options=self.extractor_params)
-        from lab.retrievers.llmutil import llm_for
 
         self.llm = llm_for(self.ctx, self.llm_spec)
         fallback = self.llm_fallback or self._resolve_extractor(corpus, "auto")
@@ -273,9 +275,6 @@ class KGRetriever(BaseRetriever):
     # ------------------------------------------------------------------ index
     def index(self, corpus: Corpus) -> None:
         """Index the base, extract chunk entities (cached where slow), build the graph and its matrix."""
-        from lab.core.cache import Cache
-        from lab.retrievers.entities import cached_extract
-        from lab.retrievers.dense import passage_text
 
         if self.base is not None:
             t0 = time.perf_counter()
@@ -361,8 +360,6 @@ class KGRetriever(BaseRetriever):
         return dict(self.base.search_one(text, depth))
 
     def search_one(self, text: str, k: int) -> list[tuple[str, float]]:
-        from lab.retrievers.fusion import rrf
-
         depth = max(self.params["depth"], k)
         self.stats["queries"] += 1
         t0 = time.perf_counter()
@@ -385,8 +382,6 @@ class KGRetriever(BaseRetriever):
     def search(self, queries: Queries, k: int = 100) -> Run:
         """Each query alone, timed (faiss and torch on one thread); an LLM answer read from the cache adds the
         seconds its generation took (see the module docstring)."""
-        from lab.core.progress import progress
-        from lab.retrievers.dense import faiss_threads
 
         self._require_index()
         scores, latency = {}, {}
@@ -419,9 +414,6 @@ class KGRetriever(BaseRetriever):
             out["extractor"] = self.extractor.name
             out["extractor_settings"] = self.extractor.describe()
         if self.extractor_name == "llm" or (self.extractor is not None and self.extractor.name == "llm"):
-            from lab.retrievers.entities import PROMPT_VERSION
-            from lab.retrievers.llmutil import llm_describe
-
             out["prompt_version"] = PROMPT_VERSION
             if self.llm is not None:
                 out.update(llm_describe(self.llm))

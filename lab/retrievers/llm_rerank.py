@@ -28,11 +28,12 @@ import time
 
 import numpy as np
 
-from lab.data.types import Corpus, Queries, Run
 from lab.core.errors import ConfigError
+from lab.core.progress import progress
+from lab.data.types import Corpus, Queries, Run
 from lab.models.llm import LLMSpec
-from lab.retrievers.llmutil import llm_describe, llm_for
 from lab.retrievers.base import BaseRetriever, Context, build, llm_usage, register
+from lab.retrievers.llmutil import llm_describe, llm_for
 from lab.retrievers.params import COUNT
 from lab.retrievers.rerank import merge
 from lab.retrievers.rewrite import generation_seconds
@@ -134,7 +135,6 @@ class LLMRerankRetriever(BaseRetriever):
 
     def search(self, queries: Queries, k: int = 100) -> Run:
         """First stage for all queries (timed per query by it), then each query's top N reordered alone."""
-        from lab.core.progress import progress
 
         first = self.first.search(queries, max(self.top_n, k))
         scores, latency = {}, {}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from lab.models.llm import load_llm
 from lab.retrievers.base import Context
 
 #: An index build with more LLM calls than this to make (answers not cached) times its first calls and prints its
@@ -23,7 +24,6 @@ INDEX_ESTIMATE_CALLS = 20
 
 def llm_for(ctx: Context, spec: str | Mapping | None = None, **kwargs):
     """The LLM named by ``spec`` with the strategy's cache folder, progress setting and seed."""
-    from lab.models.llm import load_llm
 
     kwargs.setdefault("progress", ctx.progress)
     kwargs.setdefault("seed", ctx.seed)

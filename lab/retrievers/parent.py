@@ -27,11 +27,12 @@ How it works
 from __future__ import annotations
 
 import time
-from lab.text.chunking import SIZE_UNITS, Chunker, chunk_id
-from lab.data.types import Corpus, Document, Queries, Run
+
 from lab.core.errors import ConfigError
+from lab.data.types import Corpus, Document, Queries, Run
 from lab.retrievers.base import BaseRetriever, Context, build, register
 from lab.retrievers.params import COUNT, at_least, one_of
+from lab.text.chunking import SIZE_UNITS, Chunker, chunk_id
 
 MODES = ("parent", "window")
 

@@ -38,12 +38,14 @@ import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from lab.data.types import Corpus, Document, Queries, Run
 from lab.core.errors import ConfigError
+from lab.core.progress import progress as bar
+from lab.data.types import Corpus, Document, Queries, Run
 from lab.models.estimate import map_estimated
 from lab.models.llm import LLMError, LLMSpec
-from lab.retrievers.llmutil import INDEX_ESTIMATE_CALLS, llm_describe, llm_for
 from lab.retrievers.base import BaseRetriever, Context, build, llm_usage, register
+from lab.retrievers.dense import passage_text
+from lab.retrievers.llmutil import INDEX_ESTIMATE_CALLS, llm_describe, llm_for
 from lab.retrievers.params import COUNT, one_of
 
 #: bump when a prompt or the parsing of its output changes (logged in describe()).
@@ -110,7 +112,6 @@ def map_fitted(llm, make_prompt: Callable[[int, float], str], n: int, *, concurr
     except Exception as e:
         if not is_context_overflow(e):
             raise
-    from lab.core.progress import progress as bar
 
     out, refits = [], 0
     for i in bar(range(n), desc=f"{desc} (refitting to the context)", total=n, enabled=progress):
@@ -316,7 +317,6 @@ class QnARetriever(BaseRetriever):
                   ) -> tuple[list, int, int]:
         """Answers for every chunk (texts cut to the context); also the number of chunks cut and of prompts
         rebuilt shorter after a context overflow (:func:`map_fitted`)."""
-        from lab.retrievers.dense import passage_text
 
         budget = text_budget(self.n_ctx, max_new)
         full = [passage_text(d.title, d.text) for d in corpus]

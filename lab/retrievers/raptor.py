@@ -50,16 +50,25 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
-from lab.data.types import Corpus, Document, Queries, Run
+from lab.core.cache import content_key
 from lab.core.errors import ConfigError
+from lab.data.types import Corpus, Document, Queries, Run
 from lab.models.llm import LLMSpec
-from lab.retrievers.llmutil import llm_describe, llm_for
 from lab.retrievers.base import BaseRetriever, Context, build, llm_usage, register
-from lab.retrievers.params import COUNT, at_least, between, one_of
 from lab.retrievers.bm25 import top_k
+from lab.retrievers.dense import faiss_threads, passage_text
+from lab.retrievers.llmutil import llm_describe, llm_for
+from lab.retrievers.params import COUNT, at_least, between, one_of
 from lab.retrievers.qna import (
-    CHARS_PER_TOKEN, DEFAULT_N_CTX, fit_text, LOCAL_SUMMARY_GEN, map_fitted, parse_summary, text_budget,
+    CHARS_PER_TOKEN,
+    DEFAULT_N_CTX,
+    LOCAL_SUMMARY_GEN,
+    fit_text,
+    map_fitted,
+    parse_summary,
+    text_budget,
 )
 
 #: bump when the prompt or the way cluster texts are put together changes (logged in describe()).
@@ -163,7 +172,6 @@ def gmm_labels(vectors: np.ndarray, max_clusters: int = 50, reduce_dim: int = 10
     n = len(vectors)
     if n <= 2:
         return np.zeros(n, dtype=np.int64), []
-    from threadpoolctl import threadpool_limits
 
     x = reduce(vectors, reduce_dim, seed)
     bics, best, best_bic, best_k = [], None, math.inf, 0
@@ -217,7 +225,6 @@ def cluster(vectors: np.ndarray, method: str = "gmm", cluster_size: int = 8, max
             max_clusters: int = 50, reduce_dim: int = 10, seed: int = 0) -> np.ndarray:
     """Cluster labels (0..m-1, by first appearance) of one level's vectors; see the module docstring. The
     result always has fewer clusters than nodes when there are at least two nodes."""
-    from threadpoolctl import threadpool_limits
 
     n = len(vectors)
     if method not in CLUSTERINGS:
@@ -421,8 +428,6 @@ class RaptorRetriever(BaseRetriever):
 
     def index(self, corpus: Corpus) -> None:
         """Build the tree (LLM and embeddings through their caches), save it, index every node in one faiss index."""
-        from lab.core.cache import content_key
-        from lab.retrievers.dense import passage_text
 
         ids = corpus.ids
         texts = [passage_text(d.title, d.text) for d in corpus]
@@ -476,7 +481,6 @@ class RaptorRetriever(BaseRetriever):
 
     def search(self, queries: Queries, k: int = 100) -> Run:
         """Each query alone (timed), faiss and the query encoder on one thread (as ``dense``)."""
-        from lab.retrievers.dense import faiss_threads
 
         with faiss_threads(1):
             return super().search(queries, k)

@@ -37,11 +37,15 @@ import time
 
 import numpy as np
 
-from lab.data.types import Corpus, Queries, Run
+from lab.core.cache import Cache, EmbeddingCache
 from lab.core.errors import ConfigError
-from lab.retrievers.base import BaseRetriever, Context, build, register
+from lab.core.progress import progress
+from lab.data.types import Corpus, Queries, Run
 from lab.models.backends import BACKENDS
+from lab.models.crossencoder import CrossEncoderScorer, passage_text, text_sha
+from lab.models.embedders import load_embedder, torch_threads
 from lab.models.weights import weights_path
+from lab.retrievers.base import BaseRetriever, Context, build, register
 from lab.retrievers.params import COUNT, between, one_of
 
 RERANKERS = ("cross-encoder", "biencoder")
@@ -124,16 +128,12 @@ class RerankRetriever(BaseRetriever):
 
     # -------------------------------------------------------------- second stage
     def _cache(self):
-        from lab.core.cache import Cache
-
         return Cache(self.ctx.cache_dir)
 
     def scorer(self):
         """The second-stage scorer (loaded on first use)."""
         if self._scorer is None:
             if self.kind == "cross-encoder":
-                from lab.models.crossencoder import CrossEncoderScorer
-
                 self._scorer = CrossEncoderScorer(self.model_name, max_length=self.max_length,
                                                   batch_size=self.batch_size,
                                                   cache=self._cache() if self.cache_scores else None)
@@ -154,8 +154,6 @@ class RerankRetriever(BaseRetriever):
 
     # -------------------------------------------------------------- Retriever
     def index(self, corpus: Corpus) -> None:
-        from lab.models.crossencoder import passage_text
-
         self.scorer()
         self.first.index(corpus)
         self._docs = {d.id: passage_text(d.title, d.text) for d in corpus}
@@ -164,7 +162,6 @@ class RerankRetriever(BaseRetriever):
     def _check_queries(self, queries: Queries) -> None:
         if not self._trained_queries or self.allow_trained_queries:
             return
-        from lab.models.crossencoder import text_sha
 
         seen = [q for q in queries if text_sha(queries[q]) in self._trained_queries]
         if seen:
@@ -175,7 +172,6 @@ class RerankRetriever(BaseRetriever):
 
     def search(self, queries: Queries, k: int = 100) -> Run:
         """First stage for all queries (timed per query by it), then each query's top N rescored alone."""
-        from lab.core.progress import progress
 
         if not self._indexed:
             raise ConfigError("rerank: search() before index(); call index(corpus) first")
@@ -213,9 +209,6 @@ class BiEncoderScorer:
     passages and queries go through :class:`lab.core.cache.EmbeddingCache` (encoded once per model identity)."""
 
     def __init__(self, name_or_path: str, ctx: Context, batch_size: int = 32, backend: str | None = None):
-        from lab.core.cache import EmbeddingCache
-        from lab.models.embedders import load_embedder
-
         self.name = name_or_path
         self.embedder = load_embedder(name_or_path, cache_dir=ctx.cache_dir, backend=backend)
         self.cache = EmbeddingCache(ctx.cache_dir, progress=False)
@@ -247,7 +240,6 @@ class BiEncoderScorer:
         if not pairs:
             return np.zeros(0, dtype=np.float32)
         queries = list(dict.fromkeys(q for q, _ in pairs))
-        from lab.models.embedders import torch_threads
 
         with torch_threads(1):  # one query at a time: one thread is 15-22x faster here (see lab.models.embedders)
             qv = _normalise(self.embedder.encode_queries(queries))  # fresh, so latency is the model's

@@ -39,13 +39,13 @@ import re
 import time
 from typing import Sequence
 
-from lab.data.types import Corpus, Queries, Run
 from lab.core.errors import ConfigError
+from lab.data.types import Corpus, Queries, Run
 from lab.models.llm import LLMSpec
-from lab.retrievers.llmutil import llm_describe, llm_for
 from lab.retrievers.base import BaseRetriever, Context, build, llm_usage, register
-from lab.retrievers.params import COUNT, at_least
 from lab.retrievers.fusion import rrf
+from lab.retrievers.llmutil import llm_describe, llm_for
+from lab.retrievers.params import COUNT, at_least
 
 MULTI_QUERY_PROMPT = (
     "Write {n} different search queries that would find documents answering the question below. "

@@ -26,6 +26,19 @@ from pathlib import Path
 from typing import Sequence
 
 from lab.core.errors import ConfigError, DataError
+from lab.retrievers.base import Context, build
+from lab.testset.io import (
+    TIERS,
+    load_units,
+    now_utc,
+    parse_chunking,
+    read_csv,
+    unit_text,
+    write_beir_set,
+    write_csv,
+    write_tiers,
+)
+from lab.testset.track import log_testset_run
 
 ANNOTATION_COLUMNS = ("qid", "query", "unit_id", "passage", "grade", "tier", "note")
 
@@ -57,8 +70,6 @@ def export_annotation(dataset, out_csv: str | Path, strategies: Sequence[str] = 
                       cache_dir: str | Path = ".cache", progress: bool = True,
                       tracking_root: str | Path | None = "mlruns", experiment: str = "testset") -> dict:
     """Write the annotation sheet and its ``.meta.json``; returns counts (queries, rows, pool sizes, overlap)."""
-    from lab.retrievers.base import Context, build
-    from lab.testset.io import load_units, now_utc, parse_chunking, unit_text, write_csv
 
     if depth < 1 or not strategies:
         raise ConfigError("export-annotation needs --depth >= 1 and at least one strategy")
@@ -97,8 +108,6 @@ def export_annotation(dataset, out_csv: str | Path, strategies: Sequence[str] = 
             "seconds": round(time.perf_counter() - t0, 1)}
     meta_path(path).write_text(json.dumps(meta, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     if tracking_root is not None:
-        from lab.testset.track import log_testset_run
-
         meta["mlflow_run_id"] = log_testset_run(
             "annotation-export", f"annotation sheet {units.dataset.name} ({'+'.join(runs)}, depth {depth})",
             {"dataset": units.dataset.name, "strategies": list(runs), "depth": depth, "split": split, "seed": seed,
@@ -111,7 +120,6 @@ def export_annotation(dataset, out_csv: str | Path, strategies: Sequence[str] = 
 
 def read_annotation(path: str | Path, units_corpus, known_queries) -> list[dict]:
     """Validated rows ``{line, qid, query, unit_id, grade (int | None), tier (str | None), note}``."""
-    from lab.testset.io import TIERS, read_csv
 
     path = Path(path)
     out, seen = [], {}
@@ -156,7 +164,6 @@ def import_annotation(sheet: str | Path, out: str | Path, dataset=None, chunking
                       progress: bool = False) -> dict:
     """Turn a filled sheet into a BEIR set with graded qrels and ``tiers.json`` at ``out``; returns the report.
     ``dataset`` / ``chunking`` default to those in the sheet's ``.meta.json``."""
-    from lab.testset.io import load_units, now_utc, write_beir_set, write_tiers
 
     sheet = Path(sheet)
     meta = json.loads(meta_path(sheet).read_text(encoding="utf-8")) if meta_path(sheet).is_file() else {}
@@ -211,8 +218,6 @@ def import_annotation(sheet: str | Path, out: str | Path, dataset=None, chunking
     folder = write_beir_set(out, units.corpus, queries, qrels, provenance, split=split)
     write_tiers(folder, tiers)
     if tracking_root is not None:
-        from lab.testset.track import log_testset_run
-
         flat = {k: v for k, v in report.items() if isinstance(v, (int, float)) and v is not None}
         flat.update({f"grade_{g}": n for g, n in report["grades"].items()})
         flat.update({f"tier_{t}": n for t, n in report["tiers"].items()})

@@ -46,6 +46,10 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from lab.core.errors import ConfigError
+from lab.metrics.stats import wilson_interval
+from lab.text.tokenize import detect_language
+
 GATES = ("valid_json", "is_question", "same_language", "length", "no_repetition", "no_markup", "known_identifiers",
          "low_overlap", "answerable", "prose_evidence", "on_topic", "not_duplicate")
 #: The packaged model of the on-topic and duplicate gates (multilingual: Chinese and English questions alike).
@@ -80,8 +84,6 @@ class GateConfig:
     topic_model: str = TOPIC_MODEL
 
     def __post_init__(self):
-        from lab.core.errors import ConfigError
-
         if self.answerability not in ANSWERABILITY:
             raise ConfigError(f"answerability={self.answerability!r}: use one of {ANSWERABILITY}")
         for name in ("max_repetition", "max_overlap", "min_answer_support", "min_similarity", "duplicate_threshold"):
@@ -221,7 +223,6 @@ def unknown_identifiers(question: str, passage: str) -> list[str]:
 
 def same_language(question: str, passage_language: str) -> bool:
     """True when the question's language (lab.text.tokenize.detect_language) is the passage's."""
-    from lab.text.tokenize import detect_language
 
     return detect_language(question) == ("zh" if passage_language == "zh" else "en")
 
@@ -330,7 +331,6 @@ class GateReport:
             checked = self.passed[g] + self.failed[g]
             remaining -= self.dropped_at[g]
             lines.append(f"{g:<{width}} {checked:>8} {self.failed[g]:>7} {self.dropped_at[g]:>13} {remaining:>10}")
-        from lab.metrics.stats import wilson_interval
 
         lo, hi = wilson_interval(self.accepted, self.candidates)
         lines.append(f"candidates {self.candidates}, accepted {self.accepted} (yield {self.yield_rate:.1%}, Wilson 95% "

@@ -93,12 +93,19 @@ from lab.models.embedders import DEFAULT_MODEL, load_embedder
 from lab.models.llm import LLMError, load_llm
 from lab.retrievers.base import Context, build
 from lab.testset.gates import GATES, GateConfig, GateReport, check_text_gates, summarize, term_coverage, text_length
-from lab.testset.io import (load_units, now_utc, unit_text, write_beir_set, write_jsonl, write_provenance,
-                            write_text_atomic)
+from lab.testset.io import (
+    load_units,
+    now_utc,
+    unit_text,
+    write_beir_set,
+    write_jsonl,
+    write_provenance,
+    write_text_atomic,
+)
 from lab.testset.passages import NOT_PROSE, Passage, not_prose, passage_windows
+from lab.testset.spans import SupportSpan, evidence_record, not_prose_span, support_span
 from lab.testset.track import log_testset_run
 from lab.text.tokenize import Tokenizer, detect_language
-from lab.testset.spans import SupportSpan, evidence_record, not_prose_span, support_span
 
 PROMPT_VERSION = "passage-question-answer-typed-v2"
 PROMPTS = {

@@ -28,9 +28,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
-from lab.data.types import Corpus, Dataset, Document, Queries
 from lab.core.errors import ConfigError, DataError
 from lab.core.paths import existing_or_repo_path, public_path
+from lab.data.beir import load_dataset, read_corpus, read_queries
+from lab.data.fingerprint import fingerprint, fingerprint_texts
+from lab.data.io import decode, read_bytes
+from lab.data.types import Corpus, Dataset, Document, Queries
+from lab.text.chunking import chunk_corpus, describe_chunking
 
 PROVENANCE = "provenance.json"
 TIERS_FILE = "tiers.json"
@@ -49,8 +53,6 @@ class Units:
     chunking: dict  # lab.text.chunking.describe_chunking(...) or {"chunker": "none"}
 
     def describe(self) -> dict:
-        from lab.data.fingerprint import fingerprint, fingerprint_texts
-
         return {"source_dataset": self.dataset.name, "source_path": public_path(self.dataset.path),
                 "source_fingerprint": fingerprint(self.dataset.path), "chunking": dict(self.chunking),
                 "n_units": len(self.corpus),
@@ -86,7 +88,6 @@ def load_source(path: str | Path, progress: bool = True) -> Dataset:
     optional (a folder that ``lab ingest`` wrote holds only the corpus). When both are present the folder is
     loaded as a BEIR dataset, checked as usual; a folder with queries but no qrels gives queries without
     splits; without queries, no queries and no splits."""
-    from lab.data.beir import load_dataset, read_corpus, read_queries
 
     folder = existing_or_repo_path(path)
     folder = Path(folder)
@@ -120,7 +121,6 @@ def load_units(dataset: str | Path | Dataset, chunking: str | Mapping | None = N
     spec = parse_chunking(chunking)
     if spec is None:
         return Units(ds, ds.corpus, {"chunker": "none"})
-    from lab.text.chunking import chunk_corpus, describe_chunking
 
     args = {k: v for k, v in spec.items() if k != "depth_factor"}
     chunks = chunk_corpus(ds.corpus, progress=progress, **args)
@@ -251,7 +251,6 @@ def read_csv(path: str | Path, required: Sequence[str] = (), what: str = "sheet"
 
     A DataError names the file (line 1, the field) when a ``required`` column is missing, and the line of a
     record with more cells than the header."""
-    from lab.data.io import decode, read_bytes
 
     path = Path(path)
     text = decode(path, read_bytes(path, what, hint="check the path"))

@@ -68,17 +68,27 @@ from lab.experiment.run import load, run_experiment, split_queries
 from lab.metrics import evaluate
 from lab.metrics.agreement import cohen_kappa, kappa_interval
 from lab.metrics.stats import wilson_interval
-from lab.models.estimate import EstimatePolicy, StepEstimate, estimate_step
-from lab.models.llm import default_llm_hint
 from lab.models.breaker import EndpointDown, FailureBreaker
-from lab.models.llm import LLMError, load_llm
+from lab.models.estimate import EstimatePolicy, StepEstimate, estimate_step
+from lab.models.llm import LLMError, default_llm_hint, load_llm
 from lab.retrievers import available
 from lab.retrievers.base import Context
 from lab.testset.annotate import pool_runs, read_annotation
 from lab.testset.io import PROVENANCE, now_utc, read_provenance, unit_text
-from lab.testset.judgecheck import (RELEVANT_GRADE, CheckConfig, JudgeBelowFloor, below_floor, build_pairs,
-                                    card_figures, known_labels, negative_runs, query_order, summary, write_atomic,
-                                    write_check)
+from lab.testset.judgecheck import (
+    RELEVANT_GRADE,
+    CheckConfig,
+    JudgeBelowFloor,
+    below_floor,
+    build_pairs,
+    card_figures,
+    known_labels,
+    negative_runs,
+    query_order,
+    summary,
+    write_atomic,
+    write_check,
+)
 from lab.testset.track import log_testset_run
 
 PROMPT_VERSION = "umbrela-v1"

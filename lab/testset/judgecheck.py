@@ -54,8 +54,11 @@ from pathlib import Path
 from typing import Sequence
 
 from lab.core.errors import ConfigError, LabError
+from lab.experiment.run import prepare_experiment, split_queries
 from lab.metrics.agreement import cohen_kappa, kappa_interval
 from lab.metrics.stats import wilson_interval
+from lab.retrievers import available
+from lab.testset.io import unit_text
 from lab.text.tokenize import NLTK_STOPWORDS
 
 #: The judge's scale (UMBRELA, lab.testset.judge.GRADES).
@@ -94,7 +97,6 @@ class CheckConfig:
             raise ConfigError(f"--depth {self.depth}: must be >= 1 (ranks searched for negatives)")
         if not self.strategies:
             raise ConfigError("--strategies: name at least one strategy that ranks the negatives, e.g. bm25,dense")
-        from lab.retrievers import available
 
         bad = [s for s in self.strategies if s not in set(available())]
         if bad:
@@ -196,7 +198,6 @@ def represent(title: str, text: str) -> str:
 
 def passages(pairs: list[Pair], corpus, max_chars: int) -> None:
     """Fill each pair's passage: the unit's title line and text cut at ``max_chars``."""
-    from lab.testset.io import unit_text
 
     for p in pairs:
         p.passage = unit_text(corpus[p.doc_id])[:max_chars]
@@ -310,7 +311,6 @@ def build_pairs(ds, runs: dict, config: CheckConfig, sources: dict | None = None
     ({strategy: Run}) searched, negatives from their rankings. ``sources`` ((qid, doc) -> label source,
     :func:`lab.testset.judge.label_sources`) keeps labels an earlier judge wrote out of the known labels.
     Grading is :func:`lab.testset.judge.check_judge`."""
-    from lab.experiment.run import split_queries
 
     queries, qrels_obj = split_queries(ds, config.split)
     qrels = {q: dict(qrels_obj[q]) for q in qrels_obj}
@@ -323,7 +323,6 @@ def build_pairs(ds, runs: dict, config: CheckConfig, sources: dict | None = None
 
 def negative_runs(ds, config: CheckConfig, query_ids: Sequence[str], ctx) -> dict:
     """{strategy: Run} of ``config.strategies`` over ``query_ids`` of the split, top ``config.depth``."""
-    from lab.experiment.run import prepare_experiment
 
     return {name: prepare_experiment(ds, name, {}, split=config.split, k=config.depth, ctx=ctx)
             .result(list(query_ids)).run for name in dict.fromkeys(config.strategies)}

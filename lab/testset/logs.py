@@ -21,6 +21,7 @@ whitespace and case folding) are linked once and reported.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import time
@@ -28,8 +29,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lab.data.types import Corpus, Queries, Run
 from lab.core.errors import DataError
+from lab.data.io import iter_jsonl
+from lab.data.types import Corpus, Queries, Run
+from lab.retrievers.base import Context, build
+from lab.retrievers.dense import passage_text
+from lab.retrievers.fusion import rrf
+from lab.testset.io import load_units, now_utc, read_csv, write_beir_set, write_jsonl, write_provenance
+from lab.testset.track import log_testset_run
 
 ALIASES = {
     "question": ("question", "query", "q"),
@@ -76,8 +83,6 @@ def read_log_rows(path: str | Path) -> list[LogRow]:
     path = Path(path)
     rows = []
     if path.suffix.lower() in (".jsonl", ".json", ".ndjson") or path.name.endswith(".jsonl.gz"):
-        from lab.data.io import iter_jsonl
-
         for line, obj in iter_jsonl(path, "log file"):
             cols = [k.lower() for k in obj]
             lowered = {k.lower(): v for k, v in obj.items()}
@@ -92,8 +97,6 @@ def read_log_rows(path: str | Path) -> list[LogRow]:
             used = {_column(cols, k) for k in ALIASES}
             rows.append(_row(path, line, got, {k: v for k, v in lowered.items() if k not in used}))
     else:
-        from lab.testset.io import read_csv
-
         first = True
         for line, rec in read_csv(path, what="log file"):
             cols = list(rec)
@@ -140,8 +143,6 @@ class Linker:
     """BM25 + dense over the units, fused by RRF; ``cosine`` scores a text against units."""
 
     def __init__(self, corpus: Corpus, cache_dir, progress: bool = True, seed: int = 0, depth: int = 20):
-        from lab.retrievers.base import Context, build
-
         ctx = Context(cache_dir=Path(cache_dir), progress=progress, seed=seed)
         self.corpus, self.depth = corpus, depth
         self.bm25 = build("bm25", {}, ctx)
@@ -149,14 +150,11 @@ class Linker:
         self.bm25.index(corpus)
         self.dense.index(corpus)
         self._vec = {d: i for i, d in enumerate(corpus.ids)}
-        from lab.retrievers.dense import passage_text
 
         self._passages = self.dense.embeddings.encode(self.dense.embedder,
                                                       [passage_text(d.title, d.text) for d in corpus], "passage")
 
     def fused(self, texts: dict[str, str]) -> Run:
-        from lab.retrievers.fusion import rrf
-
         q = Queries(texts)
         runs = [self.bm25.search_batch(q, self.depth), self.dense.search_batch(q, self.depth)]
         return rrf(runs, k=60)
@@ -214,7 +212,6 @@ def import_logs(path: str | Path, dataset, out: str | Path, *, link_threshold: f
                 tracking_root: str | Path | None = "mlruns", experiment: str = "testset", seed: int = 0) -> dict:
     """Read a log, link its rows to the units of ``dataset``, write the linked rows as a BEIR set to ``out`` (with
     ``unlinked.jsonl`` and ``links.jsonl``); returns the report (counts, unlinked rows, MLflow run id)."""
-    from lab.testset.io import load_units, now_utc, write_beir_set, write_jsonl, write_provenance
 
     t0 = time.perf_counter()
     path = Path(path)
@@ -255,8 +252,6 @@ def import_logs(path: str | Path, dataset, out: str | Path, *, link_threshold: f
     write_jsonl(folder / "links.jsonl", (lk.record() for lk in links))
     write_jsonl(folder / "unlinked.jsonl", report["unlinked"])
     if tracking_root is not None:
-        from lab.testset.track import log_testset_run
-
         run_id = log_testset_run("import-logs", f"import-logs {path.name} -> {units.dataset.name}",
                                  {"source_file": path.name, "dataset": units.dataset.name,
                                   "link_threshold": link_threshold, "chunking": units.chunking, "grade": grade},
@@ -270,8 +265,6 @@ def import_logs(path: str | Path, dataset, out: str | Path, *, link_threshold: f
 
 
 def _sha(path: Path) -> str:
-    import hashlib
-
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 

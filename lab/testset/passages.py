@@ -32,8 +32,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from lab.text.chunking import markdown_headings, strip_span
 from lab.data.types import Document
+from lab.text.chunking import markdown_headings, strip_span
 
 _OFFSET_KEYS = ("start", "offset", "char", "pos", "position", "char_start")
 _TITLE_KEYS = ("title", "text", "heading", "name")

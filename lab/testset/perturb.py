@@ -58,9 +58,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from lab.data.types import Corpus, Dataset, EvidenceSpan, Qrels, Queries
+import jieba
+
+import lab
 from lab.core.errors import ConfigError, DataError
 from lab.core.paths import public_path
+from lab.core.progress import progress as bar
+from lab.data.beir import load_dataset
+from lab.data.fingerprint import fingerprint
+from lab.data.types import Corpus, Dataset, EvidenceSpan, Qrels, Queries
+from lab.text.tokenize import NLTK_STOPWORDS, detect_language
 
 VARIANTS = ("typo", "synonym", "distractor", "unanswerable")
 TYPO_OPS = ("swap", "drop", "insert", "replace")
@@ -161,8 +168,6 @@ class Resources:
     def jieba(self):
         """A jieba.Tokenizer of its own (default dictionary; cache file under ``cache_dir/jieba``)."""
         def load():
-            import jieba
-
             tk = jieba.Tokenizer(jieba.DEFAULT_DICT)
             tmp = Path(self.cache_dir) / "jieba"
             tmp.mkdir(parents=True, exist_ok=True)
@@ -321,8 +326,6 @@ def typo_text(text: str, rng: random.Random, res: Resources, rate: float = 0.2, 
 
 # ------------------------------------------------------------------------------------------------ synonym
 def _stopwords() -> frozenset:
-    from lab.text.tokenize import NLTK_STOPWORDS
-
     return NLTK_STOPWORDS
 
 
@@ -364,7 +367,6 @@ def _join(text: str, clause: str, position: str, language: str) -> str:
 
 def distractor_text(text: str, clause: str, position: str = "end") -> tuple[str, list[dict]]:
     """``text`` with ``clause`` appended or prepended (no space between Chinese texts)."""
-    from lab.text.tokenize import detect_language
 
     lang = detect_language(text)
     return _join(text, clause, position, lang), [{"op": "distractor", "position": position, "clause": clause}]
@@ -372,7 +374,6 @@ def distractor_text(text: str, clause: str, position: str = "end") -> tuple[str,
 
 def _distractor_pool(queries: Queries) -> dict[str, list[str]]:
     """Candidate query ids per language, in a fixed order."""
-    from lab.text.tokenize import detect_language
 
     pool: dict[str, list[str]] = {"en": [], "zh": []}
     for qid in sorted(queries):
@@ -387,7 +388,6 @@ def _relevant(qrels: Mapping[str, Mapping[str, int]], qid: str) -> set[str]:
 def draw_clause(qid: str, text: str, rng: random.Random, queries: Queries, qrels, pool, res: Resources,
                 source: str = "queries") -> tuple[str, str | None]:
     """The distractor clause for one query and the id of the query it came from (None for a template)."""
-    from lab.text.tokenize import detect_language
 
     lang = detect_language(text)
     if source == "templates":
@@ -555,7 +555,6 @@ def perturb_queries(queries: Queries, variant: str, seed: int = 0, params: Mappi
 
     ``qrels`` (qid -> {doc: grade}, all splits merged) keeps distractor clauses away from queries sharing a
     relevant document."""
-    from lab.core.progress import progress as bar
 
     p = resolve_params(variant, params)
     res = res or Resources()
@@ -596,8 +595,6 @@ def _share(changes: Mapping[str, Change], qids: Iterable[str]) -> dict:
 
 
 def _source_info(ds: Dataset) -> dict:
-    from lab.data.fingerprint import fingerprint
-
     return {"path": public_path(ds.path), "name": ds.name, "fingerprint": fingerprint(ds.path)}
 
 
@@ -608,7 +605,6 @@ def make_variant(ds: Dataset, variant: str, out_dir: Path | str, seed: int = 0, 
 
     ``splits``: the qrels splits whose queries are perturbed and written (default: all; the unanswerable variant
     takes its ``split`` param instead). Returns the provenance dict written to ``PERTURBATION.json``."""
-    import lab
 
     out = Path(out_dir)
     if out.exists() and any(out.iterdir()):
@@ -671,7 +667,6 @@ def perturb_dataset(path: Path | str, variants: Iterable[str], out: Path | str, 
     """Write each variant of the dataset at ``path`` to ``out/<name>-<variant>``; variant -> provenance.
 
     ``params``: variant -> {param: value} overrides of :data:`DEFAULTS`."""
-    from lab.data.beir import load_dataset
 
     variants = [v.strip() for v in variants if v.strip()]
     for v in variants:
@@ -703,7 +698,6 @@ def unanswerable_ids(path: Path | str) -> list[str]:
 def load_variant(path: Path | str, progress: bool = True) -> Dataset:
     """Load a variant folder; the held-out queries of an unanswerable variant are added to its split's qrels
     with no document, so experiments search them and the metrics exclude them (counted in ``excluded``)."""
-    from lab.data.beir import load_dataset
 
     ds = load_dataset(path, progress=progress)
     prov = read_provenance(path)

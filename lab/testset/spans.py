@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass
 
 from lab.testset.passages import looks_like_id
+from lab.text.chunking import paragraphs, sentences
 
 _WS = re.compile(r"\s+")
 _SECTION_NUMBER = re.compile(r"^\s*(?:#{1,6}\s|\d+(?:\.\d+)*\.?\s)")
@@ -91,7 +92,6 @@ def _verbatim(text: str, start: int, end: int, answer: str) -> tuple[int, int] |
 def support_span(text: str, start: int, end: int, answer: str, tokenizer, min_support: float = 0.5,
                  max_sentences: int = 3) -> SupportSpan:
     """The evidence span of ``answer`` within the passage ``text[start:end]`` (see module conventions)."""
-    from lab.text.chunking import paragraphs, sentences
 
     sents = [x for p0, p1 in paragraphs(text, start, end) for x in sentences(text, p0, p1)] or [(start, end)]
     answer_terms = set(tokenizer(answer))

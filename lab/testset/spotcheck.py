@@ -31,8 +31,14 @@ from pathlib import Path
 
 from lab.core.errors import ConfigError, DataError
 from lab.core.paths import public_paths_in
-
+from lab.data.beir import load_dataset
+from lab.data.fingerprint import fingerprint
+from lab.experiment.run import run_experiment
+from lab.metrics import bootstrap_ci
 from lab.metrics.stats import CI_RESAMPLES, questions_needed, wilson_interval  # noqa: F401  wilson_interval re-exported
+from lab.retrievers.base import Context
+from lab.testset.io import now_utc, read_csv, read_provenance, unit_text, write_csv, write_jsonl, write_provenance
+from lab.testset.track import log_testset_run
 
 REVIEW_COLUMNS = ("qid", "unit_id", "passage", "evidence", "question", "answer", "verdict", "fixed_question", "grade",
                   "note")
@@ -50,8 +56,6 @@ def export_review(set_dir: str | Path, out_csv: str | Path, sample: int = 50, se
                   split: str = "test") -> dict:
     """Write a review sheet for ``sample`` queries of ``split`` drawn with ``random.Random(seed)`` (all when the
     split has fewer), in query-id order. Returns {"rows", "path", "qids"}."""
-    from lab.data.beir import load_dataset
-    from lab.testset.io import unit_text, write_csv
 
     ds = load_dataset(set_dir, splits=[split], progress=False)
     queries, qrels = ds.split(split)
@@ -79,7 +83,6 @@ def export_review(set_dir: str | Path, out_csv: str | Path, sample: int = 50, se
 def read_review(path: str | Path, known: dict[str, dict[str, int]]) -> list[dict]:
     """Validated review rows ``{line, qid, unit_id, verdict, fixed_question, grade (int | None), note}``;
     ``known``: the set's qrels (qid -> {unit: grade}). See module docstring for what is an error."""
-    from lab.testset.io import read_csv
 
     path = Path(path)
     out, seen = [], {}
@@ -123,9 +126,6 @@ def ci_halfwidth(set_dir: str | Path, strategy: str = "bm25", metric: str = "rec
                  progress: bool = False, target_half_width: float = TARGET_HALF_WIDTH) -> dict:
     """The CI of ``metric`` that a real ``strategy`` run gives on the set (see module docstring), its half-width,
     the half-width projected to 2,000 questions and the questions needed for ``target_half_width``."""
-    from lab.experiment.run import run_experiment
-    from lab.metrics import bootstrap_ci
-    from lab.retrievers.base import Context
 
     ctx = Context(cache_dir=Path(cache_dir), progress=progress, seed=seed)
     res = run_experiment(str(set_dir), strategy, {}, split=split, k=100, metrics=[metric], ctx=ctx)
@@ -152,8 +152,6 @@ def import_review(set_dir: str | Path, review_csv: str | Path, out: str | Path |
                   progress: bool = False, tracking_root: str | Path | None = "mlruns",
                   experiment: str = "testset", target_half_width: float = TARGET_HALF_WIDTH) -> dict:
     """Apply a filled review sheet to a set (``out`` None: in place; else a copy at ``out``); returns the report."""
-    from lab.data.beir import load_dataset
-    from lab.testset.io import now_utc, read_provenance, write_jsonl, write_provenance
 
     set_dir, review_csv = Path(set_dir), Path(review_csv)
     ds = load_dataset(set_dir, progress=False)
@@ -221,9 +219,6 @@ def import_review(set_dir: str | Path, review_csv: str | Path, out: str | Path |
     prov.setdefault("reviews", []).append(public_paths_in(entry))  # the review file's path without a machine prefix
     write_provenance(target, prov)
     if tracking_root is not None:
-        from lab.data.fingerprint import fingerprint
-        from lab.testset.track import log_testset_run
-
         metrics = {k: report[k] for k in ("reviewed", "keep", "fix", "drop", "unreviewed", "grade_changes",
                                           "queries_after")}
         metrics.update(acceptance_rate=report["acceptance_rate"], acceptance_ci95_low=lo, acceptance_ci95_high=hi)

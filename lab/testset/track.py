@@ -10,6 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable, Mapping
 
+from lab.core.flat import flatten
+from lab.tracking.lifecycle import tracked_run
+
 EXPERIMENT = "testset"
 
 
@@ -19,8 +22,6 @@ def log_testset_run(kind: str, name: str, params: Mapping, metrics: Mapping[str,
     """Create a FINISHED run named ``name`` holding ``params``, ``metrics``, ``tags`` (+ kind, environment) and
     ``artifacts`` (files or folders); returns its run id. A step that raises ends the run FAILED with tag
     ``error`` (lab.tracking.lifecycle)."""
-    from lab.tracking.lifecycle import tracked_run
-    from lab.core.flat import flatten
 
     with tracked_run(experiment, run_name=name, root=root, environment=True,
                      tags={"testset.kind": kind, **dict(tags or {})}) as run:

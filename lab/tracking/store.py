@@ -28,13 +28,26 @@ Conventions
 """
 from __future__ import annotations
 
+import errno
+import math
 import os
 import re
 import subprocess
 import tempfile
+import time
 from functools import lru_cache
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Mapping
+from urllib.parse import unquote, urlparse
+
+import pandas as pd
+from filelock import FileLock, Timeout
+
+import lab
+from lab.core.errors import ConfigError, TrackingError
+from lab.core.flat import flatten, format_value
+from lab.core.paths import resolve_repo_path
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
@@ -67,8 +80,6 @@ def is_uri(root: str | Path) -> bool:
 
 def root_path(root: str | Path = "mlruns") -> Path:
     """Absolute folder of a tracking root: absolute kept, relative joined to the repo root (else the cwd)."""
-    from lab.core.errors import ConfigError
-    from lab.core.paths import resolve_repo_path
 
     p = Path(root).expanduser()
     if p.is_absolute():
@@ -120,10 +131,7 @@ def ensure_store(root: str | Path = "mlruns") -> str:
     db = sqlite_file(uri)
     if db is None or uri in _READY:
         return uri
-    from filelock import FileLock, Timeout
     from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
-
-    from lab.core.errors import TrackingError
 
     db.parent.mkdir(parents=True, exist_ok=True)
     _OPENED.append(db)
@@ -170,7 +178,6 @@ def _writable(folder: Path) -> bool:
 
 def _open_sqlite(store_class, uri: str, artifacts: str, db: Path) -> None:
     """Open (create, migrate) the sqlite store; a storage fault becomes one TrackingError line (storage_fault)."""
-    from lab.core.errors import TrackingError
 
     try:
         store_class(uri, artifacts)
@@ -197,7 +204,6 @@ def storage_fault(exc: BaseException, db: str | Path | None = None) -> str | Non
     files this process opened) and what to do; None when ``exc`` is not one. Faults: a corrupt store ("database disk
     image is malformed", "file is not a database"), a read-only one written to, a full disk (ENOSPC, "database or
     disk is full")."""
-    import errno
 
     where = str(db) if db else (", ".join(dict.fromkeys(str(p) for p in _OPENED)) or "the MLflow store")
     written = str(db) if db else (", ".join(f"{p} (or its artifacts folder)" for p in dict.fromkeys(_OPENED))
@@ -307,7 +313,6 @@ def git_commit(folder: str | None = None) -> str:
 @lru_cache(maxsize=None)
 def package_versions() -> dict[str, str]:
     """``{distribution: version}`` of :data:`TRACKED_PACKAGES` that are installed."""
-    from importlib.metadata import PackageNotFoundError, version
 
     out = {}
     for name in TRACKED_PACKAGES:
@@ -320,7 +325,6 @@ def package_versions() -> dict[str, str]:
 
 def environment_tags() -> dict[str, str]:
     """Tags naming the code that ran: git_commit, metrics_version, version.<package>."""
-    import lab
 
     tags = {"git_commit": git_commit(), "metrics_version": str(lab.METRICS_VERSION)}
     tags.update({f"version.{k}": v for k, v in package_versions().items()})
@@ -329,7 +333,6 @@ def environment_tags() -> dict[str, str]:
 
 def model_identities(describe: Mapping) -> dict[str, str]:
     """``{dotted key: value}`` of the leaves of a strategy description whose key names a model or backend."""
-    from lab.core.flat import flatten
 
     return {k: v for k, v in flatten(describe).items()
             if any(w in k.lower().rsplit(".", 1)[-1] for w in ("model", "backend", "encoder", "embedder"))}
@@ -344,8 +347,6 @@ def log_params(run_id: str, params: Mapping[str, Any], cl=None, root: str | Path
     key the run already holds: same value -> skipped; different value -> logged as ``conflict_prefix + key``.
     Returns what was logged, key -> value."""
     from mlflow.entities import Param
-
-    from lab.core.flat import format_value
 
     cl = cl or client(root)
     existing = cl.get_run(run_id).data.params
@@ -367,8 +368,6 @@ def log_params(run_id: str, params: Mapping[str, Any], cl=None, root: str | Path
 
 def log_metrics(run_id: str, metrics: Mapping[str, float], cl=None, root: str | Path = "mlruns", step: int = 0) -> None:
     """Log ``{name: value}`` metrics (names mapped by :func:`mlflow_metric_name`); NaN/None values are skipped."""
-    import math
-    import time
 
     from mlflow.entities import Metric
 
@@ -419,7 +418,6 @@ def search_all_runs(cl, experiment_id: str, filter_string: str = "") -> list:
 
 def artifact_file(run_id: str, artifact: str, dst: str | Path, root: str | Path = "mlruns", cl=None) -> Path:
     """Local path of one artifact of a run: read in place for a local (file://) store, else downloaded to ``dst``."""
-    from urllib.parse import unquote, urlparse
 
     cl = cl or client(root)
     uri = cl.get_run(run_id).info.artifact_uri
@@ -433,7 +431,6 @@ def artifact_file(run_id: str, artifact: str, dst: str | Path, root: str | Path 
 
 def load_per_query(run_id: str, root: str | Path = "mlruns", cl=None):
     """The per-query table a run logged (DataFrame indexed by query_id as str, columns = metric labels)."""
-    import pandas as pd
 
     with tempfile.TemporaryDirectory(prefix="lab-pq-") as tmp:
         df = pd.read_parquet(artifact_file(run_id, PER_QUERY_ARTIFACT, tmp, root, cl))

@@ -26,6 +26,17 @@ import json
 import sys
 from pathlib import Path
 
+from lab.core.errors import ConfigError
+from lab.tracking.store import (
+    EXPERIMENT_KIND,
+    EXPERIMENT_KIND_TAG,
+    artifact_location,
+    client,
+    mlflow_metric_name,
+    safe_key,
+    tracking_uri,
+)
+
 #: Key of the view state raglab writes (the ``viewStateShareKey`` of the links it prints).
 VIEW_KEY = "raglab"
 #: Prefix of the experiment tag holding a shared view state (MLflow UI convention).
@@ -52,7 +63,6 @@ def column_id(kind: str, name: str) -> str:
 def view_columns(params=(), metrics=DEFAULT_METRICS) -> list[str]:
     """Column ids for ``params`` (logged param keys, e.g. "strategy", "params.alpha") then ``metrics`` (lab
     names such as "ndcg@10", mapped to MLflow's), duplicates removed, order kept."""
-    from lab.tracking.store import mlflow_metric_name, safe_key
 
     cols = [column_id("params", safe_key(p)) for p in params if p]
     cols += [column_id("metrics", mlflow_metric_name(m)) for m in metrics if m]
@@ -95,7 +105,6 @@ def runs_url(experiment_id: str, host: str = DEFAULT_HOST, port: int = DEFAULT_P
 
 def ui_command(root="mlruns", host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> list[str]:
     """The `mlflow ui` command line for the store at ``root`` (one worker; run it with :data:`UI_ENV`)."""
-    from lab.tracking.store import artifact_location, tracking_uri
 
     mlflow = Path(sys.executable).with_name("mlflow")
     cmd = [str(mlflow) if mlflow.exists() else "mlflow", "ui", "--backend-store-uri", tracking_uri(root)]
@@ -109,15 +118,12 @@ def ui_links(root="mlruns", host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
              experiment: str | None = None) -> list[str]:
     """Lines naming the runs view of each experiment in the store (``experiment`` only, when given; the one with
     the latest run first). Experiments without the model-training tag get it (see lab.tracking.store)."""
-    from lab.tracking.store import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, client
 
     cl = client(root)
     exps = [e for e in cl.search_experiments() if e.name != "Default" or experiment == "Default"]
     if experiment is not None:
         exps = [e for e in exps if e.name == experiment]
         if not exps:
-            from lab.core.errors import ConfigError
-
             names = ", ".join(sorted(e.name for e in cl.search_experiments())) or "none"
             raise ConfigError(f"--experiment {experiment!r}: no such experiment in the store (it has: {names})")
     latest = {}

@@ -36,6 +36,8 @@ from lab.core.errors import ConfigError
 from lab.core.paths import public_paths_in
 from lab.core.progress import progress
 from lab.data.types import Dataset, Qrels, Queries
+from lab.retrievers.base import build
+from lab.tracking.lifecycle import tracked_run
 
 TRAINING_FILE = "training.json"
 DOC_OVERLAP = ("refuse", "drop", "allow")
@@ -115,7 +117,6 @@ def content_key(base_identity: str, data_fingerprint: str, split: str, params: d
 # ------------------------------------------------------------------ first stage
 def first_stage(strategy: str, params: dict, corpus, queries: Queries, depth: int, ctx) -> dict[str, dict[str, float]]:
     """``{query id: {doc id: score}}``, best first, of strategy ``strategy`` (lab.retrievers) over ``corpus``."""
-    from lab.retrievers.base import build
 
     retriever = build(strategy, dict(params), ctx)
     retriever.index(corpus)
@@ -356,7 +357,6 @@ def log_training_run(meta: dict, out: Path, root, experiment: str, *, run_name: 
     asked), ``figures`` (names mapped by lab.tracking.store). Tags: kind=training, trained_model (the folder),
     ``tags``, dataset_fingerprint, seed, and the environment. Ends FINISHED, or FAILED with tag ``error`` when a
     step raises (lab.tracking.lifecycle)."""
-    from lab.tracking.lifecycle import tracked_run
 
     with tracked_run(experiment, run_name=run_name, root=root, environment=True) as run:
         params = {f"params.{k}": v for k, v in meta["params"].items()}

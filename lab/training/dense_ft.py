@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from lab.data.types import Corpus, Queries, Run
 from lab.core.errors import ConfigError
+from lab.data.types import Corpus, Queries, Run
 from lab.retrievers.base import BaseRetriever, Context, build, register
+from lab.training.embedder import EmbedderConfig, train_embedder
 
 
 @register("dense_ft", extra="dense")
@@ -29,8 +30,6 @@ class FineTunedDense(BaseRetriever):
     def __init__(self, ctx: Context | None = None, *, train_dataset: str | None = None, train_split: str = "train",
                  eval_dataset: str | None = None, train: dict | None = None, force: bool = False,
                  out: str | None = None, mlflow_root: str | None = "mlruns", **dense_params):
-        from lab.training.embedder import EmbedderConfig
-
         if not train_dataset:
             raise ConfigError("dense_ft needs train_dataset (e.g. --set train_dataset=data/scifact); it fine-tunes "
                               "the embedder on that dataset's train_split before indexing")
@@ -48,8 +47,6 @@ class FineTunedDense(BaseRetriever):
         self.dense = None
 
     def index(self, corpus: Corpus) -> None:
-        from lab.training.embedder import train_embedder
-
         p = self.params
         self.training = train_embedder(p["train_dataset"], p["out"], self.config, split=p["train_split"],
                                        eval_dataset=p["eval_dataset"], force=p["force"], ctx=self.ctx,

@@ -44,8 +44,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+import yaml
+
 from lab.core.errors import ConfigError
-from lab.core.paths import repo_root, resolve_repo_path
 
 # pure flat-config helpers live in lab.core.flat (every layer may import them); re-exported here
 from lab.core.flat import (  # noqa: F401
@@ -59,6 +60,9 @@ from lab.core.flat import (  # noqa: F401
     varying_keys,
 )
 from lab.core.flat import plain_copy as _plain_copy
+from lab.core.paths import repo_root, resolve_repo_path
+from lab.data.holdout import holdout_problem
+from lab.workbench.monitoring import parse_publish
 
 #: Top-level keys a spec may hold.
 SPEC_KEYS = ("notebook", "dataset", "experiment", "name", "seed", "fixed", "grid", "zip", "publish", "holdout")
@@ -116,7 +120,6 @@ def yaml_error_line(exc: Exception) -> int | None:
 def load_spec(path: str | Path, root: str | Path | None = None) -> SweepSpec:
     """Read and validate a spec file. ``root``: folder relative paths refer to (default: the repo root above
     the spec, see :mod:`lab.core.paths`; the spec's folder when there is none)."""
-    import yaml
 
     path = Path(path)
     if not path.is_file():
@@ -168,8 +171,6 @@ def parse_spec(raw: Any, path: str | Path = "<spec>", root: str | Path | None = 
 
     holdout = raw.get("holdout")
     if holdout is not None:
-        from lab.data.holdout import holdout_problem
-
         problem = holdout_problem(holdout)
         if problem:
             raise _fail(path, "holdout", problem.split(": ", 1)[1])
@@ -244,7 +245,6 @@ def _parse_publish(path, raw) -> dict:
     """The spec's ``publish`` key validated by :func:`lab.workbench.monitoring.parse_publish` (errors name the file)."""
     if raw is None:
         return {}
-    from lab.workbench.monitoring import parse_publish
 
     try:
         return parse_publish(raw, "publish")

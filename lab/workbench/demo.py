@@ -15,8 +15,27 @@ What it does, in order (each step is a call into the package, nothing is recompu
 from __future__ import annotations
 
 import math
+import shlex
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import pandas as pd
+
+from lab.analysis.compare import (
+    CompareWarning,
+    experiment_leaderboard,
+    experiment_runs,
+    format_leaderboard,
+    plot_leaderboard,
+)
+from lab.analysis.leaderboard import correction_note
+from lab.analysis.plots import quality_vs_latency
+from lab.analysis.trust import trust_lines
+from lab.core.paths import resolve_repo_path
+from lab.tracking.store import client, mlflow_metric_name
+from lab.tracking.ui import UI_ENV, base_url, runs_url, ui_command
+from lab.workbench.sweep import run_sweep
 
 DEFAULT_SPEC = "params/strategy_comparison.yaml"
 DEFAULT_OUT = "results/demo"
@@ -47,13 +66,6 @@ def sweep_leaderboard(report, metric: str = "ndcg@10", root="mlruns", seed: int 
     the experiment's best: the tests are set to NaN and a warning is added to ``df.attrs["warnings"]`` (use
     ``lab compare``).
     """
-    import warnings
-
-    import pandas as pd
-
-    from lab.analysis.compare import CompareWarning, experiment_leaderboard, experiment_runs
-    from lab.analysis.leaderboard import correction_note
-    from lab.tracking.store import client, mlflow_metric_name
 
     keep = {o.run_id for o in report.outcomes if o.status in ("FINISHED", "SKIPPED") and o.run_id}
     with warnings.catch_warnings():
@@ -83,8 +95,6 @@ def sweep_leaderboard(report, metric: str = "ndcg@10", root="mlruns", seed: int 
 
 def write_charts(df, out_dir: str | Path, metric: str = "ndcg@10", title: str = "") -> dict[str, Path]:
     """leaderboard.png, quality_vs_latency.png and leaderboard.csv of a leaderboard in ``out_dir``."""
-    from lab.analysis.compare import plot_leaderboard
-    from lab.analysis.plots import quality_vs_latency
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -99,10 +109,6 @@ def write_charts(df, out_dir: str | Path, metric: str = "ndcg@10", title: str = 
 
 def ui_hint(root="mlruns", experiment_id: str | None = None) -> str:
     """How to browse the store: the `mlflow ui` command line (as `lab ui --print` gives it) and the URL."""
-    import shlex
-
-    from lab.tracking.store import client
-    from lab.tracking.ui import UI_ENV, base_url, runs_url, ui_command
 
     line = " ".join(f"{k}={v}" for k, v in UI_ENV.items()) + " " + shlex.join(ui_command(root))
     url = runs_url(experiment_id, cl=client(root)) if experiment_id else base_url()
@@ -112,10 +118,6 @@ def ui_hint(root="mlruns", experiment_id: str | None = None) -> str:
 def run_demo(spec: str | Path = DEFAULT_SPEC, root="mlruns", out_dir: str | Path = DEFAULT_OUT,
              metric: str = "ndcg@10", jobs: int = 1, progress: bool = True, echo=print) -> DemoResult:
     """Run the demo (see the module docstring). Relative ``spec`` and ``out_dir`` are relative to the repo root."""
-    from lab.analysis.compare import format_leaderboard
-    from lab.analysis.trust import trust_lines
-    from lab.core.paths import resolve_repo_path
-    from lab.workbench.sweep import run_sweep
 
     spec_path = resolve_repo_path(spec)
     echo(f"raglab demo: sweep {spec_path.name} (one notebook execution and MLflow run per config; "

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -30,8 +31,20 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from lab.analysis.trust import selection_record
 from lab.core.cache import clear_memos
 from lab.core.errors import ConfigError
+from lab.core.flat import varying_keys
+from lab.core.paths import resolve_repo_path
+from lab.data.holdout import holdout_split
+from lab.experiment.run import load, prepare_experiment
+from lab.retrievers.base import Context
+from lab.tracking.lifecycle import tracked_run
+from lab.tracking.results import log_result, split_for_holdout
+from lab.tracking.store import TAG_ROLE, client, log_metrics, log_params
+from lab.workbench.config import expand, label, load_spec
+from lab.workbench.selection import check_holdout, log_selection, selection_line
+from lab.workbench.sweep_check import validate_sweep
 
 
 @dataclass
@@ -138,12 +151,6 @@ class ExperimentScorer:
         self.indexed = 0
 
     def _prepare(self, i: int):
-        import os
-
-        from lab.core.paths import resolve_repo_path
-        from lab.experiment.run import load, prepare_experiment
-        from lab.retrievers.base import Context
-
         c = self.configs[i]
         path = str(c.get("dataset") or "")
         if not path:
@@ -189,11 +196,6 @@ def run_halving_sweep(spec_path, metric: str = "ndcg@10", eta: int = 2, min_quer
     share of the queries is held out (lab.data.holdout, seeded by the spec's seed); halving selects on the dev
     queries only, and the winner is then scored on the held-out ones: ``selection`` in the report
     (lab.analysis.trust.selection_record), recorded on the halving run as lab.workbench.selection records it."""
-    from lab.core.flat import varying_keys
-    from lab.workbench.config import expand, label, load_spec
-    from lab.workbench.sweep_check import validate_sweep
-    from lab.experiment.run import load
-    from lab.core.paths import resolve_repo_path
 
     echo = echo or (lambda *a, **k: None)
     spec = load_spec(spec_path)
@@ -209,15 +211,11 @@ def run_halving_sweep(spec_path, metric: str = "ndcg@10", eta: int = 2, min_quer
         raise ConfigError(f"{spec_path}: halving needs a `strategy` in every config (fixed, grid or zip)")
     fraction, seed = (spec.holdout if holdout is None else holdout), int(spec.seed or 0)
     if fraction is not None:
-        from lab.workbench.selection import check_holdout
-
         check_holdout(fraction, configs, seed, "--holdout" if holdout is not None else f"{spec_path}: holdout")
     ds = load(resolve_repo_path(first["dataset"]), progress=False)
     qids = list(ds.qrels[first.get("split", "test")].qrels)
     dev_ids = qids
     if fraction is not None:
-        from lab.data.holdout import holdout_split
-
         dev_ids = list(holdout_split(qids, fraction, seed).dev)
     score = experiment_scorer(configs, metric)
     t0 = time.perf_counter()
@@ -231,10 +229,6 @@ def run_halving_sweep(spec_path, metric: str = "ndcg@10", eta: int = 2, min_quer
          f"{score.index_seconds:.1f} s for {score.indexed} indexes)")
     winner = None
     if fraction is not None:
-        from lab.analysis.trust import selection_record
-        from lab.tracking.results import split_for_holdout
-        from lab.workbench.selection import selection_line
-
         winner = score.prepared[rep.winner].result(qids)  # searches the held-out queries now, once, for the winner
         dev, held = split_for_holdout(winner, (fraction, seed))
         out["selection"] = selection_record(metric, labels[rep.winner], dev.evaluation.per_query[metric],
@@ -272,9 +266,6 @@ def log_halving(report: dict, winner, experiment: str, root, seed: int = 0,
     With ``holdout``: the child logs its dev queries' metrics and keeps the held-out table aside
     (lab.tracking.results.log_result), and the report's ``selection`` is recorded on the halving run with the
     child as ``winner_run`` (lab.workbench.selection.log_selection)."""
-    from lab.tracking.lifecycle import tracked_run
-    from lab.tracking.results import log_result
-    from lab.tracking.store import TAG_ROLE, client, log_metrics, log_params
 
     cl = client(root)
     name = f"halving: {Path(report['spec']).stem}"
@@ -293,8 +284,6 @@ def log_halving(report: dict, winner, experiment: str, root, seed: int = 0,
             log_result(winner, run_id=child.run_id, root=root, seed=seed,
                        holdout=(holdout, seed) if holdout is not None else None)
         if report.get("selection"):
-            from lab.workbench.selection import log_selection
-
             report["selection"]["winner_run"] = child.run_id
             log_params(parent.run_id, {"holdout.fraction": holdout, "holdout.seed": seed}, cl=cl)
             log_selection(cl, parent.run_id, report["selection"])

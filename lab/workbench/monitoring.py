@@ -39,12 +39,17 @@ import math
 import os
 import re
 import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
 from urllib.parse import quote
 
+from lab.analysis.compare import experiment_runs, run_labels
 from lab.core.errors import ConfigError, LabError
+from lab.retrievers.http import public_url, redact, resolve_headers
+from lab.tracking.store import client, mlflow_metric_name
 
 #: Metrics published by default (our names).
 DEFAULT_METRICS = ("ndcg@10", "recall@10", "recall@100", "mrr@10")
@@ -147,8 +152,6 @@ def experiment_samples(experiment: str, metrics: Iterable[str] = DEFAULT_METRICS
     """The samples of an experiment's finished runs (sweep parents excluded; only ``run_ids`` / the children of
     ``parent_run_id`` when given), for the ``metrics`` each run logged (see the module docstring). A metric no
     run logged is skipped; an experiment that does not exist is a ConfigError."""
-    from lab.analysis.compare import experiment_runs, run_labels
-    from lab.tracking.store import client, mlflow_metric_name
 
     cl = client(root)
     exp = cl.get_experiment_by_name(experiment)
@@ -241,7 +244,6 @@ def write_textfile(text: str, path: str | Path) -> Path:
 def pushgateway_url(url: str, job: str, grouping: Mapping[str, str] | None = None) -> str:
     """``<url>/metrics/job/<job>[/<label>/<value>...]``; values that are empty or hold "/" as
     ``<label>@base64/<base64url value>`` (the Pushgateway's rule)."""
-    from lab.retrievers.http import public_url
 
     public_url(url)  # refuses credentials in the URL and non-http schemes
     parts = [url.rstrip("/"), "metrics"]
@@ -261,10 +263,6 @@ def push(text: str, url: str, job: str = "raglab", grouping: Mapping[str, str] |
     """Push the exposition ``text`` to a Pushgateway; returns the URL pushed to. ``headers_env``: headers from
     environment variables (as for the http strategy; values never shown). Raises PublishError naming the URL,
     the status and the answer when the Pushgateway refuses or cannot be reached."""
-    import urllib.error
-    import urllib.request
-
-    from lab.retrievers.http import redact, resolve_headers
 
     if method not in ("PUT", "POST"):
         raise ConfigError(f"push method {method!r}: PUT replaces the group's metrics, POST only those pushed")

@@ -26,6 +26,14 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
+import pandas as pd
+
+from lab.core.errors import ConfigError
+from lab.core.paths import repo_root, resolve_repo_path
+from lab.experiment.run import load
+from lab.retrievers.base import Context
+from lab.tracking.store import tracking_uri
+
 #: Environment defaults for a notebook kernel (see the module docstring, step 1).
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "MLFLOW_DISABLE_TELEMETRY": "true",
                "TOKENIZERS_PARALLELISM": "false"}
@@ -41,8 +49,6 @@ class NotebookSetup(NamedTuple):
 
 
 def _check(dataset, seed, progress, tracking_root, experiment) -> None:
-    from lab.core.errors import ConfigError
-
     if dataset is not None and not isinstance(dataset, (str, Path)):
         raise ConfigError(f"dataset={dataset!r}: give a BEIR dataset folder (a path, repo-relative or absolute) "
                           "or None")
@@ -73,8 +79,6 @@ def _inline_figures() -> bool:
 def summary(ds, tracking_root: str | Path = "mlruns", experiment: str | None = None) -> str:
     """The lines a notebook prints about where it runs: repo root, dataset size and splits, MLflow store and
     experiment."""
-    from lab.core.paths import repo_root
-    from lab.tracking.store import tracking_uri
 
     return (f"repo:    {repo_root()}\ndataset: {ds.name} ({len(ds.corpus):,} documents; splits {sorted(ds.qrels)})\n"
             f"MLflow:  {tracking_uri(tracking_root)}, experiment {experiment!r}")
@@ -93,12 +97,6 @@ def setup(dataset: str | Path | None, *, seed: int = 0, progress: bool = True,
     for key, value in OFFLINE_ENV.items():
         os.environ.setdefault(key, value)
     _inline_figures()
-
-    import pandas as pd
-
-    from lab.core.paths import resolve_repo_path
-    from lab.experiment.run import load
-    from lab.retrievers.base import Context
 
     for key, value in PANDAS_OPTIONS.items():
         pd.set_option(key, value)

@@ -24,6 +24,8 @@ import socket
 import sys
 from pathlib import Path
 
+from lab.core.paths import repo_root
+
 #: The Jupyter kernel that runs this environment's Python (installed by `make setup`).
 KERNEL_NAME = "raglab"
 DEFAULT_PORT = 8888
@@ -35,7 +37,6 @@ SETTINGS_DIR = Path(__file__).resolve().parents[1] / "resources" / "jupyterlab"
 
 def notebook_dir() -> Path:
     """The repository's notebooks/ folder."""
-    from lab.core.paths import repo_root
 
     return repo_root() / "notebooks"
 

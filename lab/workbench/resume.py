@@ -37,10 +37,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
+import lab
 from lab.core.errors import DataError
+from lab.core.flat import config_hash, flatten_values
 from lab.core.paths import resolve_public_path, resolve_repo_path
+from lab.data.fingerprint import file_fingerprints, fingerprint
 from lab.models.backends import DEFAULT_BACKEND
-from lab.tracking.store import git_commit, TAG_MODELS
+from lab.models.weights import default_memo, weights_sha256
+from lab.tracking.store import TAG_MODELS, git_commit
 
 #: Tags of the run identity (the sweep writes the first four when it creates a run; log_result writes models).
 TAG_VERSION = "identity.version"
@@ -87,7 +91,6 @@ class RunIdentity:
         ``replaces``: the finished run of the config that no longer stands for it (a reason the key does not
         hold, such as changed model weights). It is part of the key then, so that old run, whose key lacks it,
         does not win the election and the config runs again; sweeps that replace the same run share the key."""
-        from lab.core.flat import config_hash
 
         key = {"config": self.config_hash, "datasets": self.datasets, "metrics": self.metrics_version,
                "encoder": self.encoder_backend, "code": self.code_version if self.include_code else ""}
@@ -119,7 +122,6 @@ def _loads(text: str | None):
 
 def dataset_keys(config: Mapping) -> dict[str, str]:
     """``{dotted key: value}`` of the config leaves naming a dataset: ``dataset`` and ``*_dataset`` string values."""
-    from lab.core.flat import flatten_values
 
     return {k: v for k, v in flatten_values(config).items() if isinstance(v, str) and v
             and (k.rsplit(".", 1)[-1] == "dataset" or k.rsplit(".", 1)[-1].endswith("_dataset"))}
@@ -131,9 +133,6 @@ def run_identity(config: Mapping, repo_root: str | Path | None = None, include_c
     ``dataset`` key must name an existing folder (DataError naming it and ``where`` otherwise, before any work);
     other ``*_dataset`` keys count when they name a folder. ``memo``: {absolute path: (fingerprint, files)},
     shared across the configs of a sweep so each folder is read once."""
-    import lab
-    from lab.core.flat import config_hash
-    from lab.data.fingerprint import file_fingerprints, fingerprint
 
     memo = {} if memo is None else memo
     datasets, files = {}, {}
@@ -155,7 +154,6 @@ def run_identity(config: Mapping, repo_root: str | Path | None = None, include_c
 
 def pins_backend(config: Mapping) -> bool:
     """Whether the config sets an encoding ``backend`` itself (any key named ``backend``, e.g. ``params.backend``)."""
-    from lab.core.flat import flatten_values
 
     return any(k.rsplit(".", 1)[-1] == "backend" and v not in (None, "") for k, v in flatten_values(config).items())
 
@@ -204,8 +202,6 @@ def reuse_decision(previous_run, identity: RunIdentity, weights: Callable[[str],
                        "recorded, or by a notebook that does not call lab.tracking.results.log_result)")
     else:
         if weights is None:
-            from lab.models.weights import default_memo, weights_sha256
-
             memo = default_memo()
 
             def weights(path, memo=memo):
@@ -271,8 +267,6 @@ def decide(cl, experiment_id: str | None, identities: Sequence[RunIdentity],
     if experiment_id is None:
         return [Decision(None, None, "not run before") for _ in identities]
     if weights is None:
-        from lab.models.weights import default_memo, weights_sha256
-
         memo, seen = default_memo(), {}
 
         def weights(path):

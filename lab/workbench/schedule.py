@@ -44,11 +44,27 @@ from typing import Sequence
 
 import pandas as pd
 
+from lab.analysis.gate import GateRow, GateWarning, ResultFile, allowed_drop, gate_settings, run_gate
+from lab.analysis.report import build_report, esc, runs_from_mlflow, trends_html
+from lab.analysis.trends import (  # noqa: F401
+    RECORD_ARTIFACT,
+    TAG_SCHEDULE,
+    TAG_SCHEDULED,
+    TAG_SEQUENCE,
+    read_record,
+    schedule_history,
+    scheduled_parents,
+)
 from lab.core.atomic import write_text_atomic
 from lab.core.errors import ConfigError
-from lab.analysis.trends import (RECORD_ARTIFACT, TAG_SCHEDULE, TAG_SCHEDULED, TAG_SEQUENCE, read_record,  # noqa: F401
-                        schedule_history, scheduled_parents)
+from lab.core.flat import nan_to_none
+from lab.core.paths import resolve_repo_path, results_dir
 from lab.metrics.stats import N_RESAMPLES
+from lab.tracking.store import client, load_per_query, log_file, set_tags
+from lab.workbench.config import load_spec
+from lab.workbench.monitoring import Sample
+from lab.workbench.resume import recorded_datasets, recorded_models
+from lab.workbench.sweep import publish_report, run_sweep
 
 TAG_PREVIOUS = "raglab.schedule.previous"
 TAG_REGRESSION = "raglab.schedule.regression"
@@ -62,7 +78,6 @@ REPORT_HTML = "report.html"
 # ---------------------------------------------------------------------------------------------------------------
 def make_record(report, schedule: str, sequence: int, cl) -> dict:
     """The ``schedule.json`` of a finished sweep: per config its run and what that run recorded."""
-    from lab.workbench.resume import recorded_datasets, recorded_models
 
     configs = []
     for o in report.outcomes:
@@ -128,8 +143,6 @@ class ScheduleComparison:
         return 1 if self.regressed else 0
 
     def to_dict(self) -> dict:
-        from lab.core.flat import nan_to_none
-
         return {
             "schedule": self.schedule, "experiment": self.experiment, "regressed": self.regressed,
             "previous": {"sequence": self.previous.get("sequence"),
@@ -191,8 +204,6 @@ class ScheduleComparison:
 
 def _result(run_id: str, cl, root):
     """A lab.analysis.gate.ResultFile of a run: its per-query table, metrics version and dataset fingerprint."""
-    from lab.analysis.gate import ResultFile
-    from lab.tracking.store import load_per_query
 
     run = cl.get_run(run_id)
     pq = load_per_query(run_id, root, cl)
@@ -207,8 +218,6 @@ def compare_records(previous: dict, current: dict, metrics: Sequence[str] = ("nd
                     relative: bool = False, significant_only: bool = False, alpha: float = 0.05,
                     n_resamples: int = N_RESAMPLES, seed: int = 0, root="mlruns", cl=None) -> ScheduleComparison:
     """Compare two scheduled sweeps (their ``schedule.json`` records) config by config (module docstring, step 3)."""
-    from lab.analysis.gate import GateRow, GateWarning, allowed_drop, run_gate
-    from lab.tracking.store import client
 
     cl = cl or client(root)
     metrics = list(dict.fromkeys(metrics))
@@ -277,8 +286,6 @@ def previous_pair(cl, experiment: str, schedule: str | None = None) -> tuple[dic
 # trends
 # ---------------------------------------------------------------------------------------------------------------
 def comparison_html(comp: ScheduleComparison) -> str:
-    from lab.analysis.report import esc
-
     return f"<pre>{esc(comp.table())}</pre>"
 
 
@@ -301,7 +308,6 @@ class ScheduledOutcome:
 def comparison_samples(comp: ScheduleComparison):
     """Prometheus samples of a comparison (lab.workbench.monitoring.Sample): metric change and regression flag per
     config."""
-    from lab.workbench.monitoring import Sample
 
     help_change = "Change of a retrieval metric (current - previous) against the previous scheduled sweep."
     help_reg = "1 when the metric dropped by more than allowed against the previous scheduled sweep, else 0."
@@ -321,11 +327,6 @@ def run_scheduled(spec_path: str | Path, schedule: str | None = None, metrics: S
                   echo=print, n_resamples: int = N_RESAMPLES, seed: int = 0, **sweep_kwargs) -> ScheduledOutcome:
     """One scheduled sweep (see the module docstring). ``sweep_kwargs`` go to :func:`lab.workbench.sweep.run_sweep`
     (jobs, executor, output_dir, progress, rerun_on_code_change, ...)."""
-    from lab.workbench.config import load_spec
-    from lab.analysis.gate import gate_settings
-    from lab.core.paths import resolve_repo_path, results_dir
-    from lab.workbench.sweep import run_sweep
-    from lab.tracking.store import client, log_file, set_tags
 
     echo = echo or (lambda *a, **k: None)
     metrics = gate_settings(metrics, max_drop, relative, alpha)
@@ -399,7 +400,6 @@ def run_scheduled(spec_path: str | Path, schedule: str | None = None, metrics: S
 
 def _write_report(rep, record: dict, comp, metric: str, path: Path, root, cl, schedule: str) -> Path | None:
     """report.html of this sweep's runs with the comparison and the trends sections."""
-    from lab.analysis.report import build_report, runs_from_mlflow, trends_html
 
     run_ids = [c["run_id"] for c in record["configs"] if c.get("run_id")]
     notes: list[str] = []
@@ -417,9 +417,6 @@ def _write_report(rep, record: dict, comp, metric: str, path: Path, root, cl, sc
 
 
 def _publish(rep, spec, overrides, root, echo, extra, sequence: int, schedule: str) -> None:
-    from lab.workbench.monitoring import Sample
-    from lab.workbench.sweep import publish_report
-
     samples = [*extra, Sample("raglab_scheduled_sequence", (("experiment", rep.experiment), ("schedule", schedule)),
                               float(sequence), "Sequence number of the latest scheduled sweep.")]
     publish_report(rep, spec, overrides, root, echo, extra_samples=samples)

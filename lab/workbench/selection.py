@@ -16,14 +16,25 @@ Flow (:func:`lab.workbench.sweep.run_sweep` and :func:`lab.workbench.halving.run
 from __future__ import annotations
 
 import json
+import tempfile
+import warnings
 
+import pandas as pd
+
+from lab.analysis.compare import CompareWarning, experiment_leaderboard
+from lab.analysis.trust import selection_record
 from lab.core.errors import ConfigError
+from lab.core.paths import existing_or_repo_path
+from lab.data.beir import qrels_files
+from lab.data.holdout import holdout_problem
 from lab.tracking.results import (
     HOLDOUT_ARTIFACT,
     TAG_HOLDOUT,
     TAG_HOLDOUT_SEED,
     TAG_SELECTION,
 )
+from lab.tracking.store import artifact_file, load_per_query, log_metrics, set_tags
+from lab.workbench.resume import Decision
 
 SELECTION_ARTIFACT = "selection.json"
 
@@ -31,8 +42,6 @@ SELECTION_ARTIFACT = "selection.json"
 def split_query_ids(dataset: str, split: str = "test", max_queries: int | None = None) -> list[str]:
     """Query ids of a dataset split from its qrels file (no corpus read), cut to the first ``max_queries`` in
     sorted order as lab.experiment.run.split_queries cuts them."""
-    from lab.core.paths import existing_or_repo_path
-    from lab.data.beir import qrels_files
 
     folder = existing_or_repo_path(dataset)
     files = qrels_files(folder)
@@ -51,7 +60,6 @@ def split_query_ids(dataset: str, split: str = "test", max_queries: int | None =
 
 def check_holdout(fraction, configs: list[dict], seed: int = 0, where: str = "holdout") -> None:
     """ConfigError (one line) when ``fraction`` is not a usable holdout for the configs (module docstring, step 1)."""
-    from lab.data.holdout import holdout_problem
 
     problem = holdout_problem(fraction, where=where)
     if problem:
@@ -75,7 +83,6 @@ def holdout_tags(fraction: float, seed: int) -> dict[str, str]:
 def holdout_decisions(cl, decisions: list, fraction: float | None, seed: int) -> list:
     """``decisions`` (lab.workbench.resume.Decision) with the reused runs whose holdout tags differ from this
     sweep's (fraction None: runs scored with a holdout) turned into runs to do, with the reason."""
-    from lab.workbench.resume import Decision
 
     want = holdout_tags(fraction, seed) if fraction is not None else {}
     out = []
@@ -95,14 +102,6 @@ def record_selection(cl, parent_run_id: str, experiment: str, run_ids: list[str]
                      fraction: float, seed: int) -> dict:
     """Rank the runs on their dev queries, score the winner on its held-out queries and record it on the parent
     (module docstring, step 3). Returns the selection dict."""
-    import tempfile
-    import warnings
-
-    import pandas as pd
-
-    from lab.analysis.compare import CompareWarning, experiment_leaderboard
-    from lab.analysis.trust import selection_record
-    from lab.tracking.store import artifact_file, load_per_query
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CompareWarning)
@@ -121,7 +120,6 @@ def record_selection(cl, parent_run_id: str, experiment: str, run_ids: list[str]
 
 def log_selection(cl, run_id: str, sel: dict) -> None:
     """Record a selection on a run: tag :data:`TAG_SELECTION`, metrics ``holdout.*``, artifact selection.json."""
-    from lab.tracking.store import log_metrics, set_tags
 
     set_tags(run_id, {TAG_SELECTION: json.dumps(sel, sort_keys=True)}, cl=cl)
     log_metrics(run_id, {"holdout.dev_score": sel["dev_score"], "holdout.holdout_score": sel["holdout_score"],

@@ -63,11 +63,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import pandas as pd
-import papermill as pm
 from filelock import FileLock, Timeout
-from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
-from mlflow import MlflowClient
-from papermill.exceptions import PapermillExecutionError
 
 import lab
 from lab.analysis.compare import CompareWarning, experiment_leaderboard, plot_leaderboard
@@ -80,17 +76,28 @@ from lab.core.paths import repo_root, resolve_repo_path, results_dir
 from lab.core.progress import progress as bar
 from lab.tracking import claims
 from lab.tracking.lifecycle import TAG_ERROR, tracked_run
-from lab.tracking.store import (TAG_PARENT, TAG_ROLE, client, environment_tags, get_or_create_experiment, is_uri,
-                                log_metrics, log_params, root_path, search_all_runs, set_tags, storage_fault,
-                                tracking_uri)
+from lab.tracking.store import (
+    TAG_PARENT,
+    TAG_ROLE,
+    client,
+    environment_tags,
+    get_or_create_experiment,
+    is_uri,
+    log_metrics,
+    log_params,
+    root_path,
+    search_all_runs,
+    set_tags,
+    storage_fault,
+    tracking_uri,
+)
 from lab.tracking.ui import DEFAULT_METRICS, RUN_TYPE_EVALUATION, RUN_TYPE_TAG, set_runs_view
+from lab.workbench import monitoring
 from lab.workbench.config import SweepSpec, expand, label, load_spec
 from lab.workbench.kernels import WarmKernels, shutdown
-from lab.workbench import monitoring
 from lab.workbench.monitoring import parse_publish
 from lab.workbench.resume import TAG_REASON, Decision, RunIdentity, decide, run_identity
-from lab.workbench.selection import (check_holdout, holdout_decisions, holdout_tags, record_selection,
-                                     selection_line)
+from lab.workbench.selection import check_holdout, holdout_decisions, holdout_tags, record_selection, selection_line
 from lab.workbench.sweep_check import validate_sweep
 
 #: Tags written by the sweep (TAG_PARENT and TAG_ROLE are defined in lab.tracking.store, TAG_ERROR in
@@ -217,6 +224,8 @@ def default_kernel() -> str:
     """The Jupyter kernel that runs *this* interpreter: "raglab" (installed by ``make setup``) when its argv
     starts with ``sys.executable``, else "python3" when its argv starts with a bare ``python`` (jupyter_client
     replaces that with ``sys.executable``). Raises ConfigError when neither fits."""
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
     ksm = KernelSpecManager()
     bare = {"python", f"python{sys.version_info[0]}", "python%i.%i" % sys.version_info[:2]}
     here = os.path.abspath(sys.executable)
@@ -294,10 +303,17 @@ def execute_config(task: SweepTask, kernels=None, more: bool = False) -> ConfigO
     return out
 
 
+def _client(tracking_uri: str):
+    """An :class:`mlflow.MlflowClient` on ``tracking_uri`` (a task's store, already created by the sweep)."""
+    from mlflow import MlflowClient
+
+    return MlflowClient(tracking_uri=tracking_uri)
+
+
 def _yield_to_winner(task: SweepTask, out: ConfigOutcome, winner: str) -> ConfigOutcome:
     """Delete this config's run in favour of another sweep's claim ``winner`` and wait for it: SKIPPED when it
     finished (its run stands for this config), else FAILED (:func:`execute_config` claims again)."""
-    cl = MlflowClient(tracking_uri=task.tracking_uri)
+    cl = _client(task.tracking_uri)
     claims.yield_to(cl, out.run_id, winner)
     status, why = claims.wait_for(cl, winner)
     if status == "FINISHED":
@@ -318,7 +334,7 @@ def _execute_once(task: SweepTask, kernels=None, more: bool = False) -> tuple[Co
     for k, v in _ENV_DEFAULTS.items():
         os.environ.setdefault(k, v)
     t0 = time.perf_counter()
-    cl = MlflowClient(tracking_uri=task.tracking_uri)
+    cl = _client(task.tracking_uri)
     winner = None
     # FINISHED, or FAILED with tag error; KeyboardInterrupt: KILLED; anything else that raises here: FAILED (tag
     # error) and re-raised. keep_ended: never revive a run something else ended (a rerun marked it KILLED)
@@ -362,6 +378,8 @@ def _child_tags(task: SweepTask) -> dict:
 
 def _run_notebook(task: SweepTask, run_id: str, cl, kernels, more: bool) -> tuple[str, str]:
     """Execute the config's notebook with its parameters; returns (error line, details), both "" when it ran."""
+    from papermill.exceptions import PapermillExecutionError
+
     parameters = {**task.config, **task.inject, "mlflow_run_id": run_id}
     try:
         _papermill(task, parameters, run_id, cl, kernels, more)
@@ -376,6 +394,8 @@ def _run_notebook(task: SweepTask, run_id: str, cl, kernels, more: bool) -> tupl
 def _papermill(task: SweepTask, parameters: dict, run_id: str, cl, kernels, more: bool) -> None:
     """Papermill on the notebook, on a prewarmed kernel when ``kernels`` has one; a kernel that fails to start
     (no cell ran) is started again, up to :data:`KERNEL_START_RETRIES` times."""
+    import papermill as pm
+
     Path(task.output_path).parent.mkdir(parents=True, exist_ok=True)
     km = kernels.take(more=more) if kernels is not None else None
     set_tags(run_id, {"sweep.kernel": "prewarmed" if km is not None else "cold"}, cl=cl)
@@ -629,7 +649,7 @@ def _default_cache_dir() -> None:
 def _fail_orphan_run(task: SweepTask, error: str) -> str | None:
     """End FAILED (tag ``error``) the run a dead worker left RUNNING for this task's config; returns its id (None
     when the worker died before creating it)."""
-    cl = MlflowClient(tracking_uri=task.tracking_uri)
+    cl = _client(task.tracking_uri)
     found = None
     for r in search_all_runs(cl, task.experiment_id, f"tags.`{TAG_HASH}` = '{task.config_hash}'"):
         if r.data.tags.get(TAG_PARENT) == task.parent_run_id and r.info.status == "RUNNING":

@@ -16,8 +16,17 @@ of the key, when the key is written in the file), the config (its index and labe
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 from typing import Any, Mapping
+
+import yaml
+
+from lab.core.errors import LabError
+from lab.core.paths import resolve_repo_path
+from lab.data.beir import qrels_files
+from lab.experiment.run import chunking_problems
+from lab.retrievers.base import param_problems
 
 #: Notebook parameters that count things: integers >= 1 (None allowed where the notebook's default is None).
 COUNT_KEYS = ("k", "max_queries", "n", "depth", "top_n", "concurrency")
@@ -40,7 +49,6 @@ def notebook_parameters(notebook: str | Path) -> dict[str, Any]:
 def key_lines(spec_path: str | Path) -> dict[str, int]:
     """``{"fixed.k": 9, "grid.strategy": 11, "dataset": 3, ...}``: the 1-based line of each key of the spec's
     top level and of its fixed / grid / zip sections (empty when the file cannot be read as YAML)."""
-    import yaml
 
     try:
         root = yaml.compose(Path(spec_path).read_text(encoding="utf-8"))
@@ -58,7 +66,6 @@ def key_lines(spec_path: str | Path) -> dict[str, int]:
 
 def _nested_lines(node, prefix: str, out: dict[str, int]) -> None:
     """Lines of a section's keys, nested mappings included (``fixed.chunking.size``)."""
-    import yaml
 
     for k, v in node.value:
         name = f"{prefix}.{k.value}"
@@ -69,7 +76,6 @@ def _nested_lines(node, prefix: str, out: dict[str, int]) -> None:
 
 def _problem_key(key: str | None, message: str) -> str | None:
     """The most precise key a problem names: ``chunking.overlpa`` for "chunking: unknown key 'overlpa'"."""
-    import re
 
     m = re.match(r"chunking: unknown key '([^']+)'", message) if key == "chunking" else None
     return f"chunking.{m.group(1)}" if m else key
@@ -104,10 +110,6 @@ def _value_problem(key: str, value, default) -> str | None:
 
 
 def _dataset_problem(dataset, split, repo_root) -> str | None:
-    from lab.data.beir import qrels_files
-    from lab.core.errors import LabError
-    from lab.core.paths import resolve_repo_path
-
     if not isinstance(dataset, str):
         return f"dataset={dataset!r}: expected a path to a BEIR folder, e.g. data/scifact"
     try:
@@ -131,7 +133,6 @@ def _dataset_problem(dataset, split, repo_root) -> str | None:
 def config_problems(config: Mapping, nb_params: Mapping[str, Any], repo_root=None,
                     injected=("mlflow_run_id", "tracking_root", "experiment")) -> list[tuple[str | None, str]]:
     """``(top-level key or None, message)`` for each problem of one config (see the module docstring)."""
-    from lab.retrievers.base import param_problems
 
     out: list[tuple[str | None, str]] = []
     accepted = sorted(k for k in nb_params if k not in injected)
@@ -155,8 +156,6 @@ def config_problems(config: Mapping, nb_params: Mapping[str, Any], repo_root=Non
             p_params = per.get(name) if isinstance(per, dict) else None
             out += [("strategies", p) for p in param_problems(name, p_params)]
     if "chunking" in nb_params and isinstance(merged.get("chunking"), dict):
-        from lab.experiment.run import chunking_problems
-
         out += [("chunking", p) for p in chunking_problems(merged["chunking"])]
     if "dataset" in nb_params:
         problem = _dataset_problem(merged.get("dataset"), merged.get("split"), repo_root)

@@ -142,11 +142,11 @@ def test_dataset_fingerprint_hashed_once_per_experiment(mini_scifact, tmp_path, 
 
     from lab.experiment.run import prepare_experiment
 
-    fp = importlib.import_module("lab.data.fingerprint")  # the module: lab.data exports a function of that name
+    run_module = importlib.import_module("lab.experiment.run")  # where the experiment looks the function up
 
     calls = []
-    real = fp.fingerprint
-    monkeypatch.setattr(fp, "fingerprint", lambda *a, **k: calls.append(a) or real(*a, **k))
+    real = run_module.fingerprint
+    monkeypatch.setattr(run_module, "fingerprint", lambda *a, **k: calls.append(a) or real(*a, **k))
     exp = prepare_experiment(mini_scifact, "bm25", {}, k=20, ctx=Context(cache_dir=tmp_path, progress=False))
     qids = sorted(exp.queries)
     first, whole = exp.result(qids[:2]), exp.result(qids)

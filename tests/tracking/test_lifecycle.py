@@ -147,7 +147,7 @@ def _training_meta() -> dict:
 @pytest.mark.parametrize("trainer", ["reranker", "embedder"])
 def test_a_training_logger_that_raises_leaves_no_running_run(store, tmp_path, monkeypatch, trainer):
     """Before the lifecycle, an error while logging a training (here: the metrics step) left its run RUNNING."""
-    import lab.tracking.store as store_mod
+    import lab.tracking.lifecycle as lifecycle_mod  # where a tracked run looks up log_metrics
 
     if trainer == "reranker":
         from lab.training.reranker import log_training
@@ -157,7 +157,7 @@ def test_a_training_logger_that_raises_leaves_no_running_run(store, tmp_path, mo
     def broken(*a, **k):
         raise RuntimeError("metrics step failed on purpose")
 
-    monkeypatch.setattr(store_mod, "log_metrics", broken)
+    monkeypatch.setattr(lifecycle_mod, "log_metrics", broken)
     with pytest.raises(RuntimeError, match="on purpose"):
         log_training(_training_meta(), tmp_path / "model", store, "training")
     runs = runs_of(store, "training")
