@@ -97,7 +97,6 @@ def metrics_version_warning(versions: Iterable[str | None], current: str | None 
 
 def latest_experiment(root="mlruns") -> str:
     """Name of the experiment holding the most recently started run (ConfigError when the store has none)."""
-
     cl = client(root)
     best, when = None, -1
     for e in cl.search_experiments():
@@ -112,7 +111,6 @@ def latest_experiment(root="mlruns") -> str:
 def experiment_runs(cl, experiment_id: str, parent_run_id: str | None = None) -> list:
     """The FINISHED runs of an experiment, sweep parent runs left out (only the children of ``parent_run_id``
     when given), oldest first."""
-
     runs = search_all_runs(cl, experiment_id, "attributes.status = 'FINISHED'")
     runs = [r for r in runs if r.data.tags.get(TAG_ROLE) != "parent"]
     if parent_run_id:
@@ -149,7 +147,6 @@ def duplicates_note(dropped) -> str:
 def run_labels(runs) -> list[str]:
     """One label per run: ``key=value`` of the params that differ between the runs (``resolved.*`` and
     ``retriever.*`` left out), else the run name, else the first 8 characters of the run id."""
-
     def plain(params):
         return {k: v for k, v in params.items() if not k.startswith(("resolved.", "retriever."))}
 
@@ -177,7 +174,6 @@ def experiment_leaderboard(experiment: str, metric: str = "ndcg@10", root="mlrun
     ``df.attrs``: metric, experiment, best_run_id, warnings, alpha, metrics_version_warning, correction,
     n_comparisons, correction_note, trust (lab.analysis.trust: label provenance, power, held-out check).
     """
-
     cl = client(root)
     exp = cl.get_experiment_by_name(experiment)
     if exp is None:
@@ -237,7 +233,6 @@ def runs_provenance(runs) -> tuple[list, str | None]:
     """The label provenance of each run (lab.data.labels) as it logged it; for a run logged before labels were
     recorded, read from its dataset folder now (when that folder is still there; else None), with a note saying
     so."""
-
     out, read_now = [], 0
     for r in runs:
         prov = from_tags(r.data.tags)
@@ -259,7 +254,6 @@ def runs_provenance(runs) -> tuple[list, str | None]:
 def run_selection(cl, runs, parent_run_id: str | None = None) -> dict | None:
     """The held-out check (lab.analysis.trust.selection_record) recorded on ``parent_run_id``, else on the latest
     parent of the listed runs whose winner is among them; None when there is none."""
-
     ids = {r.info.run_id for r in runs}
     parents = [parent_run_id] if parent_run_id else list(dict.fromkeys(
         r.data.tags.get(TAG_PARENT) for r in sorted(runs, key=lambda r: -r.info.start_time)
@@ -279,7 +273,6 @@ def run_selection(cl, runs, parent_run_id: str | None = None) -> dict | None:
 def runs_trust(cl, runs, scores, df: pd.DataFrame, parent_run_id: str | None = None, alpha: float = 0.05) -> dict:
     """The trust object (lab.analysis.trust.trust_block) of a leaderboard of MLflow runs: provenance from their
     tags, judged@10 from their metrics, the selection from their sweep parent."""
-
     by_id = {r.info.run_id: (r, s) for r, s in zip(runs, scores, strict=True)}
     ranked = [by_id[rid][0] for rid in df["run_id"]]
     provs, note = runs_provenance(ranked)
@@ -293,7 +286,6 @@ def runs_overlap(df: pd.DataFrame, root="mlruns", p: float | None = None, k: int
     """Rank-biased overlap and top-k Jaccard between each pair of the leaderboard's runs (lab.metrics.overlap;
     rankings read from each run's run.trec), named by their short labels (lab.analysis.labels); needs no relevance
     labels. Pairs with the most different rankings first."""
-
     cl = client(root)
     runs = {}
     for label, rid in zip(short_labels(list(df["label"].astype(str))), df["run_id"], strict=True):
@@ -383,7 +375,6 @@ def _wtl(df: pd.DataFrame) -> list[str]:
 def plot_leaderboard(df: pd.DataFrame, path: str | Path, metric: str | None = None, title: str = "") -> Path:
     """Bar chart of the leaderboard (best on top) with CI error bars, runs significantly below the best hatched;
     written to ``path`` as PNG (Agg, no pyplot state). Returns the path."""
-
     metric = metric or df.attrs.get("metric") or "ndcg@10"
     if df.empty:
         raise ConfigError(f"nothing to plot: no finished runs with {metric}")
@@ -440,7 +431,6 @@ def group_means(scores: dict[str, pd.Series], groups: dict[str, str], by: str = 
 def leaderboard_by(df: pd.DataFrame, groups: dict[str, str], by: str = "tier", root="mlruns") -> pd.DataFrame:
     """:func:`group_means` of the runs of the leaderboard ``df`` (:func:`leaderboard`; its row order kept, each
     run's per-query values of its metric from MLflow), with their ``run_id``."""
-
     metric = df.attrs.get("metric") or df.columns[1]
     scores = {f"{i}": load_per_query(run_id, root)[metric] for i, run_id in enumerate(df["run_id"])}
     out = group_means(scores, groups, by, metric)

@@ -86,7 +86,6 @@ class ResultFile:
 # ---------------------------------------------------------------------------------------------------------------
 def is_metric_name(name: str) -> bool:
     """True when ``name`` is a metric label as lab spells it ("ndcg@10", "mrr"), exactly (lower case)."""
-
     try:
         return parse_metric(name).label == name
     except ValueError:
@@ -358,7 +357,6 @@ class GateReport:
 
     def to_dict(self) -> dict:
         """JSON-ready dict (NaN as None)."""
-
         rows = [{k: nan_to_none(v) for k, v in asdict(r).items()} | {"failed": r.failed} for r in self.rows]
         return {"passed": self.passed, "baseline": self.baseline, "current": self.current,
                 "max_drop": self.max_drop, "relative": self.relative, "significant_only": self.significant_only,
@@ -410,7 +408,6 @@ def allowed_drop(baseline: float, max_drop: float, relative: bool) -> float:
 def gate_metric(metric: str, base: ResultFile, cur: ResultFile, max_drop: float, relative: bool,
                 significant_only: bool, alpha: float, n_resamples: int, seed: int) -> GateRow:
     """The GateRow of one metric (see the module docstring for the rules)."""
-
     b, c = base.means[metric], cur.means[metric]
     allowed = allowed_drop(b, max_drop, relative)
     exceeds = (b - c) > allowed + _EPS
@@ -436,7 +433,6 @@ def gate_settings(metrics: Sequence[str] | None, max_drop: float, relative: bool
     checked: every metric written as its canonical label (lab.metrics.parse_metric: 'ndcg@10', not 'NDCG@10'),
     ``alpha`` strictly between 0 and 1, ``max_drop`` a number and, with ``relative``, a fraction below 1.
     ConfigError (exit 2) naming the option (--metric, --alpha, --max-drop) otherwise."""
-
     names = list(dict.fromkeys(metrics or DEFAULT_GATE_METRICS))
     for m in names:
         try:

@@ -372,7 +372,6 @@ def histogram(values: Sequence[float] | pd.Series, xlabel: str, bins: int | Sequ
 def gate_funnel(report, title: str = "") -> Figure:
     """The quality-gate funnel of a generated test set (a :class:`lab.testset.gates.GateReport`): per gate, in
     the order they are applied, the candidates dropped there (bar) and those still remaining after it (line)."""
-
     dropped = [int(report.dropped_at[g]) for g in GATES]
     remaining = list(np.int64(report.candidates) - np.cumsum(dropped))
     fig = new_figure(figsize=(7.0, 3.6), layout="constrained")
@@ -412,7 +411,6 @@ def results_table(
     results: {label: Result}, or a sequence of ({field: value}, Result) whose fields become columns and whose
     label is "field=value, ...". metrics: the metrics to tabulate (default: every metric the Results scored).
     """
-
     items = [({}, r, str(k)) for k, r in results.items()] if isinstance(results, Mapping) else \
         [(dict(f), r, ", ".join(f"{k}={v}" for k, v in f.items())) for f, r in results]
     rows = []
@@ -454,7 +452,6 @@ def results_leaderboard(
     lab.metrics.compare, Evaluations scored on other queries are paired on the union of the queries, a query one
     of them did not score counting 0 there.
     """
-
     for attr, what in (("metrics_version", "re-evaluate them with the same raglab version"),
                        ("rel_threshold", "re-evaluate them with one rel_threshold")):
         seen = {str(getattr(r.evaluation, attr, None)) for r in results.values()}

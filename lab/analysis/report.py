@@ -143,7 +143,6 @@ def _existing_dataset(path: str | None) -> str | None:
 
 def _logged_dataset_path(run_id: str, root, cl) -> str | None:
     """``info.dataset_path`` of a run's result.json artifact when it is a dataset folder here, else None."""
-
     try:
         with tempfile.TemporaryDirectory(prefix="lab-report-") as tmp:
             doc = json.loads(artifact_file(run_id, RESULT_ARTIFACT, tmp, root, cl).read_text(encoding="utf-8"))
@@ -157,7 +156,6 @@ def runs_from_mlflow(experiment: str, root="mlruns", metric: str = "ndcg@10", pa
                      trust: list | None = None) -> list[RunData]:
     """The finished runs of ``experiment`` that logged ``metric`` (labels as lab.analysis.compare names them); only
     ``run_ids`` when given. ``trust``: a list the leaderboard's trust object (lab.analysis.trust) is appended to."""
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CompareWarning)
         board = experiment_leaderboard(experiment, metric=metric, root=root, parent_run_id=parent_run_id,
@@ -207,7 +205,6 @@ def runs_from_files(paths: Sequence[str | Path], qrels=None, dataset: str | None
                     metrics: Sequence[str] | None = None, notes: list[str] | None = None) -> list[RunData]:
     """Runs from result files, grouped by :func:`file_group`. A TREC run is read for the worst queries and, when
     its group has no per-query table, evaluated against ``qrels`` (a path) or the split's qrels of ``dataset``."""
-
     groups: dict[str, list[Path]] = {}
     for p in paths:
         p = Path(p)
@@ -532,7 +529,6 @@ def render_worst(details: Sequence[dict], metric: str, others: pd.DataFrame | No
 def render_diagnosis(table: pd.DataFrame, names: Mapping[str, str] | None = None) -> str:
     """The diagnosis grouped by rule: severity, rule, the runs it fired for with their value, the finding (of the
     first run listed, i.e. the best ranked), likely cause and next step. ``names``: shorter run names to show."""
-
     if table.empty:
         return "<p>No rule fired: every checked metric is above its threshold.</p>"
     rows = []
@@ -863,7 +859,6 @@ def build_report(runs: Sequence[RunData], out: str | Path = "report.html", metri
 def runs_trust(runs: Sequence[RunData], metric: str, alpha: float = 0.05, seed: int = 0) -> dict | None:
     """The trust object (lab.analysis.trust) of runs read from files: the leaderboard of their per-query ``metric``,
     label provenance from each run's dataset folder (None: unknown); None when no run has a per-query table."""
-
     keep = [r for r in runs if r.per_query is not None and metric in r.per_query]
     if not keep:
         return None
@@ -896,7 +891,6 @@ def log_report(path: str | Path, experiment: str, root="mlruns", run_ids: Sequen
                metrics: Sequence[str] = ()) -> str:
     """Log the file at ``path`` as artifact ``report.html`` (whatever its name) of a new FINISHED run in ``experiment``
     (tag lab.role=report, ``report.runs`` = the covered run ids, ``report.metrics``); returns its run id."""
-
     with tracked_run(experiment, run_name=f"report ({', '.join(metrics)})" if metrics else "report",
                      root=root) as run:
         run.set_tags({REPORT_ROLE_TAG: "report", "report.runs": ",".join(run_ids), "report.metrics": ",".join(metrics)})
@@ -911,7 +905,6 @@ def report_experiment(experiment: str, root="mlruns", out: str | Path = "report.
                       metrics: Sequence[str] | None = None, parent_run_id: str | None = None, log: bool = True,
                       **kwargs) -> ReportResult:
     """:func:`build_report` of an MLflow experiment's finished runs, logged back into it when ``log``."""
-
     metrics = list(metrics or DEFAULT_REPORT_METRICS)
     notes: list[str] = []
     t0 = time.perf_counter()

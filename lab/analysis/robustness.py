@@ -38,7 +38,6 @@ from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy.stats import rankdata
 
 from lab.analysis.plots import COLORS, new_figure
 from lab.core.errors import ConfigError
@@ -74,7 +73,6 @@ class Variant:
     @property
     def changed_ids(self) -> set[str]:
         """Ids of the queries this variant changed (held-out ids for "unanswerable")."""
-
         out = set()
         for line in (self.path / CHANGES_FILE).read_text(encoding="utf-8").splitlines():
             row = json.loads(line)
@@ -94,7 +92,6 @@ def _variant_rank(name: str | None) -> int:
 def find_variants(variants) -> list[Path]:
     """Variant folders from a folder of variants (sub-folders holding PERTURBATION.json, in the order of
     lab.testset.perturb.VARIANTS), a folder that is one variant, or a list of folders (order kept)."""
-
     if isinstance(variants, (str, os.PathLike)):
         root = Path(variants)
         if (root / PROVENANCE_FILE).is_file():
@@ -114,7 +111,6 @@ def make_variants(dataset, folder, variants: Iterable[str], split: str = "test",
     those not there yet (no PERTURBATION.json) are made by :func:`lab.testset.perturb.perturb_dataset` with
     ``seed``, the unanswerable variant holding out queries of ``split``. Folders already there are used as they
     are, so a second call only reads."""
-
     folder, names = Path(folder), list(variants)
     name = load_dataset(dataset, progress=False).name
     todo = [v for v in names if not (folder / f"{name}-{v}" / PROVENANCE_FILE).is_file()]
@@ -127,7 +123,6 @@ def make_variants(dataset, folder, variants: Iterable[str], split: str = "test",
 def load_variants(paths: Iterable[Path], clean_fingerprint: str | None = None, progress: bool = False
                   ) -> list[Variant]:
     """Load variant folders; with ``clean_fingerprint``, refuse a variant made from another dataset."""
-
     out = []
     for p in paths:
         prov = read_provenance(p)
@@ -147,7 +142,6 @@ def paired_deltas(clean_pq: pd.DataFrame, variant_pq: pd.DataFrame, metrics: Seq
                   changed: set[str] | None = None, n_resamples: int = N_RESAMPLES, seed: int = 0,
                   confidence: float = 0.95) -> dict:
     """Means, deltas, CIs and p-values of ``metrics`` over the queries both tables scored (see module docs)."""
-
     common = [q for q in clean_pq.index if q in set(variant_pq.index)]
     if not common:
         raise ValueError("paired_deltas: the clean and variant evaluations share no query")
@@ -183,6 +177,7 @@ def top1_scores(run, qids: Iterable[str]) -> pd.Series:
 def auroc(positive: Sequence[float], negative: Sequence[float]) -> float:
     """P(a positive score > a negative score), ties 1/2 (Mann-Whitney U / (n_pos * n_neg)); NaN scores are
     treated as the lowest possible score. NaN when either group is empty."""
+    from scipy.stats import rankdata
 
     pos = np.nan_to_num(np.asarray(positive, dtype=float), nan=-np.inf)
     neg = np.nan_to_num(np.asarray(negative, dtype=float), nan=-np.inf)
@@ -201,7 +196,6 @@ def abstention(clean_top1: pd.Series, answerable_top1: pd.Series, unanswerable_t
     clean_top1: top-1 scores of the answerable queries of the clean run (sets tau); answerable_top1 /
     unanswerable_top1: top-1 scores in the variant run; unanswerable_clean_top1: the unanswerable queries' top-1
     in the clean run (for ``top1_drop``)."""
-
     if not 0.0 < answer_rate < 1.0:
         raise ConfigError(f"answer_rate={answer_rate}: must lie strictly between 0 and 1, e.g. 0.95")
     ref = clean_top1.dropna().to_numpy()
@@ -261,7 +255,6 @@ def run_robustness(dataset, variants, strategies: Sequence[str] = STRATEGIES,  #
     params: strategy -> params for run_experiment. Query-side variants are evaluated on ``split``; the
     unanswerable variant on its own split (it must be ``split``).
     """
-
     ctx = ctx or Context()
     clean = load(dataset, progress=ctx.progress)
     loaded = load_variants(find_variants(variants), fingerprint(clean.path) if check_source else None,
@@ -366,7 +359,6 @@ def plot_robustness(table: pd.DataFrame, metrics: Sequence[str] = TABLE_METRICS,
     """One panel per metric: delta from clean per variant (groups) and strategy (bars), with CI error bars.
 
     Built without pyplot (see lab.analysis.plots conventions)."""
-
     df = table[table["variant"] != CLEAN]
     variants = list(dict.fromkeys(df["variant"]))
     strategies = list(dict.fromkeys(df["strategy"]))
@@ -417,7 +409,6 @@ def log_robustness(rob: Robustness, variants: Sequence[Variant], root: str | Pat
                    experiment: str = DEFAULT_EXPERIMENT, seed: int = 0, n_resamples: int = N_RESAMPLES,
                    config: Mapping | None = None) -> str:
     """Log the summary run and one nested run per strategy x variant; returns the summary run id."""
-
     config = dict(config or {})
     prov = {v.name: v.provenance for v in variants}
     # a step that raises ends the runs it is inside FAILED (tag error) and propagates

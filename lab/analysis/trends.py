@@ -43,7 +43,6 @@ def scheduled_parents(cl, experiment_id: str, schedule: str | None = None) -> li
 
 def read_record(cl, parent_run_id: str) -> dict | None:
     """The ``schedule.json`` of a scheduled sweep's parent run (None when it has none: the sweep stopped early)."""
-
     with tempfile.TemporaryDirectory(prefix="lab-schedule-") as tmp:
         try:
             return json.loads(artifact_file(parent_run_id, RECORD_ARTIFACT, tmp, cl=cl).read_text(encoding="utf-8"))
@@ -56,7 +55,6 @@ def schedule_history(experiment: str, root="mlruns", metric: str = "ndcg@10", sc
     """One row per (scheduled sweep, config) of ``experiment``: sequence, schedule, time, config_hash, label,
     run_id, reused, ``metric`` and its CI bounds, dataset_changed, model_changed (against that config's row of the
     sweep before), reason. Empty (with those columns) when the experiment has no scheduled sweep."""
-
     cols = ["sequence", "schedule", "time", "config_hash", "label", "run_id", "reused", metric, f"{metric}_ci_low",
             f"{metric}_ci_high", "dataset_changed", "model_changed", "reason"]
     cl = cl or client(root)

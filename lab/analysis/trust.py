@@ -228,7 +228,6 @@ def results_trust(results: Mapping[str, object], metric: str = "ndcg@10", alpha:
     """The trust object of in-memory results (name -> lab.experiment.run.Result, as notebook 03 holds them): the
     leaderboard of their per-query ``metric``, label provenance from ``result.info["labels"]`` (what runs log),
     judged@10 from their means."""
-
     names = list(results)
     scores = {n: results[n].evaluation.per_query[metric].rename(index=str) for n in names}
     df = leaderboard(list(scores.values()), metric, labels=names, extra=[{"run_id": n} for n in names], alpha=alpha,

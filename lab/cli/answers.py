@@ -98,7 +98,6 @@ def cmd_answers(args) -> int:
 
 def _stopped(report, run_id, args) -> int:
     """Write what was finished before answering / judging stopped, print one error line naming it; exit 1."""
-
     folder = results_dir("answers", f"stopped-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
     write_artifacts(report, folder)
     where = f"{folder}" + (f" and MLflow run {run_id}" if run_id else "") + (

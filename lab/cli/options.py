@@ -74,7 +74,6 @@ def add_tracking_root(parser, help: str = "MLflow tracking root: a folder (relat
 def add_max_consecutive_failures(parser) -> None:
     """``--max-consecutive-failures N``: LLM calls failed in a row (each after its retries) that stop a generation
     or judging run (see lab.models.breaker)."""
-
     parser.add_argument("--max-consecutive-failures", type=positive_int, default=DEFAULT_MAX_CONSECUTIVE_FAILURES,
                         metavar="N", help="stop after N LLM calls in a row failed (each after its retries); what was "
                         f"finished is kept (default {DEFAULT_MAX_CONSECUTIVE_FAILURES})")
@@ -90,7 +89,6 @@ def checked_metrics(values, option: str = "--metrics") -> list[str] | None:
     """The names of a metrics option, split like :func:`split_names`, each checked by
     :func:`lab.metrics.ranking.parse_metric` (a ConfigError naming ``option`` and the bad name); None when none
     were given."""
-
     if not values:
         return None
     names = [n for v in values for n in v.replace(",", " ").split()]
@@ -105,7 +103,6 @@ def checked_metrics(values, option: str = "--metrics") -> list[str] | None:
 def write_table(df, path) -> None:
     """Write a table (a pandas DataFrame, e.g. a per-query table) to ``path`` by its suffix: .parquet, .json
     (records keyed by index), .tsv, else CSV; parent folders are created."""
-
     path = Path(path)
     with atomic_path(path) as tmp:  # no 0-byte or half table left behind
         if path.suffix == ".parquet":

@@ -358,7 +358,6 @@ def _add_judge_check(tsub) -> None:
 
 def _variants(text: str) -> list[str]:
     """``--variants``: a comma-separated subset of lab.testset.perturb.VARIANTS."""
-
     names = [v.strip() for v in text.replace(" ", ",").split(",") if v.strip()]
     bad = [v for v in names if v not in VARIANTS]
     if bad or not names:
@@ -393,7 +392,6 @@ def cmd_perturb(args) -> int:
 
 def _add_perturb(tsub) -> None:
     """``lab testset perturb``."""
-
     p = tsub.add_parser("perturb", help="seeded robustness variants of a BEIR test set",
                         description="Write typo / synonym / distractor / unanswerable variants of a BEIR dataset, "
                                     "one BEIR folder each (OUT/<set>-<variant>) with PERTURBATION.json provenance.")

@@ -42,7 +42,6 @@ def cmd_train_reranker(args) -> int:
 
 def add_parsers(sub) -> None:
     """Add the training subcommands to the `lab` parser's subparsers."""
-
     d = TrainConfig()
     t = sub.add_parser("train-reranker",
                        help="fine-tune a cross-encoder reranker on a split's qrels or a generated set",

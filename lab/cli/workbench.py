@@ -79,7 +79,6 @@ def cmd_sweep(args) -> int:
 def _board_text(df, experiment: str, metric: str, long_labels: bool = False) -> str:
     """The text leaderboard `lab compare` prints: a header line, the trust lines (lab.analysis.trust), the table
     (rows named by their short labels, lab.analysis.labels; ``long_labels``: the whole ``key=value`` labels)."""
-
     lines = [f"experiment {experiment!r}, {len(df)} finished runs, by {metric}"]
     if df.attrs.get("trust"):
         lines += trust_lines(df.attrs["trust"], metric)
@@ -88,7 +87,6 @@ def _board_text(df, experiment: str, metric: str, long_labels: bool = False) -> 
 
 def _print_sweep_board(experiment: str, root, metric: str = "ndcg@10") -> None:
     """After a sweep: the leaderboard `lab compare --experiment EXPERIMENT` would print (its warnings on stderr)."""
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CompareWarning)
         df = experiment_leaderboard(experiment, metric=metric, root=root)
@@ -102,7 +100,6 @@ def _print_sweep_board(experiment: str, root, metric: str = "ndcg@10") -> None:
 
 def _halving(args) -> int:
     """``lab sweep SPEC --halving``: print the rungs and the winner; ``--json FILE`` writes the report."""
-
     if args.eta < 2:
         raise ConfigError(f"--eta {args.eta}: must be an integer >= 2")
     try:
@@ -187,7 +184,6 @@ def cmd_compare(args) -> int:
 
 def _compare_previous(args, experiment: str, metrics: list[str]) -> int:
     """`lab compare --previous`: the latest scheduled sweep against the one before it, by lab gate's rule."""
-
     cl = client(args.tracking_root)
     prev, cur = previous_pair(cl, experiment, args.schedule)
     comp = compare_records(prev, cur, metrics, DEFAULT_MAX_DROP if args.max_drop is None else args.max_drop,

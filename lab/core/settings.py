@@ -21,7 +21,6 @@ from lab.core.errors import ConfigError
 def parse_settings(items: list[str] | None, option: str = "--set") -> dict[str, Any]:
     """The nested mapping of ``key=value`` items (see the module docstring); ``option`` is the flag named in
     errors (e.g. ``--set 'k1': expected key=value, e.g. --set k1=1.2``). None or [] gives {}."""
-
     out: dict[str, Any] = {}
     for item in items or []:
         if "=" not in item:

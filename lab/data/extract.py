@@ -427,7 +427,6 @@ def _html_decode(data: bytes) -> tuple[str, str, dict[str, Any] | None]:
 def extract_html(data: bytes) -> Extracted:
     """HTML without navigation, headers, footers, sidebars, scripts and styles; headings from h1-h6; title the
     first heading, else ``<title>``. Encoding: byte-order mark, ``<meta charset>``, UTF-8, detection."""
-
     raw, encoding, guess = _html_decode(data)
     raw = re.sub(r"^\s*<\?xml[^>]*\?>", "", raw)  # lxml refuses str input with an encoding declaration
     if not raw.strip():
@@ -490,7 +489,6 @@ def check_zip(data: bytes, limits: Limits) -> None:
     times, the zip directory declares more than ``limits.max_unzipped_mb`` in all, or its XML parts more than
     ``XML_PER_TEXT`` times the text limit (markup around text); reads the directory only.
     zipfile stops each member at its declared size, so a member cannot inflate past what is checked here."""
-
     try:
         members = zipfile.ZipFile(io.BytesIO(data)).infolist()
     except (zipfile.BadZipFile, ValueError, OSError) as exc:
@@ -514,7 +512,6 @@ def extract_docx(data: bytes, limits: Limits | None = None) -> Extracted:
     """DOCX body in order: paragraphs (styles "Title" and "Heading N", or an outline level, are headings) and
     tables (one line per row, cells joined by " | "). Headers, footers and comments are not body text. The zip
     directory is checked against ``limits`` (:func:`check_zip`) before anything is decompressed."""
-
     if data.startswith(b"\xd0\xcf\x11\xe0"):
         raise Unreadable("encrypted", "encrypted (password-protected) or legacy binary Word file, not DOCX")
     if not zipfile.is_zipfile(io.BytesIO(data)):

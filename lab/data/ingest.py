@@ -392,7 +392,6 @@ def ingest(src: Path | str, out: Path | str, exclude: list[str] | tuple[str, ...
     fewer words (0: keep all); ``dedupe``: drop one document of each near-duplicate pair; ``boilerplate_share``:
     share of the HTML pages a block must recur in to be dropped as boilerplate (0: keep every block).
     Raises DataError (before reading any document) for a missing SRC or an unusable DIR."""
-
     t0 = time.perf_counter()
     src, out, limits = Path(src), Path(out), limits or Limits()
     check_out(src, out)

@@ -231,7 +231,6 @@ def generate_answer(llm, sample: AnswerSample, max_tokens: int = 128, breaker=No
     """Fill ``sample.answer`` (or ``answer_error``) and ``answer_cost`` with one generation from its contexts.
     A query with no context is answered :data:`NONCOMMITTAL` without a call. ``breaker``: a
     :class:`lab.models.breaker.FailureBreaker` counting failed calls (raises EndpointDown once it trips)."""
-
     if not sample.contexts:
         sample.answer, sample.answer_cost = NONCOMMITTAL, completion_cost([])
         return sample

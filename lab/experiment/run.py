@@ -77,7 +77,6 @@ def check_run_args(strategy: str, params: dict | None = None, *, k=100, max_quer
     """Check the arguments of :func:`run_experiment` before any work (no dataset read, nothing indexed); raises
     ConfigError with one line naming the argument and what it accepts. Strategy params are checked against the
     strategy's declared params (:func:`lab.retrievers.base.param_problems`); counts must be integers >= 1."""
-
     for name, value, optional in (("k", k, False), ("max_queries", max_queries, True)):
         if optional and value is None:
             continue
@@ -101,7 +100,6 @@ def chunking_problems(chunking) -> list[str]:
     """One line per problem of a ``chunking`` mapping: keys must be params of :func:`lab.text.chunking.chunk_corpus`
     (chunker, size, overlap, size_unit, title_prefix) or ``depth_factor``, values of their types; sizes >= 1,
     overlap >= 0. None (no chunking) has none."""
-
     if chunking is None:
         return []
     if not isinstance(chunking, dict):
@@ -132,7 +130,6 @@ def load(dataset: str | Path | Dataset, progress: bool = True) -> Dataset:
 def split_queries(ds: Dataset, split: str, max_queries: int | None = None) -> tuple[Queries, Qrels]:
     """The queries and qrels of split ``split`` of ``ds``, cut to the first ``max_queries`` query ids in sorted
     order when given (None or 0: all of them). A split the dataset lacks is a ConfigError naming those it has."""
-
     try:
         queries, qrels = ds.split(split)
     except KeyError as exc:
@@ -192,7 +189,6 @@ def prepare_experiment(
 ) -> "IndexedExperiment":
     """Chunk, build and index one strategy on one dataset split (the arguments of :func:`run_experiment`);
     :meth:`IndexedExperiment.result` then searches and evaluates all the split's queries or any subset of them."""
-
     check_run_args(strategy, params, k=k, max_queries=max_queries, metrics=metrics, relevance=relevance,
                    chunking=chunking)
     ctx = ctx or Context()
@@ -286,7 +282,6 @@ class IndexedExperiment:
 
     def search(self, query_ids) -> Run:
         """The run over ``query_ids`` (ids of :attr:`queries`), searching those not searched yet."""
-
         wanted = list(query_ids)
         unknown = [q for q in wanted if q not in self.queries]
         if unknown:
@@ -320,14 +315,12 @@ class IndexedExperiment:
         """The dataset's content hash, computed once per experiment: every result of it comes from the dataset
         loaded at :func:`prepare_experiment`, and hashing its files again for each query slice (halving's rungs)
         cost more than scoring a slice."""
-
         if not self.dataset_fingerprint:
             self.dataset_fingerprint = fingerprint(self.dataset.path)
         return self.dataset_fingerprint
 
     def result(self, query_ids=None) -> Result:
         """Search (see :meth:`search`) and evaluate ``query_ids`` (default: all the split's queries)."""
-
         wanted = None if query_ids is None else set(query_ids)
         qids = [q for q in self.queries if wanted is None or q in wanted]
         run = self.search(qids)

@@ -114,7 +114,6 @@ class StrategyServer:
 def main(argv: list[str] | None = None) -> int:
     """``python -m lab.experiment.serve --dataset D --strategy bm25 [--port P] [--delay-ms MS]``: serve one of our
     strategies over HTTP (a reference service to point ``--strategy http`` at). Token from ``--token-env VAR``."""
-
     p = argparse.ArgumentParser(prog="python -m lab.experiment.serve", description=main.__doc__)
     p.add_argument("--dataset", required=True)
     p.add_argument("--strategy", default="bm25")

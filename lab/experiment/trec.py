@@ -26,7 +26,6 @@ def trec_result(dataset, run_path, *, split: str = "test", k: int = 100, name: s
     records the file, its sha256, its tag, the run's queries outside the split and hit ids that match no
     document (first few shown). Bad files raise DataError naming file, line and field (read_trec_run); a run
     sharing no query with the split raises DataError too."""
-
     path = Path(run_path)
     ds = load(dataset, progress=progress)
     queries, qrels = split_queries(ds, split, max_queries)

@@ -36,7 +36,6 @@ from typing import TYPE_CHECKING, Any, Iterator
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
-from scipy.stats import norm
 from threadpoolctl import threadpool_limits
 
 if TYPE_CHECKING:
@@ -156,6 +155,8 @@ def is_binary(values: ArrayLike) -> bool:
 
 
 def _z(confidence: float) -> float:
+    from scipy.stats import norm
+
     lo, hi = _bounds(confidence)
     return float(norm.ppf(hi))
 
@@ -216,6 +217,8 @@ def _power_z(alpha: float, power: float) -> float:
         raise ValueError(f"alpha={alpha}: the significance level must lie strictly between 0 and 1, e.g. 0.05")
     if not 0.0 < power < 1.0:
         raise ValueError(f"power={power}: must lie strictly between 0 and 1, e.g. 0.8")
+    from scipy.stats import norm
+
     return float(norm.ppf(1.0 - alpha / 2.0) + norm.ppf(power))
 
 

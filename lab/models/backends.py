@@ -311,7 +311,6 @@ class ExportedEmbedder:
 
     def encode(self, texts: Sequence[str], prefix: str = "") -> np.ndarray:
         """Normalised float32 vectors of ``prefix + text``, in input order (batches longest first)."""
-
         texts = list(texts)
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         if not texts:

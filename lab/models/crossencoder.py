@@ -58,7 +58,6 @@ def resolve_model(name_or_path: str | None) -> str:
     """What to load: ``None`` -> the trained default (a ConfigError saying how to train it when absent);
     an existing path (absolute, or relative to the cwd or the repository root) -> that folder;
     anything else -> passed on as a model name (hub access needed unless it is in the local HF cache)."""
-
     if name_or_path is None:
         path = resolve_repo_path(DEFAULT_RERANKER)
         if not (path / "config.json").is_file():

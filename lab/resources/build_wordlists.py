@@ -135,7 +135,6 @@ def english_synonyms(folder: Path, min_tag: int = 1) -> dict[str, list[str]]:
 # ------------------------------------------------------------------------------------------------ Chinese
 def jieba_frequencies() -> dict[str, int]:
     """word -> frequency from jieba's bundled dict.txt."""
-
     path = Path(jieba.__file__).parent / "dict.txt"
     freq = {}
     for line in path.read_text(encoding="utf-8").splitlines():

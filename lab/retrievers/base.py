@@ -202,7 +202,6 @@ def register(name: str, *, rules: dict | None = None, params_from=None, also=(),
     ``nested``: see :class:`Declaration`. A registered class (and a class named by ``params_from``) checks the
     declared params it is constructed with before its ``__init__`` runs (:func:`_checked_init`).
     """
-
     def deco(factory):
         sources = [params_from or factory, *also]
         undeclared_extra = extra is None and not also and takes_extra(sources[0])
@@ -273,7 +272,6 @@ def param_problems(name, params: dict | None, where: str | None = None) -> list[
     """One line per problem of ``params`` for strategy ``name``: an unknown strategy, an unknown param (with the
     accepted names), a value of the wrong type or out of range (with what the param accepts). Nested strategy
     params (hybrid parts, rerank's first stage, hyde's dense params) are checked the same way. Builds nothing."""
-
     where = where or f"strategy {name}"
     _load_builtins()
     if not isinstance(name, str) or name not in _REGISTRY:
@@ -348,7 +346,6 @@ def _load_builtins() -> None:
     A strategy that needs a layer above retrievers (``dense_ft`` trains its embedder with lab.training) registers
     through the entry point, so this layer never imports upward; an unimportable plugin is reported, not hidden.
     """
-
     for mod in pkgutil.iter_modules(pkg.__path__):
         if mod.name != "base" and not mod.name.startswith("_"):
             importlib.import_module(f"lab.retrievers.{mod.name}")

@@ -75,7 +75,6 @@ def tune_fusion(runs: Sequence[Run], qrels: Qrels, fuse: Callable[[Sequence[Run]
     params bound). ``prepare`` maps a fused run to the level ``qrels`` judge (e.g. chunks aggregated to
     documents); the returned run is the unprepared fused run.
     """
-
     if folds < 2:
         raise ConfigError(f"weights=tuned needs folds >= 2, got {folds}")
     qids = list(dict.fromkeys(q for r in runs for q in r))

@@ -140,7 +140,6 @@ class HydeRetriever(BaseRetriever):
     def search(self, queries: Queries, k: int = 100) -> Run:
         """Passages for all queries first (untimed batch), then each query encoded and searched alone (timed);
         latency = generation seconds + encode + search (module docstring)."""
-
         self.dense._require_index()
         comps = self.generate(queries)
         scores, latency = {}, {}

@@ -275,7 +275,6 @@ class KGRetriever(BaseRetriever):
     # ------------------------------------------------------------------ index
     def index(self, corpus: Corpus) -> None:
         """Index the base, extract chunk entities (cached where slow), build the graph and its matrix."""
-
         if self.base is not None:
             t0 = time.perf_counter()
             self.base.index(corpus)
@@ -382,7 +381,6 @@ class KGRetriever(BaseRetriever):
     def search(self, queries: Queries, k: int = 100) -> Run:
         """Each query alone, timed (faiss and torch on one thread); an LLM answer read from the cache adds the
         seconds its generation took (see the module docstring)."""
-
         self._require_index()
         scores, latency = {}, {}
         with faiss_threads(1):

@@ -135,7 +135,6 @@ class LLMRerankRetriever(BaseRetriever):
 
     def search(self, queries: Queries, k: int = 100) -> Run:
         """First stage for all queries (timed per query by it), then each query's top N reordered alone."""
-
         first = self.first.search(queries, max(self.top_n, k))
         scores, latency = {}, {}
         for qid in progress(list(queries), desc=f"llm_rerank top {self.top_n}", enabled=self.ctx.progress):

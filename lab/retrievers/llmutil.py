@@ -24,7 +24,6 @@ INDEX_ESTIMATE_CALLS = 20
 
 def llm_for(ctx: Context, spec: str | Mapping | None = None, **kwargs):
     """The LLM named by ``spec`` with the strategy's cache folder, progress setting and seed."""
-
     kwargs.setdefault("progress", ctx.progress)
     kwargs.setdefault("seed", ctx.seed)
     return load_llm(spec, cache_dir=ctx.cache_dir, **kwargs)

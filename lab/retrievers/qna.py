@@ -317,7 +317,6 @@ class QnARetriever(BaseRetriever):
                   ) -> tuple[list, int, int]:
         """Answers for every chunk (texts cut to the context); also the number of chunks cut and of prompts
         rebuilt shorter after a context overflow (:func:`map_fitted`)."""
-
         budget = text_budget(self.n_ctx, max_new)
         full = [passage_text(d.title, d.text) for d in corpus]
 

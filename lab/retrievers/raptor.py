@@ -225,7 +225,6 @@ def cluster(vectors: np.ndarray, method: str = "gmm", cluster_size: int = 8, max
             max_clusters: int = 50, reduce_dim: int = 10, seed: int = 0) -> np.ndarray:
     """Cluster labels (0..m-1, by first appearance) of one level's vectors; see the module docstring. The
     result always has fewer clusters than nodes when there are at least two nodes."""
-
     n = len(vectors)
     if method not in CLUSTERINGS:
         raise ConfigError(f"raptor: clustering must be one of {', '.join(CLUSTERINGS)}, not {method!r}")
@@ -428,7 +427,6 @@ class RaptorRetriever(BaseRetriever):
 
     def index(self, corpus: Corpus) -> None:
         """Build the tree (LLM and embeddings through their caches), save it, index every node in one faiss index."""
-
         ids = corpus.ids
         texts = [passage_text(d.title, d.text) for d in corpus]
         t0 = time.perf_counter()
@@ -481,7 +479,6 @@ class RaptorRetriever(BaseRetriever):
 
     def search(self, queries: Queries, k: int = 100) -> Run:
         """Each query alone (timed), faiss and the query encoder on one thread (as ``dense``)."""
-
         with faiss_threads(1):
             return super().search(queries, k)
 

@@ -172,7 +172,6 @@ class RerankRetriever(BaseRetriever):
 
     def search(self, queries: Queries, k: int = 100) -> Run:
         """First stage for all queries (timed per query by it), then each query's top N rescored alone."""
-
         if not self._indexed:
             raise ConfigError("rerank: search() before index(); call index(corpus) first")
         self._check_queries(queries)

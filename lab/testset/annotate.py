@@ -70,7 +70,6 @@ def export_annotation(dataset, out_csv: str | Path, strategies: Sequence[str] = 
                       cache_dir: str | Path = ".cache", progress: bool = True,
                       tracking_root: str | Path | None = "mlruns", experiment: str = "testset") -> dict:
     """Write the annotation sheet and its ``.meta.json``; returns counts (queries, rows, pool sizes, overlap)."""
-
     if depth < 1 or not strategies:
         raise ConfigError("export-annotation needs --depth >= 1 and at least one strategy")
     t0 = time.perf_counter()
@@ -120,7 +119,6 @@ def export_annotation(dataset, out_csv: str | Path, strategies: Sequence[str] = 
 
 def read_annotation(path: str | Path, units_corpus, known_queries) -> list[dict]:
     """Validated rows ``{line, qid, query, unit_id, grade (int | None), tier (str | None), note}``."""
-
     path = Path(path)
     out, seen = [], {}
     for line, rec in read_csv(path, required=("qid", "unit_id", "grade"), what="annotation sheet"):
@@ -164,7 +162,6 @@ def import_annotation(sheet: str | Path, out: str | Path, dataset=None, chunking
                       progress: bool = False) -> dict:
     """Turn a filled sheet into a BEIR set with graded qrels and ``tiers.json`` at ``out``; returns the report.
     ``dataset`` / ``chunking`` default to those in the sheet's ``.meta.json``."""
-
     sheet = Path(sheet)
     meta = json.loads(meta_path(sheet).read_text(encoding="utf-8")) if meta_path(sheet).is_file() else {}
     dataset = dataset or meta.get("dataset")

@@ -223,7 +223,6 @@ def unknown_identifiers(question: str, passage: str) -> list[str]:
 
 def same_language(question: str, passage_language: str) -> bool:
     """True when the question's language (lab.text.tokenize.detect_language) is the passage's."""
-
     return detect_language(question) == ("zh" if passage_language == "zh" else "en")
 
 

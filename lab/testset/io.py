@@ -88,7 +88,6 @@ def load_source(path: str | Path, progress: bool = True) -> Dataset:
     optional (a folder that ``lab ingest`` wrote holds only the corpus). When both are present the folder is
     loaded as a BEIR dataset, checked as usual; a folder with queries but no qrels gives queries without
     splits; without queries, no queries and no splits."""
-
     folder = existing_or_repo_path(path)
     folder = Path(folder)
     if not folder.is_dir():
@@ -251,7 +250,6 @@ def read_csv(path: str | Path, required: Sequence[str] = (), what: str = "sheet"
 
     A DataError names the file (line 1, the field) when a ``required`` column is missing, and the line of a
     record with more cells than the header."""
-
     path = Path(path)
     text = decode(path, read_bytes(path, what, hint="check the path"))
     first = text.split("\n", 1)[0]

@@ -198,7 +198,6 @@ def represent(title: str, text: str) -> str:
 
 def passages(pairs: list[Pair], corpus, max_chars: int) -> None:
     """Fill each pair's passage: the unit's title line and text cut at ``max_chars``."""
-
     for p in pairs:
         p.passage = unit_text(corpus[p.doc_id])[:max_chars]
 
@@ -311,7 +310,6 @@ def build_pairs(ds, runs: dict, config: CheckConfig, sources: dict | None = None
     ({strategy: Run}) searched, negatives from their rankings. ``sources`` ((qid, doc) -> label source,
     :func:`lab.testset.judge.label_sources`) keeps labels an earlier judge wrote out of the known labels.
     Grading is :func:`lab.testset.judge.check_judge`."""
-
     queries, qrels_obj = split_queries(ds, config.split)
     qrels = {q: dict(qrels_obj[q]) for q in qrels_obj}
     known = known_labels(ds, config.split, qrels, sources)
@@ -323,7 +321,6 @@ def build_pairs(ds, runs: dict, config: CheckConfig, sources: dict | None = None
 
 def negative_runs(ds, config: CheckConfig, query_ids: Sequence[str], ctx) -> dict:
     """{strategy: Run} of ``config.strategies`` over ``query_ids`` of the split, top ``config.depth``."""
-
     return {name: prepare_experiment(ds, name, {}, split=config.split, k=config.depth, ctx=ctx)
             .result(list(query_ids)).run for name in dict.fromkeys(config.strategies)}
 

@@ -212,7 +212,6 @@ def import_logs(path: str | Path, dataset, out: str | Path, *, link_threshold: f
                 tracking_root: str | Path | None = "mlruns", experiment: str = "testset", seed: int = 0) -> dict:
     """Read a log, link its rows to the units of ``dataset``, write the linked rows as a BEIR set to ``out`` (with
     ``unlinked.jsonl`` and ``links.jsonl``); returns the report (counts, unlinked rows, MLflow run id)."""
-
     t0 = time.perf_counter()
     path = Path(path)
     rows = read_log_rows(path)

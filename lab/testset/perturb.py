@@ -367,14 +367,12 @@ def _join(text: str, clause: str, position: str, language: str) -> str:
 
 def distractor_text(text: str, clause: str, position: str = "end") -> tuple[str, list[dict]]:
     """``text`` with ``clause`` appended or prepended (no space between Chinese texts)."""
-
     lang = detect_language(text)
     return _join(text, clause, position, lang), [{"op": "distractor", "position": position, "clause": clause}]
 
 
 def _distractor_pool(queries: Queries) -> dict[str, list[str]]:
     """Candidate query ids per language, in a fixed order."""
-
     pool: dict[str, list[str]] = {"en": [], "zh": []}
     for qid in sorted(queries):
         pool[detect_language(queries[qid])].append(qid)
@@ -388,7 +386,6 @@ def _relevant(qrels: Mapping[str, Mapping[str, int]], qid: str) -> set[str]:
 def draw_clause(qid: str, text: str, rng: random.Random, queries: Queries, qrels, pool, res: Resources,
                 source: str = "queries") -> tuple[str, str | None]:
     """The distractor clause for one query and the id of the query it came from (None for a template)."""
-
     lang = detect_language(text)
     if source == "templates":
         return rng.choice(res.templates(lang)), None
@@ -555,7 +552,6 @@ def perturb_queries(queries: Queries, variant: str, seed: int = 0, params: Mappi
 
     ``qrels`` (qid -> {doc: grade}, all splits merged) keeps distractor clauses away from queries sharing a
     relevant document."""
-
     p = resolve_params(variant, params)
     res = res or Resources()
     qrels = qrels or {}
@@ -605,7 +601,6 @@ def make_variant(ds: Dataset, variant: str, out_dir: Path | str, seed: int = 0, 
 
     ``splits``: the qrels splits whose queries are perturbed and written (default: all; the unanswerable variant
     takes its ``split`` param instead). Returns the provenance dict written to ``PERTURBATION.json``."""
-
     out = Path(out_dir)
     if out.exists() and any(out.iterdir()):
         raise ConfigError(f"{out}: folder exists and is not empty; choose another --out or remove it")
@@ -667,7 +662,6 @@ def perturb_dataset(path: Path | str, variants: Iterable[str], out: Path | str, 
     """Write each variant of the dataset at ``path`` to ``out/<name>-<variant>``; variant -> provenance.
 
     ``params``: variant -> {param: value} overrides of :data:`DEFAULTS`."""
-
     variants = [v.strip() for v in variants if v.strip()]
     for v in variants:
         resolve_params(v, (params or {}).get(v))  # fail before any work
@@ -698,7 +692,6 @@ def unanswerable_ids(path: Path | str) -> list[str]:
 def load_variant(path: Path | str, progress: bool = True) -> Dataset:
     """Load a variant folder; the held-out queries of an unanswerable variant are added to its split's qrels
     with no document, so experiments search them and the metrics exclude them (counted in ``excluded``)."""
-
     ds = load_dataset(path, progress=progress)
     prov = read_provenance(path)
     held = prov.get("unanswerable", {}).get("query_ids", [])

@@ -92,7 +92,6 @@ def _verbatim(text: str, start: int, end: int, answer: str) -> tuple[int, int] |
 def support_span(text: str, start: int, end: int, answer: str, tokenizer, min_support: float = 0.5,
                  max_sentences: int = 3) -> SupportSpan:
     """The evidence span of ``answer`` within the passage ``text[start:end]`` (see module conventions)."""
-
     sents = [x for p0, p1 in paragraphs(text, start, end) for x in sentences(text, p0, p1)] or [(start, end)]
     answer_terms = set(tokenizer(answer))
     found = _verbatim(text, start, end, answer)

@@ -56,7 +56,6 @@ def export_review(set_dir: str | Path, out_csv: str | Path, sample: int = 50, se
                   split: str = "test") -> dict:
     """Write a review sheet for ``sample`` queries of ``split`` drawn with ``random.Random(seed)`` (all when the
     split has fewer), in query-id order. Returns {"rows", "path", "qids"}."""
-
     ds = load_dataset(set_dir, splits=[split], progress=False)
     queries, qrels = ds.split(split)
     qids = sorted(qrels.query_ids)
@@ -83,7 +82,6 @@ def export_review(set_dir: str | Path, out_csv: str | Path, sample: int = 50, se
 def read_review(path: str | Path, known: dict[str, dict[str, int]]) -> list[dict]:
     """Validated review rows ``{line, qid, unit_id, verdict, fixed_question, grade (int | None), note}``;
     ``known``: the set's qrels (qid -> {unit: grade}). See module docstring for what is an error."""
-
     path = Path(path)
     out, seen = [], {}
     for line, rec in read_csv(path, required=("qid", "verdict"), what="review sheet"):
@@ -126,7 +124,6 @@ def ci_halfwidth(set_dir: str | Path, strategy: str = "bm25", metric: str = "rec
                  progress: bool = False, target_half_width: float = TARGET_HALF_WIDTH) -> dict:
     """The CI of ``metric`` that a real ``strategy`` run gives on the set (see module docstring), its half-width,
     the half-width projected to 2,000 questions and the questions needed for ``target_half_width``."""
-
     ctx = Context(cache_dir=Path(cache_dir), progress=progress, seed=seed)
     res = run_experiment(str(set_dir), strategy, {}, split=split, k=100, metrics=[metric], ctx=ctx)
     table = bootstrap_ci(res.evaluation.per_query[[metric]], n_resamples=n_resamples, seed=seed)
@@ -152,7 +149,6 @@ def import_review(set_dir: str | Path, review_csv: str | Path, out: str | Path |
                   progress: bool = False, tracking_root: str | Path | None = "mlruns",
                   experiment: str = "testset", target_half_width: float = TARGET_HALF_WIDTH) -> dict:
     """Apply a filled review sheet to a set (``out`` None: in place; else a copy at ``out``); returns the report."""
-
     set_dir, review_csv = Path(set_dir), Path(review_csv)
     ds = load_dataset(set_dir, progress=False)
     if split not in ds.qrels:

@@ -22,7 +22,6 @@ def log_testset_run(kind: str, name: str, params: Mapping, metrics: Mapping[str,
     """Create a FINISHED run named ``name`` holding ``params``, ``metrics``, ``tags`` (+ kind, environment) and
     ``artifacts`` (files or folders); returns its run id. A step that raises ends the run FAILED with tag
     ``error`` (lab.tracking.lifecycle)."""
-
     with tracked_run(experiment, run_name=name, root=root, environment=True,
                      tags={"testset.kind": kind, **dict(tags or {})}) as run:
         run_id = run.run_id

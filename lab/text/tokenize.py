@@ -294,7 +294,6 @@ class Tokenizer:
         tokenise only the texts no tokenizer of the same identity has tokenised in this process (index texts that
         recur across the configs of a sweep: a chunk identical under several chunk sizes). Same tokens either way.
         """
-
         texts = list(texts)
         keys = [(self.identity, _digest(t)) for t in texts] if memo else []
         # None until tokenised; the memo holds tuples, turned back into lists below

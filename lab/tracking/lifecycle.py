@@ -115,7 +115,6 @@ def tracked_run(experiment: str | None = None, *, experiment_id: str | None = No
     experiment: experiment name (created when absent); experiment_id: an experiment's id instead (one of the two,
     unless resuming). root: tracking root (see lab.tracking.store), used when ``cl`` (an MlflowClient) is None.
     """
-
     cl = cl or client(root)
     if resume_run_id is not None:
         run = cl.get_run(resume_run_id)

@@ -115,7 +115,6 @@ def _result_tags(result, seed: int) -> dict[str, str]:
 def write_result_files(result, folder: Path, seed: int = 0) -> list[Path]:
     """per_query.parquet, run.trec and result.json of a Result in ``folder``, each written atomically
     (lab.core.atomic: no 0-byte or half file is left when the disk is full)."""
-
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
     pq = result.evaluation.per_query.copy()
@@ -161,7 +160,6 @@ def log_result(result, run_id: str | None = None, experiment: str | None = None,
     leaderboard ranks on), and the held-out queries' per-query table is the artifact :data:`HOLDOUT_ARTIFACT`
     (read once the winner is chosen); metrics ``n_dev_queries`` and ``n_holdout_queries`` count both sides.
     """
-
     def log_into(run_id: str) -> None:
         run_tags = cl.get_run(run_id).data.tags
         logged, held = split_for_holdout(result, holdout or _holdout_tags(run_tags))
@@ -222,7 +220,6 @@ def split_for_holdout(result, holdout: tuple[float, int] | None):
     """(the result on its dev queries, the held-out queries' per-query table) for ``holdout`` = (fraction, seed);
     (result, None) without a holdout. The dev result keeps the run and config; its evaluation holds the dev
     queries only (means recomputed, ``excluded`` cut to the dev queries)."""
-
     if holdout is None:
         return result, None
     ev = result.evaluation
@@ -248,7 +245,6 @@ def split_for_holdout(result, holdout: tuple[float, int] | None):
 def save_unlogged(result, seed: int = 0, experiment: str = "raglab", folder: str | Path | None = None) -> Path:
     """Write a result that could not be logged to ``results/unlogged/<experiment>/<time>-<strategy>-<pid>/``
     (or ``folder``): result.json, per_query.parquet and run.trec, as :func:`write_result_files` writes them."""
-
     if folder is None:
         strategy = re.sub(r"[^\w.-]", "_", str(result.config.get("strategy", "run")))
         stamp = time.strftime("%Y%m%d-%H%M%S")

@@ -80,7 +80,6 @@ def is_uri(root: str | Path) -> bool:
 
 def root_path(root: str | Path = "mlruns") -> Path:
     """Absolute folder of a tracking root: absolute kept, relative joined to the repo root (else the cwd)."""
-
     p = Path(root).expanduser()
     if p.is_absolute():
         return p
@@ -178,7 +177,6 @@ def _writable(folder: Path) -> bool:
 
 def _open_sqlite(store_class, uri: str, artifacts: str, db: Path) -> None:
     """Open (create, migrate) the sqlite store; a storage fault becomes one TrackingError line (storage_fault)."""
-
     try:
         store_class(uri, artifacts)
     except Exception as exc:  # noqa: BLE001 - turned into one line when it is a storage fault, else re-raised
@@ -204,7 +202,6 @@ def storage_fault(exc: BaseException, db: str | Path | None = None) -> str | Non
     files this process opened) and what to do; None when ``exc`` is not one. Faults: a corrupt store ("database disk
     image is malformed", "file is not a database"), a read-only one written to, a full disk (ENOSPC, "database or
     disk is full")."""
-
     where = str(db) if db else (", ".join(dict.fromkeys(str(p) for p in _OPENED)) or "the MLflow store")
     written = str(db) if db else (", ".join(f"{p} (or its artifacts folder)" for p in dict.fromkeys(_OPENED))
                                   or "a file being written")
@@ -313,7 +310,6 @@ def git_commit(folder: str | None = None) -> str:
 @lru_cache(maxsize=None)
 def package_versions() -> dict[str, str]:
     """``{distribution: version}`` of :data:`TRACKED_PACKAGES` that are installed."""
-
     out = {}
     for name in TRACKED_PACKAGES:
         try:
@@ -325,7 +321,6 @@ def package_versions() -> dict[str, str]:
 
 def environment_tags() -> dict[str, str]:
     """Tags naming the code that ran: git_commit, metrics_version, version.<package>."""
-
     tags = {"git_commit": git_commit(), "metrics_version": str(lab.METRICS_VERSION)}
     tags.update({f"version.{k}": v for k, v in package_versions().items()})
     return tags
@@ -333,7 +328,6 @@ def environment_tags() -> dict[str, str]:
 
 def model_identities(describe: Mapping) -> dict[str, str]:
     """``{dotted key: value}`` of the leaves of a strategy description whose key names a model or backend."""
-
     return {k: v for k, v in flatten(describe).items()
             if any(w in k.lower().rsplit(".", 1)[-1] for w in ("model", "backend", "encoder", "embedder"))}
 
@@ -418,7 +412,6 @@ def search_all_runs(cl, experiment_id: str, filter_string: str = "") -> list:
 
 def artifact_file(run_id: str, artifact: str, dst: str | Path, root: str | Path = "mlruns", cl=None) -> Path:
     """Local path of one artifact of a run: read in place for a local (file://) store, else downloaded to ``dst``."""
-
     cl = cl or client(root)
     uri = cl.get_run(run_id).info.artifact_uri
     if uri.startswith("file://"):
@@ -431,7 +424,6 @@ def artifact_file(run_id: str, artifact: str, dst: str | Path, root: str | Path 
 
 def load_per_query(run_id: str, root: str | Path = "mlruns", cl=None):
     """The per-query table a run logged (DataFrame indexed by query_id as str, columns = metric labels)."""
-
     with tempfile.TemporaryDirectory(prefix="lab-pq-") as tmp:
         df = pd.read_parquet(artifact_file(run_id, PER_QUERY_ARTIFACT, tmp, root, cl))
     df.index = df.index.astype(str)

@@ -63,7 +63,6 @@ def column_id(kind: str, name: str) -> str:
 def view_columns(params=(), metrics=DEFAULT_METRICS) -> list[str]:
     """Column ids for ``params`` (logged param keys, e.g. "strategy", "params.alpha") then ``metrics`` (lab
     names such as "ndcg@10", mapped to MLflow's), duplicates removed, order kept."""
-
     cols = [column_id("params", safe_key(p)) for p in params if p]
     cols += [column_id("metrics", mlflow_metric_name(m)) for m in metrics if m]
     return list(dict.fromkeys(cols))
@@ -105,7 +104,6 @@ def runs_url(experiment_id: str, host: str = DEFAULT_HOST, port: int = DEFAULT_P
 
 def ui_command(root="mlruns", host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> list[str]:
     """The `mlflow ui` command line for the store at ``root`` (one worker; run it with :data:`UI_ENV`)."""
-
     mlflow = Path(sys.executable).with_name("mlflow")
     cmd = [str(mlflow) if mlflow.exists() else "mlflow", "ui", "--backend-store-uri", tracking_uri(root)]
     art = artifact_location(root)
@@ -118,7 +116,6 @@ def ui_links(root="mlruns", host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
              experiment: str | None = None) -> list[str]:
     """Lines naming the runs view of each experiment in the store (``experiment`` only, when given; the one with
     the latest run first). Experiments without the model-training tag get it (see lab.tracking.store)."""
-
     cl = client(root)
     exps = [e for e in cl.search_experiments() if e.name != "Default" or experiment == "Default"]
     if experiment is not None:

@@ -117,7 +117,6 @@ def content_key(base_identity: str, data_fingerprint: str, split: str, params: d
 # ------------------------------------------------------------------ first stage
 def first_stage(strategy: str, params: dict, corpus, queries: Queries, depth: int, ctx) -> dict[str, dict[str, float]]:
     """``{query id: {doc id: score}}``, best first, of strategy ``strategy`` (lab.retrievers) over ``corpus``."""
-
     retriever = build(strategy, dict(params), ctx)
     retriever.index(corpus)
     run = retriever.search(queries, depth)
@@ -357,7 +356,6 @@ def log_training_run(meta: dict, out: Path, root, experiment: str, *, run_name: 
     asked), ``figures`` (names mapped by lab.tracking.store). Tags: kind=training, trained_model (the folder),
     ``tags``, dataset_fingerprint, seed, and the environment. Ends FINISHED, or FAILED with tag ``error`` when a
     step raises (lab.tracking.lifecycle)."""
-
     with tracked_run(experiment, run_name=run_name, root=root, environment=True) as run:
         params = {f"params.{k}": v for k, v in meta["params"].items()}
         params.update({k: meta[k] for k in param_keys})

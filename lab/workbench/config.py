@@ -120,7 +120,6 @@ def yaml_error_line(exc: Exception) -> int | None:
 def load_spec(path: str | Path, root: str | Path | None = None) -> SweepSpec:
     """Read and validate a spec file. ``root``: folder relative paths refer to (default: the repo root above
     the spec, see :mod:`lab.core.paths`; the spec's folder when there is none)."""
-
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: no such sweep spec; specs live in params/*.yaml")

@@ -66,7 +66,6 @@ def sweep_leaderboard(report, metric: str = "ndcg@10", root="mlruns", seed: int 
     the experiment's best: the tests are set to NaN and a warning is added to ``df.attrs["warnings"]`` (use
     ``lab compare``).
     """
-
     keep = {o.run_id for o in report.outcomes if o.status in ("FINISHED", "SKIPPED") and o.run_id}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CompareWarning)  # kept in df.attrs and printed with the table
@@ -95,7 +94,6 @@ def sweep_leaderboard(report, metric: str = "ndcg@10", root="mlruns", seed: int 
 
 def write_charts(df, out_dir: str | Path, metric: str = "ndcg@10", title: str = "") -> dict[str, Path]:
     """leaderboard.png, quality_vs_latency.png and leaderboard.csv of a leaderboard in ``out_dir``."""
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     files = {"leaderboard": plot_leaderboard(df, out / "leaderboard.png", metric=metric, title=title)}
@@ -109,7 +107,6 @@ def write_charts(df, out_dir: str | Path, metric: str = "ndcg@10", title: str = 
 
 def ui_hint(root="mlruns", experiment_id: str | None = None) -> str:
     """How to browse the store: the `mlflow ui` command line (as `lab ui --print` gives it) and the URL."""
-
     line = " ".join(f"{k}={v}" for k, v in UI_ENV.items()) + " " + shlex.join(ui_command(root))
     url = runs_url(experiment_id, cl=client(root)) if experiment_id else base_url()
     return (f"Browse the runs in the MLflow UI: `make ui` (or `lab ui`), i.e.\n  {line}\nthen open {url}")
@@ -118,7 +115,6 @@ def ui_hint(root="mlruns", experiment_id: str | None = None) -> str:
 def run_demo(spec: str | Path = DEFAULT_SPEC, root="mlruns", out_dir: str | Path = DEFAULT_OUT,
              metric: str = "ndcg@10", jobs: int = 1, progress: bool = True, echo=print) -> DemoResult:
     """Run the demo (see the module docstring). Relative ``spec`` and ``out_dir`` are relative to the repo root."""
-
     spec_path = resolve_repo_path(spec)
     echo(f"raglab demo: sweep {spec_path.name} (one notebook execution and MLflow run per config; "
          "finished configs are skipped)")

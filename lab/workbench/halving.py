@@ -196,7 +196,6 @@ def run_halving_sweep(spec_path, metric: str = "ndcg@10", eta: int = 2, min_quer
     share of the queries is held out (lab.data.holdout, seeded by the spec's seed); halving selects on the dev
     queries only, and the winner is then scored on the held-out ones: ``selection`` in the report
     (lab.analysis.trust.selection_record), recorded on the halving run as lab.workbench.selection records it."""
-
     echo = echo or (lambda *a, **k: None)
     spec = load_spec(spec_path)
     configs = expand(spec)
@@ -266,7 +265,6 @@ def log_halving(report: dict, winner, experiment: str, root, seed: int = 0,
     With ``holdout``: the child logs its dev queries' metrics and keeps the held-out table aside
     (lab.tracking.results.log_result), and the report's ``selection`` is recorded on the halving run with the
     child as ``winner_run`` (lab.workbench.selection.log_selection)."""
-
     cl = client(root)
     name = f"halving: {Path(report['spec']).stem}"
     with tracked_run(experiment, root=root, cl=cl, run_name=name, tags={TAG_ROLE: "halving"},

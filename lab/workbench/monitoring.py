@@ -152,7 +152,6 @@ def experiment_samples(experiment: str, metrics: Iterable[str] = DEFAULT_METRICS
     """The samples of an experiment's finished runs (sweep parents excluded; only ``run_ids`` / the children of
     ``parent_run_id`` when given), for the ``metrics`` each run logged (see the module docstring). A metric no
     run logged is skipped; an experiment that does not exist is a ConfigError."""
-
     cl = client(root)
     exp = cl.get_experiment_by_name(experiment)
     if exp is None:
@@ -244,7 +243,6 @@ def write_textfile(text: str, path: str | Path) -> Path:
 def pushgateway_url(url: str, job: str, grouping: Mapping[str, str] | None = None) -> str:
     """``<url>/metrics/job/<job>[/<label>/<value>...]``; values that are empty or hold "/" as
     ``<label>@base64/<base64url value>`` (the Pushgateway's rule)."""
-
     public_url(url)  # refuses credentials in the URL and non-http schemes
     parts = [url.rstrip("/"), "metrics"]
     for key, value in (("job", job), *(grouping or {}).items()):
@@ -263,7 +261,6 @@ def push(text: str, url: str, job: str = "raglab", grouping: Mapping[str, str] |
     """Push the exposition ``text`` to a Pushgateway; returns the URL pushed to. ``headers_env``: headers from
     environment variables (as for the http strategy; values never shown). Raises PublishError naming the URL,
     the status and the answer when the Pushgateway refuses or cannot be reached."""
-
     if method not in ("PUT", "POST"):
         raise ConfigError(f"push method {method!r}: PUT replaces the group's metrics, POST only those pushed")
     target = pushgateway_url(url, job, grouping)

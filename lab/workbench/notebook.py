@@ -79,7 +79,6 @@ def _inline_figures() -> bool:
 def summary(ds, tracking_root: str | Path = "mlruns", experiment: str | None = None) -> str:
     """The lines a notebook prints about where it runs: repo root, dataset size and splits, MLflow store and
     experiment."""
-
     return (f"repo:    {repo_root()}\ndataset: {ds.name} ({len(ds.corpus):,} documents; splits {sorted(ds.qrels)})\n"
             f"MLflow:  {tracking_uri(tracking_root)}, experiment {experiment!r}")
 

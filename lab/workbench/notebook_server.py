@@ -37,7 +37,6 @@ SETTINGS_DIR = Path(__file__).resolve().parents[1] / "resources" / "jupyterlab"
 
 def notebook_dir() -> Path:
     """The repository's notebooks/ folder."""
-
     return repo_root() / "notebooks"
 
 

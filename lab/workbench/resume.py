@@ -91,7 +91,6 @@ class RunIdentity:
         ``replaces``: the finished run of the config that no longer stands for it (a reason the key does not
         hold, such as changed model weights). It is part of the key then, so that old run, whose key lacks it,
         does not win the election and the config runs again; sweeps that replace the same run share the key."""
-
         key = {"config": self.config_hash, "datasets": self.datasets, "metrics": self.metrics_version,
                "encoder": self.encoder_backend, "code": self.code_version if self.include_code else ""}
         return config_hash({**key, "replaces": replaces} if replaces else key)
@@ -122,7 +121,6 @@ def _loads(text: str | None):
 
 def dataset_keys(config: Mapping) -> dict[str, str]:
     """``{dotted key: value}`` of the config leaves naming a dataset: ``dataset`` and ``*_dataset`` string values."""
-
     return {k: v for k, v in flatten_values(config).items() if isinstance(v, str) and v
             and (k.rsplit(".", 1)[-1] == "dataset" or k.rsplit(".", 1)[-1].endswith("_dataset"))}
 
@@ -133,7 +131,6 @@ def run_identity(config: Mapping, repo_root: str | Path | None = None, include_c
     ``dataset`` key must name an existing folder (DataError naming it and ``where`` otherwise, before any work);
     other ``*_dataset`` keys count when they name a folder. ``memo``: {absolute path: (fingerprint, files)},
     shared across the configs of a sweep so each folder is read once."""
-
     memo = {} if memo is None else memo
     datasets, files = {}, {}
     for key, value in dataset_keys(config).items():
@@ -154,7 +151,6 @@ def run_identity(config: Mapping, repo_root: str | Path | None = None, include_c
 
 def pins_backend(config: Mapping) -> bool:
     """Whether the config sets an encoding ``backend`` itself (any key named ``backend``, e.g. ``params.backend``)."""
-
     return any(k.rsplit(".", 1)[-1] == "backend" and v not in (None, "") for k, v in flatten_values(config).items())
 
 

@@ -78,7 +78,6 @@ REPORT_HTML = "report.html"
 # ---------------------------------------------------------------------------------------------------------------
 def make_record(report, schedule: str, sequence: int, cl) -> dict:
     """The ``schedule.json`` of a finished sweep: per config its run and what that run recorded."""
-
     configs = []
     for o in report.outcomes:
         entry = {"index": o.index, "config_hash": o.config_hash, "label": o.label, "status": o.status,
@@ -204,7 +203,6 @@ class ScheduleComparison:
 
 def _result(run_id: str, cl, root):
     """A lab.analysis.gate.ResultFile of a run: its per-query table, metrics version and dataset fingerprint."""
-
     run = cl.get_run(run_id)
     pq = load_per_query(run_id, root, cl)
     pq.index.name = "query_id"
@@ -218,7 +216,6 @@ def compare_records(previous: dict, current: dict, metrics: Sequence[str] = ("nd
                     relative: bool = False, significant_only: bool = False, alpha: float = 0.05,
                     n_resamples: int = N_RESAMPLES, seed: int = 0, root="mlruns", cl=None) -> ScheduleComparison:
     """Compare two scheduled sweeps (their ``schedule.json`` records) config by config (module docstring, step 3)."""
-
     cl = cl or client(root)
     metrics = list(dict.fromkeys(metrics))
     prev = {c["config_hash"]: c for c in previous.get("configs", []) if c.get("run_id")}
@@ -308,7 +305,6 @@ class ScheduledOutcome:
 def comparison_samples(comp: ScheduleComparison):
     """Prometheus samples of a comparison (lab.workbench.monitoring.Sample): metric change and regression flag per
     config."""
-
     help_change = "Change of a retrieval metric (current - previous) against the previous scheduled sweep."
     help_reg = "1 when the metric dropped by more than allowed against the previous scheduled sweep, else 0."
     out = []
@@ -327,7 +323,6 @@ def run_scheduled(spec_path: str | Path, schedule: str | None = None, metrics: S
                   echo=print, n_resamples: int = N_RESAMPLES, seed: int = 0, **sweep_kwargs) -> ScheduledOutcome:
     """One scheduled sweep (see the module docstring). ``sweep_kwargs`` go to :func:`lab.workbench.sweep.run_sweep`
     (jobs, executor, output_dir, progress, rerun_on_code_change, ...)."""
-
     echo = echo or (lambda *a, **k: None)
     metrics = gate_settings(metrics, max_drop, relative, alpha)
     spec = load_spec(spec_path)
@@ -400,7 +395,6 @@ def run_scheduled(spec_path: str | Path, schedule: str | None = None, metrics: S
 
 def _write_report(rep, record: dict, comp, metric: str, path: Path, root, cl, schedule: str) -> Path | None:
     """report.html of this sweep's runs with the comparison and the trends sections."""
-
     run_ids = [c["run_id"] for c in record["configs"] if c.get("run_id")]
     notes: list[str] = []
     runs = runs_from_mlflow(rep.experiment, root, metric, notes=notes, run_ids=run_ids)

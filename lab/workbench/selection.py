@@ -42,7 +42,6 @@ SELECTION_ARTIFACT = "selection.json"
 def split_query_ids(dataset: str, split: str = "test", max_queries: int | None = None) -> list[str]:
     """Query ids of a dataset split from its qrels file (no corpus read), cut to the first ``max_queries`` in
     sorted order as lab.experiment.run.split_queries cuts them."""
-
     folder = existing_or_repo_path(dataset)
     files = qrels_files(folder)
     if split not in files:
@@ -60,7 +59,6 @@ def split_query_ids(dataset: str, split: str = "test", max_queries: int | None =
 
 def check_holdout(fraction, configs: list[dict], seed: int = 0, where: str = "holdout") -> None:
     """ConfigError (one line) when ``fraction`` is not a usable holdout for the configs (module docstring, step 1)."""
-
     problem = holdout_problem(fraction, where=where)
     if problem:
         raise ConfigError(problem)
@@ -83,7 +81,6 @@ def holdout_tags(fraction: float, seed: int) -> dict[str, str]:
 def holdout_decisions(cl, decisions: list, fraction: float | None, seed: int) -> list:
     """``decisions`` (lab.workbench.resume.Decision) with the reused runs whose holdout tags differ from this
     sweep's (fraction None: runs scored with a holdout) turned into runs to do, with the reason."""
-
     want = holdout_tags(fraction, seed) if fraction is not None else {}
     out = []
     for d in decisions:
@@ -102,7 +99,6 @@ def record_selection(cl, parent_run_id: str, experiment: str, run_ids: list[str]
                      fraction: float, seed: int) -> dict:
     """Rank the runs on their dev queries, score the winner on its held-out queries and record it on the parent
     (module docstring, step 3). Returns the selection dict."""
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CompareWarning)
         df = experiment_leaderboard(experiment, metric=metric, root=root, run_ids=run_ids, n_resamples=1000)
@@ -120,7 +116,6 @@ def record_selection(cl, parent_run_id: str, experiment: str, run_ids: list[str]
 
 def log_selection(cl, run_id: str, sel: dict) -> None:
     """Record a selection on a run: tag :data:`TAG_SELECTION`, metrics ``holdout.*``, artifact selection.json."""
-
     set_tags(run_id, {TAG_SELECTION: json.dumps(sel, sort_keys=True)}, cl=cl)
     log_metrics(run_id, {"holdout.dev_score": sel["dev_score"], "holdout.holdout_score": sel["holdout_score"],
                          "holdout.optimism": sel["optimism"], "holdout.dev_queries": sel["dev_queries"],

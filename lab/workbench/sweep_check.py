@@ -49,7 +49,6 @@ def notebook_parameters(notebook: str | Path) -> dict[str, Any]:
 def key_lines(spec_path: str | Path) -> dict[str, int]:
     """``{"fixed.k": 9, "grid.strategy": 11, "dataset": 3, ...}``: the 1-based line of each key of the spec's
     top level and of its fixed / grid / zip sections (empty when the file cannot be read as YAML)."""
-
     try:
         root = yaml.compose(Path(spec_path).read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError):
@@ -66,7 +65,6 @@ def key_lines(spec_path: str | Path) -> dict[str, int]:
 
 def _nested_lines(node, prefix: str, out: dict[str, int]) -> None:
     """Lines of a section's keys, nested mappings included (``fixed.chunking.size``)."""
-
     for k, v in node.value:
         name = f"{prefix}.{k.value}"
         out[name] = k.start_mark.line + 1
@@ -76,7 +74,6 @@ def _nested_lines(node, prefix: str, out: dict[str, int]) -> None:
 
 def _problem_key(key: str | None, message: str) -> str | None:
     """The most precise key a problem names: ``chunking.overlpa`` for "chunking: unknown key 'overlpa'"."""
-
     m = re.match(r"chunking: unknown key '([^']+)'", message) if key == "chunking" else None
     return f"chunking.{m.group(1)}" if m else key
 
@@ -133,7 +130,6 @@ def _dataset_problem(dataset, split, repo_root) -> str | None:
 def config_problems(config: Mapping, nb_params: Mapping[str, Any], repo_root=None,
                     injected=("mlflow_run_id", "tracking_root", "experiment")) -> list[tuple[str | None, str]]:
     """``(top-level key or None, message)`` for each problem of one config (see the module docstring)."""
-
     out: list[tuple[str | None, str]] = []
     accepted = sorted(k for k in nb_params if k not in injected)
     for key, value in config.items():
