@@ -385,14 +385,15 @@ def _word_pieces(text: str, units: np.ndarray, s: int, e: int, size: int) -> lis
     return [p for p in pieces if p[1] > p[0]]
 
 
-def recursive_spans(text: str, units: np.ndarray, size: int, overlap: int) -> list[tuple[int, int]]:
-    """Paragraphs, then sentences, then lines, then words, merged greedily up to ``size`` units.
-
-    A piece is cut into the next level only when it alone holds more than ``size`` units; an over-long sentence
-    starts a new chunk (so it is cut no more than its length requires). Overlap: whole trailing pieces.
-    """
-    if len(units) <= size:
-        return [(0, len(text))]
+def _recursive_pieces(text: str, units: np.ndarray, size: int) -> tuple[tuple[tuple[int, int], ...], tuple[bool, ...],
+                                                                       tuple[int, ...], tuple[int, ...]]:
+    """The pieces :func:`recursive_spans` merges (paragraphs, sentences, lines or words of at most ``size`` units),
+    whether each must start a chunk, and each piece's first and end unit index. They depend on the text, its units
+    and the size, not on the overlap: memoised in :data:`STRUCTURE`, so the overlaps of a grid share them."""
+    key = ("pieces", text, size, units.tobytes())
+    found = STRUCTURE.get_many([key])[0]
+    if found is not None:
+        return found  # type: ignore[no-any-return]
     starts = units[:, 0]
 
     def counts(spans: list[tuple[int, int]]) -> list[int]:
@@ -420,12 +421,28 @@ def recursive_spans(text: str, units: np.ndarray, size: int, overlap: int) -> li
                 sub.extend([(ls, le)] if n_line <= size else _word_pieces(text, units, ls, le, size))
             pieces.extend(sub)
             new_group.extend([True] + [False] * (len(sub) - 1))
+    i0: list[int] = []
+    i1: list[int] = []
+    if pieces:
+        arr = np.array(pieces, dtype=np.int64)
+        i0 = np.searchsorted(starts, arr[:, 0]).tolist()
+        i1 = np.searchsorted(starts, arr[:, 1]).tolist()
+    out = (tuple(pieces), tuple(new_group), tuple(i0), tuple(i1))
+    STRUCTURE.put_many([key], [out])
+    return out
+
+
+def recursive_spans(text: str, units: np.ndarray, size: int, overlap: int) -> list[tuple[int, int]]:
+    """Paragraphs, then sentences, then lines, then words, merged greedily up to ``size`` units.
+
+    A piece is cut into the next level only when it alone holds more than ``size`` units; an over-long sentence
+    starts a new chunk (so it is cut no more than its length requires). Overlap: whole trailing pieces.
+    """
+    if len(units) <= size:
+        return [(0, len(text))]
+    pieces, new_group, i0, i1 = _recursive_pieces(text, units, size)
     if not pieces:
         return [(0, len(text))]
-    arr = np.array(pieces, dtype=np.int64)
-    i0 = np.searchsorted(starts, arr[:, 0]).tolist()
-    i1 = np.searchsorted(starts, arr[:, 1]).tolist()
-
     spans: list[tuple[int, int]] = []
     cur: list[int] = []
     for p in range(len(pieces)):
