@@ -41,6 +41,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import numpy as np
 
 from lab.data.types import Corpus, Dataset, Document, EvidenceSpan, Qrels, Run
+from lab.core.alloc import gc_paused
 from lab.core.cache import Memo
 from lab.core.errors import ConfigError
 
@@ -520,15 +521,16 @@ class Chunker:
         backend = shared_tokenizer(self.tokenizer) if self.size_unit == "tokens" and self.chunker != "none" else None
         out: list[Chunk] = []
         batches = range(0, len(docs), batch_size)
-        for b in progress(batches, desc=f"chunk ({self.chunker}, {self.size} {self.size_unit})",
-                          enabled=self.progress and len(docs) > batch_size):
-            batch = docs[b:b + batch_size]
-            if self.chunker == "none":
-                units: list[Any] = [None] * len(batch)
-            else:
-                units = unit_offsets([d.text for d in batch], self.size_unit, backend)
-            for doc, u in zip(batch, units, strict=True):
-                out.extend(self._make_chunks(doc, self.spans(doc.text, u)))
+        with gc_paused():  # many small acyclic objects (lab.core.alloc)
+            for b in progress(batches, desc=f"chunk ({self.chunker}, {self.size} {self.size_unit})",
+                              enabled=self.progress and len(docs) > batch_size):
+                batch = docs[b:b + batch_size]
+                if self.chunker == "none":
+                    units: list[Any] = [None] * len(batch)
+                else:
+                    units = unit_offsets([d.text for d in batch], self.size_unit, backend)
+                for doc, u in zip(batch, units, strict=True):
+                    out.extend(self._make_chunks(doc, self.spans(doc.text, u)))
         return out
 
     def _make_chunks(self, doc: Document, spans: list[tuple[int, int]]) -> list[Chunk]:
@@ -569,8 +571,10 @@ def chunks_to_corpus(chunks: Iterable[Chunk], name: str = "", source: Corpus | N
     reads a chunk's tokens off its document's tokens, tokenised once for every chunking of a sweep).
     """
     docs = {}
-    for c in chunks:
-        docs[c.id] = Document(c.id, c.text, "", {"doc_id": c.doc_id, "start": c.start, "end": c.end, "title": c.title})
+    with gc_paused():  # one Document and one dict per chunk (lab.core.alloc)
+        for c in chunks:
+            docs[c.id] = Document(c.id, c.text, "", {"doc_id": c.doc_id, "start": c.start, "end": c.end,
+                                                     "title": c.title})
     return Corpus(docs, name=name, source=source)
 
 
