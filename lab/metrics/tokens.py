@@ -101,9 +101,11 @@ def token_scores(ranked: Sequence[str], evidence: Iterable[tuple[str, int, int]]
 
 def token_scores_at(ranked: Sequence[str], evidence: Iterable[tuple[str, int, int]], ks: Sequence[int],
                     count: Callable[[str, int, int], int] | None = None,
-                    doc_lengths: Mapping[str, int] | None = None) -> list[dict[str, float] | None]:
+                    doc_lengths: Mapping[str, int] | None = None,
+                    seen: dict[str, tuple[tuple[str, int, int], int]] | None = None) -> list[dict[str, float] | None]:
     """:func:`token_scores` at each cut-off of ``ks`` (in that order), the evidence merged and the ranked ids parsed
-    once for all of them; every entry None when the query has no evidence."""
+    once for all of them; every entry None when the query has no evidence. ``seen``: chunk id -> (its span, its
+    size), filled and reused across the queries of one run (the same ``count`` and ``doc_lengths``)."""
     count = count or (lambda d, s, e: max(0, e - s))
     ev: dict[str, list[tuple[int, int]]] = {}
     for d, s, e in evidence:
@@ -112,8 +114,16 @@ def token_scores_at(ranked: Sequence[str], evidence: Iterable[tuple[str, int, in
     total_e = sum(count(d, s, e) for d, spans in ev.items() for s, e in spans)
     if total_e == 0:
         return [None] * len(ks)
-    chunks = [chunk_span(c, doc_lengths) for c in ranked[:max(ks, default=0)]]
-    sizes = [count(d, s, e) for d, s, e in chunks]
+    seen = {} if seen is None else seen
+    parsed = []
+    for c in ranked[:max(ks, default=0)]:
+        got = seen.get(c)
+        if got is None:
+            span = chunk_span(c, doc_lengths)
+            got = seen[c] = (span, count(*span))
+        parsed.append(got)
+    chunks = [span for span, _ in parsed]
+    sizes = [size for _, size in parsed]
     out: list[dict[str, float] | None] = []
     for k in ks:
         retrieved = sum(sizes[:k])
@@ -138,11 +148,12 @@ def token_metrics(run: Any, evidence: Mapping[str, Iterable[tuple[str, int, int]
     qids = list(evidence) if query_ids is None else list(query_ids)
     rows, index = [], []
     depth = max(ks, default=0)
+    seen: dict[str, tuple[tuple[str, int, int], int]] = {}  # chunk id -> (span, size), shared by the queries
     for q in qids:
         spans = list(evidence.get(q, ()))
         ranked = [d for d, _ in run.ranked(q, depth)] if q in run else []
         row = {}
-        for k, sc in zip(ks, token_scores_at(ranked, spans, ks, count, doc_lengths), strict=True):
+        for k, sc in zip(ks, token_scores_at(ranked, spans, ks, count, doc_lengths, seen), strict=True):
             if sc is None:
                 break
             row.update({f"{m}@{k}": sc[m] for m in TOKEN_METRICS})

@@ -377,12 +377,18 @@ def _word_pieces(text: str, units: np.ndarray, s: int, e: int, size: int) -> lis
     if found is None:
         found = tuple(k - i0 for k in range(i0 + 1, i1) if not _inside_word(text, int(starts[k])))
         STRUCTURE.put_many([key], [found])
+    if i1 <= i0:
+        return []
     bounds = [i0] + [i0 + k for k in found] + [i1]
-    pieces = []
+    cuts: list[int] = []  # the unit index of each piece's start: a word's, then every size units of a longer word
     for a, b in zip(bounds, bounds[1:], strict=False):
-        for c in range(a, b, size):
-            d = min(c + size, b)
-            pieces.append(strip_span(text, int(units[c, 0]) if c > i0 else s, int(units[d - 1, 1]) if d < i1 else e))
+        cuts.extend(range(a, b, size) if b - a > size else (a,))
+    first = np.array(cuts, dtype=np.int64)
+    last = np.append(first[1:], i1) - 1  # each piece's last unit
+    piece_starts = units[first, 0].tolist()
+    piece_ends = units[last, 1].tolist()
+    piece_starts[0], piece_ends[-1] = s, e  # the first piece starts at s, the last ends at e
+    pieces = [strip_span(text, a, b) for a, b in zip(piece_starts, piece_ends, strict=True)]
     return [p for p in pieces if p[1] > p[0]]
 
 
