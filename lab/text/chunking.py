@@ -243,6 +243,34 @@ def _inside_word(text: str, pos: int) -> bool:
     return a.isalnum() and b.isalnum() and not _is_cjk(a) and not _is_cjk(b)
 
 
+_ASCII_CLASSES = np.array([[chr(i).isalnum(), chr(i).isspace()] for i in range(128)], dtype=bool)
+
+
+def _char_classes(text: str) -> np.ndarray:
+    """An (len(text), 2) bool array: column 0, the char is a letter or digit of a non-CJK script (what
+    :func:`_inside_word` asks of both sides of a cut); column 1, the char is whitespace (``str.isspace``).
+    Memoised per text in :data:`STRUCTURE` (it does not depend on the chunking)."""
+    key = ("char_classes", text)
+    found = STRUCTURE.get_many([key])[0]
+    if found is not None:
+        return found  # type: ignore[no-any-return]
+    if text.isascii():
+        out = _ASCII_CLASSES[np.frombuffer(text.encode("ascii"), dtype=np.uint8)]
+    else:
+        cp = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+        out = np.zeros((len(cp), 2), dtype=bool)
+        small = cp < 128
+        out[small] = _ASCII_CLASSES[cp[small]]
+        big = np.flatnonzero(~small)
+        if len(big):
+            uniq, inv = np.unique(cp[big], return_inverse=True)
+            chars = [chr(c) for c in uniq.tolist()]
+            out[big] = np.array([[ch.isalnum() and not _is_cjk(ch), ch.isspace()] for ch in chars], dtype=bool)[inv]
+    out.flags.writeable = False
+    STRUCTURE.put_many([key], [out])
+    return out
+
+
 def strip_span(text: str, s: int, e: int) -> tuple[int, int]:
     """``[s, e)`` without leading and trailing whitespace (empty spans collapse to ``(s, s)``)."""
     while s < e and text[s].isspace():
@@ -371,24 +399,28 @@ def _word_pieces(text: str, units: np.ndarray, s: int, e: int, size: int) -> lis
     """``[s, e)`` cut into words (at unit boundaries that do not split a word); a word over ``size`` units is cut."""
     starts = units[:, 0]
     i0, i1 = int(np.searchsorted(starts, s, "left")), int(np.searchsorted(starts, e, "left"))
-    # where a word may be cut depends on the text and these units' starts, not on the size: memoised
-    key = ("word_bounds", text, s, e, starts[i0:i1].tobytes())
-    found = STRUCTURE.get_many([key])[0]
-    if found is None:
-        found = tuple(k - i0 for k in range(i0 + 1, i1) if not _inside_word(text, int(starts[k])))
-        STRUCTURE.put_many([key], [found])
     if i1 <= i0:
         return []
-    bounds = [i0] + [i0 + k for k in found] + [i1]
-    cuts: list[int] = []  # the unit index of each piece's start: a word's, then every size units of a longer word
-    for a, b in zip(bounds, bounds[1:], strict=False):
-        cuts.extend(range(a, b, size) if b - a > size else (a,))
-    first = np.array(cuts, dtype=np.int64)
+    classes = _char_classes(text)
+    # a cut before unit k splits no word unless a letter or digit of a non-CJK script is on both sides (_inside_word)
+    pos = starts[i0 + 1:i1]
+    inner = (pos > 0) & (pos < len(text))
+    left, right = np.where(inner, pos - 1, 0), np.where(inner, pos, 0)
+    inside = inner & classes[left, 0] & classes[right, 0]
+    bounds = np.concatenate([[i0], np.flatnonzero(~inside) + i0 + 1, [i1]])
+    first = bounds[:-1]  # the unit index of each piece's start: a word's, then every size units of a longer word
+    if (np.diff(bounds) > size).any():
+        b_list = bounds.tolist()
+        first = np.array([c for a, b in zip(b_list, b_list[1:], strict=False) for c in range(a, b, size)],
+                         dtype=np.int64)
     last = np.append(first[1:], i1) - 1  # each piece's last unit
-    piece_starts = units[first, 0].tolist()
-    piece_ends = units[last, 1].tolist()
-    piece_starts[0], piece_ends[-1] = s, e  # the first piece starts at s, the last ends at e
-    pieces = [strip_span(text, a, b) for a, b in zip(piece_starts, piece_ends, strict=True)]
+    a_arr, b_arr = units[first, 0].copy(), units[last, 1].copy()
+    a_arr[0], b_arr[-1] = s, e  # the first piece starts at s, the last ends at e
+    # a piece needs stripping only when it is empty or starts or ends with whitespace
+    ok = b_arr > a_arr
+    ok[ok] = ~classes[a_arr[ok], 1] & ~classes[b_arr[ok] - 1, 1]
+    pieces = [(a, b) if good else strip_span(text, a, b)
+              for a, b, good in zip(a_arr.tolist(), b_arr.tolist(), ok.tolist(), strict=True)]
     return [p for p in pieces if p[1] > p[0]]
 
 
