@@ -24,6 +24,7 @@ Conventions
 from __future__ import annotations
 
 import bisect
+import itertools
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -122,15 +123,16 @@ def token_scores_at(ranked: Sequence[str], evidence: Iterable[tuple[str, int, in
             span = chunk_span(c, doc_lengths)
             got = seen[c] = (span, count(*span))
         parsed.append(got)
-    chunks = [span for span, _ in parsed]
-    sizes = [size for _, size in parsed]
+    retrieved_at = [0, *itertools.accumulate(size for _, size in parsed)]  # the sizes of the first k, summed in order
+    in_ev = [(i, span) for i, (span, _) in enumerate(parsed) if span[0] in ev]  # chunks of evidence docs, by rank
     out: list[dict[str, float] | None] = []
     for k in ks:
-        retrieved = sum(sizes[:k])
+        retrieved = retrieved_at[min(max(k, 0), len(parsed))]
         covered: dict[str, list[tuple[int, int]]] = {}
-        for d, s, e in chunks[:k]:
-            if d in ev:
-                covered.setdefault(d, []).append((s, e))
+        for i, (d, s, e) in in_ev:
+            if i >= k:
+                break
+            covered.setdefault(d, []).append((s, e))
         hit = sum(count(d, s, e) for d, spans in covered.items() for s, e in intersect(merge(spans), ev[d]))
         out.append({"token_recall": hit / total_e, "token_precision": hit / retrieved if retrieved else 0.0,
                     "token_iou": hit / (retrieved + total_e - hit) if retrieved + total_e - hit else 0.0})
