@@ -149,6 +149,9 @@ class Dataset:
     qrels: dict[str, Qrels]
     evidence: list[EvidenceSpan] = field(default_factory=list)
     name: str = ""
+    #: the content hash of the folder (lab.data.fingerprint), set by the first experiment result that needs it, so
+    #: every config of a sweep that shares this loaded dataset hashes its files once; "" until then
+    fingerprint: str = field(default="", compare=False, repr=False)
 
     def split(self, name: str = "test") -> tuple[Queries, Qrels]:
         """Queries and qrels of one split (only the queries the split's qrels name)."""

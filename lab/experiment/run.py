@@ -312,11 +312,13 @@ class IndexedExperiment:
         self.index_seconds += float(getattr(self.retriever, "lazy_seconds", 0.0)) - before
 
     def _fingerprint(self) -> str:
-        """The dataset's content hash, computed once per experiment: every result of it comes from the dataset
-        loaded at :func:`prepare_experiment`, and hashing its files again for each query slice (halving's rungs)
-        cost more than scoring a slice."""
+        """The dataset's content hash, computed once per loaded dataset: every result of it comes from the dataset
+        loaded at :func:`prepare_experiment`, and hashing its files again for each query slice (halving's rungs),
+        or for each config of a sweep sharing the loaded dataset, cost more than scoring a slice."""
         if not self.dataset_fingerprint:
-            self.dataset_fingerprint = fingerprint(self.dataset.path)
+            if not self.dataset.fingerprint:
+                self.dataset.fingerprint = fingerprint(self.dataset.path)
+            self.dataset_fingerprint = self.dataset.fingerprint
         return self.dataset_fingerprint
 
     def result(self, query_ids=None) -> Result:

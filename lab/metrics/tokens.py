@@ -24,6 +24,7 @@ Conventions
 from __future__ import annotations
 
 import bisect
+import itertools
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -97,6 +98,16 @@ def token_scores(ranked: Sequence[str], evidence: Iterable[tuple[str, int, int]]
                  doc_lengths: Mapping[str, int] | None = None) -> dict[str, float] | None:
     """token_recall / token_precision / token_iou of one query's ranked chunk ids at cut-off ``k``;
     None when the query has no evidence (see the module docstring)."""
+    return token_scores_at(ranked, evidence, [k], count, doc_lengths)[0]
+
+
+def token_scores_at(ranked: Sequence[str], evidence: Iterable[tuple[str, int, int]], ks: Sequence[int],
+                    count: Callable[[str, int, int], int] | None = None,
+                    doc_lengths: Mapping[str, int] | None = None,
+                    seen: dict[str, tuple[tuple[str, int, int], int]] | None = None) -> list[dict[str, float] | None]:
+    """:func:`token_scores` at each cut-off of ``ks`` (in that order), the evidence merged and the ranked ids parsed
+    once for all of them; every entry None when the query has no evidence. ``seen``: chunk id -> (its span, its
+    size), filled and reused across the queries of one run (the same ``count`` and ``doc_lengths``)."""
     count = count or (lambda d, s, e: max(0, e - s))
     ev: dict[str, list[tuple[int, int]]] = {}
     for d, s, e in evidence:
@@ -104,16 +115,29 @@ def token_scores(ranked: Sequence[str], evidence: Iterable[tuple[str, int, int]]
     ev = {d: merge(v) for d, v in ev.items()}
     total_e = sum(count(d, s, e) for d, spans in ev.items() for s, e in spans)
     if total_e == 0:
-        return None
-    chunks = [chunk_span(c, doc_lengths) for c in ranked[:k]]
-    retrieved = sum(count(d, s, e) for d, s, e in chunks)
-    covered: dict[str, list[tuple[int, int]]] = {}
-    for d, s, e in chunks:
-        if d in ev:
+        return [None] * len(ks)
+    seen = {} if seen is None else seen
+    parsed = []
+    for c in ranked[:max(ks, default=0)]:
+        got = seen.get(c)
+        if got is None:
+            span = chunk_span(c, doc_lengths)
+            got = seen[c] = (span, count(*span))
+        parsed.append(got)
+    retrieved_at = [0, *itertools.accumulate(size for _, size in parsed)]  # the sizes of the first k, summed in order
+    in_ev = [(i, span) for i, (span, _) in enumerate(parsed) if span[0] in ev]  # chunks of evidence docs, by rank
+    out: list[dict[str, float] | None] = []
+    for k in ks:
+        retrieved = retrieved_at[min(max(k, 0), len(parsed))]
+        covered: dict[str, list[tuple[int, int]]] = {}
+        for i, (d, s, e) in in_ev:
+            if i >= k:
+                break
             covered.setdefault(d, []).append((s, e))
-    hit = sum(count(d, s, e) for d, spans in covered.items() for s, e in intersect(merge(spans), ev[d]))
-    return {"token_recall": hit / total_e, "token_precision": hit / retrieved if retrieved else 0.0,
-            "token_iou": hit / (retrieved + total_e - hit) if retrieved + total_e - hit else 0.0}
+        hit = sum(count(d, s, e) for d, spans in covered.items() for s, e in intersect(merge(spans), ev[d]))
+        out.append({"token_recall": hit / total_e, "token_precision": hit / retrieved if retrieved else 0.0,
+                    "token_iou": hit / (retrieved + total_e - hit) if retrieved + total_e - hit else 0.0})
+    return out
 
 
 def token_metrics(run: Any, evidence: Mapping[str, Iterable[tuple[str, int, int]]], cutoffs: Iterable[int],
@@ -127,12 +151,12 @@ def token_metrics(run: Any, evidence: Mapping[str, Iterable[tuple[str, int, int]
     qids = list(evidence) if query_ids is None else list(query_ids)
     rows, index = [], []
     depth = max(ks, default=0)
+    seen: dict[str, tuple[tuple[str, int, int], int]] = {}  # chunk id -> (span, size), shared by the queries
     for q in qids:
         spans = list(evidence.get(q, ()))
         ranked = [d for d, _ in run.ranked(q, depth)] if q in run else []
         row = {}
-        for k in ks:
-            sc = token_scores(ranked, spans, k, count, doc_lengths)
+        for k, sc in zip(ks, token_scores_at(ranked, spans, ks, count, doc_lengths, seen), strict=True):
             if sc is None:
                 break
             row.update({f"{m}@{k}": sc[m] for m in TOKEN_METRICS})

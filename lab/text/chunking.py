@@ -43,6 +43,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import numpy as np
 from tokenizers import Tokenizer
 
+from lab.core.alloc import gc_paused
 from lab.core.cache import Memo
 from lab.core.errors import ConfigError
 from lab.core.progress import progress
@@ -239,6 +240,34 @@ def _inside_word(text: str, pos: int) -> bool:
     return a.isalnum() and b.isalnum() and not _is_cjk(a) and not _is_cjk(b)
 
 
+_ASCII_CLASSES = np.array([[chr(i).isalnum(), chr(i).isspace()] for i in range(128)], dtype=bool)
+
+
+def _char_classes(text: str) -> np.ndarray:
+    """An (len(text), 2) bool array: column 0, the char is a letter or digit of a non-CJK script (what
+    :func:`_inside_word` asks of both sides of a cut); column 1, the char is whitespace (``str.isspace``).
+    Memoised per text in :data:`STRUCTURE` (it does not depend on the chunking)."""
+    key = ("char_classes", text)
+    found = STRUCTURE.get_many([key])[0]
+    if found is not None:
+        return found  # type: ignore[no-any-return]
+    if text.isascii():
+        out = _ASCII_CLASSES[np.frombuffer(text.encode("ascii"), dtype=np.uint8)]
+    else:
+        cp = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+        out = np.zeros((len(cp), 2), dtype=bool)
+        small = cp < 128
+        out[small] = _ASCII_CLASSES[cp[small]]
+        big = np.flatnonzero(~small)
+        if len(big):
+            uniq, inv = np.unique(cp[big], return_inverse=True)
+            chars = [chr(c) for c in uniq.tolist()]
+            out[big] = np.array([[ch.isalnum() and not _is_cjk(ch), ch.isspace()] for ch in chars], dtype=bool)[inv]
+    out.flags.writeable = False
+    STRUCTURE.put_many([key], [out])
+    return out
+
+
 def strip_span(text: str, s: int, e: int) -> tuple[int, int]:
     """``[s, e)`` without leading and trailing whitespace (empty spans collapse to ``(s, s)``)."""
     while s < e and text[s].isspace():
@@ -367,29 +396,40 @@ def _word_pieces(text: str, units: np.ndarray, s: int, e: int, size: int) -> lis
     """``[s, e)`` cut into words (at unit boundaries that do not split a word); a word over ``size`` units is cut."""
     starts = units[:, 0]
     i0, i1 = int(np.searchsorted(starts, s, "left")), int(np.searchsorted(starts, e, "left"))
-    # where a word may be cut depends on the text and these units' starts, not on the size: memoised
-    key = ("word_bounds", text, s, e, starts[i0:i1].tobytes())
-    found = STRUCTURE.get_many([key])[0]
-    if found is None:
-        found = tuple(k - i0 for k in range(i0 + 1, i1) if not _inside_word(text, int(starts[k])))
-        STRUCTURE.put_many([key], [found])
-    bounds = [i0] + [i0 + k for k in found] + [i1]
-    pieces = []
-    for a, b in zip(bounds, bounds[1:], strict=False):
-        for c in range(a, b, size):
-            d = min(c + size, b)
-            pieces.append(strip_span(text, int(units[c, 0]) if c > i0 else s, int(units[d - 1, 1]) if d < i1 else e))
+    if i1 <= i0:
+        return []
+    classes = _char_classes(text)
+    # a cut before unit k splits no word unless a letter or digit of a non-CJK script is on both sides (_inside_word)
+    pos = starts[i0 + 1:i1]
+    inner = (pos > 0) & (pos < len(text))
+    left, right = np.where(inner, pos - 1, 0), np.where(inner, pos, 0)
+    inside = inner & classes[left, 0] & classes[right, 0]
+    bounds = np.concatenate([[i0], np.flatnonzero(~inside) + i0 + 1, [i1]])
+    first = bounds[:-1]  # the unit index of each piece's start: a word's, then every size units of a longer word
+    if (np.diff(bounds) > size).any():
+        b_list = bounds.tolist()
+        first = np.array([c for a, b in zip(b_list, b_list[1:], strict=False) for c in range(a, b, size)],
+                         dtype=np.int64)
+    last = np.append(first[1:], i1) - 1  # each piece's last unit
+    a_arr, b_arr = units[first, 0].copy(), units[last, 1].copy()
+    a_arr[0], b_arr[-1] = s, e  # the first piece starts at s, the last ends at e
+    # a piece needs stripping only when it is empty or starts or ends with whitespace
+    ok = b_arr > a_arr
+    ok[ok] = ~classes[a_arr[ok], 1] & ~classes[b_arr[ok] - 1, 1]
+    pieces = [(a, b) if good else strip_span(text, a, b)
+              for a, b, good in zip(a_arr.tolist(), b_arr.tolist(), ok.tolist(), strict=True)]
     return [p for p in pieces if p[1] > p[0]]
 
 
-def recursive_spans(text: str, units: np.ndarray, size: int, overlap: int) -> list[tuple[int, int]]:
-    """Paragraphs, then sentences, then lines, then words, merged greedily up to ``size`` units.
-
-    A piece is cut into the next level only when it alone holds more than ``size`` units; an over-long sentence
-    starts a new chunk (so it is cut no more than its length requires). Overlap: whole trailing pieces.
-    """
-    if len(units) <= size:
-        return [(0, len(text))]
+def _recursive_pieces(text: str, units: np.ndarray, size: int) -> tuple[tuple[tuple[int, int], ...], tuple[bool, ...],
+                                                                       tuple[int, ...], tuple[int, ...]]:
+    """The pieces :func:`recursive_spans` merges (paragraphs, sentences, lines or words of at most ``size`` units),
+    whether each must start a chunk, and each piece's first and end unit index. They depend on the text, its units
+    and the size, not on the overlap: memoised in :data:`STRUCTURE`, so the overlaps of a grid share them."""
+    key = ("pieces", text, size, units.tobytes())
+    found = STRUCTURE.get_many([key])[0]
+    if found is not None:
+        return found  # type: ignore[no-any-return]
     starts = units[:, 0]
 
     def counts(spans: list[tuple[int, int]]) -> list[int]:
@@ -417,12 +457,28 @@ def recursive_spans(text: str, units: np.ndarray, size: int, overlap: int) -> li
                 sub.extend([(ls, le)] if n_line <= size else _word_pieces(text, units, ls, le, size))
             pieces.extend(sub)
             new_group.extend([True] + [False] * (len(sub) - 1))
+    i0: list[int] = []
+    i1: list[int] = []
+    if pieces:
+        arr = np.array(pieces, dtype=np.int64)
+        i0 = np.searchsorted(starts, arr[:, 0]).tolist()
+        i1 = np.searchsorted(starts, arr[:, 1]).tolist()
+    out = (tuple(pieces), tuple(new_group), tuple(i0), tuple(i1))
+    STRUCTURE.put_many([key], [out])
+    return out
+
+
+def recursive_spans(text: str, units: np.ndarray, size: int, overlap: int) -> list[tuple[int, int]]:
+    """Paragraphs, then sentences, then lines, then words, merged greedily up to ``size`` units.
+
+    A piece is cut into the next level only when it alone holds more than ``size`` units; an over-long sentence
+    starts a new chunk (so it is cut no more than its length requires). Overlap: whole trailing pieces.
+    """
+    if len(units) <= size:
+        return [(0, len(text))]
+    pieces, new_group, i0, i1 = _recursive_pieces(text, units, size)
     if not pieces:
         return [(0, len(text))]
-    arr = np.array(pieces, dtype=np.int64)
-    i0 = np.searchsorted(starts, arr[:, 0]).tolist()
-    i1 = np.searchsorted(starts, arr[:, 1]).tolist()
-
     spans: list[tuple[int, int]] = []
     cur: list[int] = []
     for p in range(len(pieces)):
@@ -498,15 +554,16 @@ class Chunker:
         backend = shared_tokenizer(self.tokenizer) if self.size_unit == "tokens" and self.chunker != "none" else None
         out: list[Chunk] = []
         batches = range(0, len(docs), batch_size)
-        for b in progress(batches, desc=f"chunk ({self.chunker}, {self.size} {self.size_unit})",
-                          enabled=self.progress and len(docs) > batch_size):
-            batch = docs[b:b + batch_size]
-            if self.chunker == "none":
-                units: list[Any] = [None] * len(batch)
-            else:
-                units = unit_offsets([d.text for d in batch], self.size_unit, backend)
-            for doc, u in zip(batch, units, strict=True):
-                out.extend(self._make_chunks(doc, self.spans(doc.text, u)))
+        with gc_paused():  # many small acyclic objects (lab.core.alloc)
+            for b in progress(batches, desc=f"chunk ({self.chunker}, {self.size} {self.size_unit})",
+                              enabled=self.progress and len(docs) > batch_size):
+                batch = docs[b:b + batch_size]
+                if self.chunker == "none":
+                    units: list[Any] = [None] * len(batch)
+                else:
+                    units = unit_offsets([d.text for d in batch], self.size_unit, backend)
+                for doc, u in zip(batch, units, strict=True):
+                    out.extend(self._make_chunks(doc, self.spans(doc.text, u)))
         return out
 
     def _make_chunks(self, doc: Document, spans: list[tuple[int, int]]) -> list[Chunk]:
@@ -547,8 +604,10 @@ def chunks_to_corpus(chunks: Iterable[Chunk], name: str = "", source: Corpus | N
     reads a chunk's tokens off its document's tokens, tokenised once for every chunking of a sweep).
     """
     docs = {}
-    for c in chunks:
-        docs[c.id] = Document(c.id, c.text, "", {"doc_id": c.doc_id, "start": c.start, "end": c.end, "title": c.title})
+    with gc_paused():  # one Document and one dict per chunk (lab.core.alloc)
+        for c in chunks:
+            docs[c.id] = Document(c.id, c.text, "", {"doc_id": c.doc_id, "start": c.start, "end": c.end,
+                                                     "title": c.title})
     return Corpus(docs, name=name, source=source)
 
 

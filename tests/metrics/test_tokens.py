@@ -56,3 +56,25 @@ def test_words_as_units():
     assert sc["token_recall"] == pytest.approx(1 / 2)
     assert sc["token_precision"] == pytest.approx(1 / 3)
     assert sc["token_iou"] == pytest.approx(1 / (3 + 2 - 1))
+
+
+def test_all_cutoffs_at_once_equal_one_cutoff_at_a_time():
+    """token_scores_at (every cut-off from one parse, running sums) equals token_scores at each k alone, with a
+    shared span cache across queries; random spans over three documents, chars and a unit counter."""
+    import random
+
+    from lab.metrics.tokens import token_scores_at
+
+    rng = random.Random(0)
+    count = UnitCounter({"a": list(range(0, 200, 3)), "b": list(range(0, 200, 7))})  # "c" counts chars
+    seen: dict = {}
+    for _ in range(300):
+        ranked = []
+        for _ in range(rng.randint(0, 30)):
+            s = rng.randint(0, 180)
+            ranked.append(f"{rng.choice('abc')}@{s}-{s + rng.randint(0, 40)}")
+        evidence = [(rng.choice("abc"), s, s + rng.randint(0, 30)) for s in rng.sample(range(180), rng.randint(0, 3))]
+        ks = sorted(rng.sample(range(0, 35), 4))
+        for cnt in (None, count):
+            got = token_scores_at(ranked, evidence, ks, cnt, seen=seen if cnt is count else None)
+            assert got == [token_scores(ranked, evidence, k, cnt) for k in ks]
