@@ -22,7 +22,9 @@ __version__ = "0.1.0"
 
 #: Version of the metric definitions. Bump on any change of convention (cut-offs, tie rule,
 #: relevance threshold, gain function) so numbers from different versions are never compared silently.
-METRICS_VERSION = "1"
+#: 2: token_precision@k and token_iou@k count every retrieved chunk in the chunking's units (version 1 counted the
+#: chunks of documents without evidence in characters, which deflated both under size_unit tokens or words).
+METRICS_VERSION = "2"
 
 #: Public name -> the module that defines it.
 _PUBLIC = {

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from lab.experiment.run import run_experiment
-from lab.metrics.tokens import UnitCounter, token_scores
+from lab.metrics.tokens import UnitCounter, chunk_span, token_scores
 from lab.retrievers.base import Context
 
 REPO = Path(__file__).resolve().parents[2]
@@ -62,11 +62,16 @@ def test_span_runs_carry_token_metrics(mini_scifact, tmp_path):
     ds = load_dataset(mini_scifact, progress=False)
     q = pq.index[0]
     spans = [(s.doc_id, s.start, s.end) for s in ds.evidence if s.query_id == q]
-    count = UnitCounter.for_docs({d: ds.corpus[d].text for d, _, _ in spans}, "words")
     ranked = [d for d, _ in res.eval_run.ranked(q, 10)]
+    docs = {d for d, _, _ in spans} | {chunk_span(c)[0] for c in ranked}
+    assert docs - {d for d, _, _ in spans}, "the check needs a chunk from a document without evidence"
+    count = UnitCounter.for_docs({d: ds.corpus[d].text for d in docs}, "words")  # every chunk sized in words
     want = token_scores(ranked, spans, 10, count)
-    assert pq.loc[q, "token_recall@10"] == pytest.approx(want["token_recall"])
-    assert pq.loc[q, "token_iou@10"] == pytest.approx(want["token_iou"])
+    for m in ("token_recall", "token_precision", "token_iou"):
+        assert pq.loc[q, f"{m}@10"] == pytest.approx(want[m])
+    # sized in characters, the chunks of documents without evidence would deflate precision
+    evidence_only = UnitCounter.for_docs({d: ds.corpus[d].text for d, _, _ in spans}, "words")
+    assert token_scores(ranked, spans, 10, evidence_only)["token_precision"] < want["token_precision"]
 
 
 def test_doc_runs_have_no_token_metrics_and_condensed_is_recorded(mini_scifact, tmp_path):

@@ -7,6 +7,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+import lab
+
 from lab.core.flat import config_hash
 from lab.tracking.results import log_result
 from lab.tracking.store import client, load_per_query, log_params, mlflow_metric_name
@@ -36,7 +38,7 @@ def test_log_result_creates_a_finished_run(store, result):
     assert p["retriever.k1"] == "0.9" and p["retriever.backend"] == "bm25s"
     assert t["config_hash"] == config_hash(result.config)
     assert t["dataset_fingerprint"] == result.info["dataset_fingerprint"]
-    assert t["metrics_version"] == "1" and t["seed"] == "0"
+    assert t["metrics_version"] == lab.METRICS_VERSION and t["seed"] == "0"
     assert t["version.mlflow"] and t["version.bm25s"] and t["git_commit"]
 
     names = {a.path for a in cl.list_artifacts(run_id)}

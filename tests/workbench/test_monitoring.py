@@ -9,6 +9,8 @@ import subprocess
 import threading
 
 import pytest
+
+import lab
 from conftest import blank_store
 
 from lab.core.errors import ConfigError
@@ -181,7 +183,7 @@ def test_experiment_samples_are_the_logged_numbers(logged, tmp_path, gateway, re
     print(f"validated by: {validator}")
     for k1, res in results.items():
         base = {("experiment", "mon"), ("dataset", "ord-qa"), ("split", "test"), ("strategy", "bm25"),
-                ("config", f"params.k1={k1}"), ("metrics_version", "1")}
+                ("config", f"params.k1={k1}"), ("metrics_version", lab.METRICS_VERSION)}
         for metric in ("ndcg@10", "mrr@10"):
             key = frozenset(base | {("metric", metric)})
             assert values[("raglab_retrieval_metric", key)] == res.evaluation.means[metric]
@@ -302,4 +304,4 @@ def test_real_sweep_writes_a_file_promtool_accepts(tmp_path, pytestconfig):
 
     cl = client(root)
     runs = cl.search_runs([cl.get_experiment_by_name("smoke-publish").experiment_id])
-    assert all(r.data.tags.get("metrics_version") == "1" for r in runs)  # children and parent alike
+    assert all(r.data.tags.get("metrics_version") == lab.METRICS_VERSION for r in runs)  # children and parent alike

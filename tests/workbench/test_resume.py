@@ -105,9 +105,10 @@ def test_metrics_version_and_code_version(store, monkeypatch):
     since = f"since run {dry.outcomes[0].previous_run_id[:8]}"  # the newest finished run of the config
     assert dry.outcomes[0].status == "PENDING" and f"code changed {since} (" in reason and reason.endswith(
         " -> feedface)")
+    recorded = lab.METRICS_VERSION
     monkeypatch.setattr(lab, "METRICS_VERSION", 99)
     dry = run_sweep(store["spec"], root=store["root"], dry_run=True, progress=False, echo=None)
-    assert dry.outcomes[0].reason.endswith(f"metrics version changed {since} (1 -> 99)")
+    assert dry.outcomes[0].reason.endswith(f"metrics version changed {since} ({recorded} -> 99)")
 
 
 def test_a_run_without_identity_tags_is_not_reused(store):
