@@ -16,7 +16,7 @@ from lab.data.labels import label_provenance
 from lab.data.types import Dataset, Qrels, Queries, Run
 from lab.metrics import DEFAULT_METRICS, evaluate, latency_summary
 from lab.metrics.ranking import parse_metric
-from lab.metrics.tokens import UnitCounter, chunk_span, token_metrics
+from lab.metrics.tokens import UnitCounter, token_metrics
 from lab.retrievers.base import Context, build, check_params
 from lab.retrievers.params import COUNT, Param, at_least, check_value, one_of, signature_params
 from lab.text.chunking import (
@@ -390,13 +390,9 @@ def _add_token_metrics(evaluation, ds: Dataset, run: Run, queries, chunking: dic
     for sp in ds.evidence:
         if sp.query_id in keep and sp.doc_id in ds.corpus:
             evidence.setdefault(sp.query_id, []).append((sp.doc_id, sp.start, sp.end))
-    # every span is counted in the chunking's units: the evidence's documents and those of every chunk ranked within
-    # the largest cut-off (a document left out here would be counted in characters)
-    depth = max(cutoffs)
-    needed = {d for spans in evidence.values() for d, _, _ in spans}
-    needed.update(chunk_span(c)[0] for q in qids if q in run for c, _ in run.ranked(q, depth))
-    docs = {d: ds.corpus[d].text for d in sorted(needed) if d in ds.corpus}
-    count = UnitCounter.for_docs(docs, chunking.get("size_unit", "tokens"), chunking.get("tokenizer"))
+    # every span is counted in the chunking's units, the evidence's and those of every retrieved chunk
+    count = UnitCounter.lazy(lambda d: ds.corpus[d].text if d in ds.corpus else None,
+                             chunking.get("size_unit", "tokens"), chunking.get("tokenizer"))
     table = token_metrics(run, evidence, cutoffs, query_ids=qids, count=count).reindex(qids)
     for col in table.columns:
         evaluation.per_query[col] = table[col].to_numpy()

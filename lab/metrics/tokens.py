@@ -63,13 +63,24 @@ def intersect(a: Sequence[tuple[int, int]], b: Sequence[tuple[int, int]]) -> lis
 class UnitCounter:
     """Counts units (tokens, words or chars) in character spans of documents, from their unit start offsets."""
 
-    def __init__(self, starts: Mapping[str, Sequence[int] | np.ndarray] | None = None):
-        self._starts = {d: list(map(int, s)) for d, s in (starts or {}).items()}
+    def __init__(self, starts: Mapping[str, Sequence[int] | np.ndarray] | None = None,
+                 text_of: Callable[[str], str | None] | None = None, size_unit: str = "chars", tokenizer: Any = None):
+        self._given = dict(starts or {})
+        self._starts: dict[str, list[int]] = {}  # a document's starts as a list, made when it is first counted
+        self._text_of = text_of if size_unit != "chars" else None
+        self._unit, self._tokenizer = size_unit, tokenizer
 
     def __call__(self, doc_id: str, start: int, end: int) -> int:
-        if doc_id not in self._starts:  # characters
-            return max(0, end - start)
-        st = self._starts[doc_id]
+        st = self._starts.get(doc_id)
+        if st is None:
+            given = self._given.get(doc_id)
+            if given is None and self._text_of is not None:
+                text = self._text_of(doc_id)
+                if text is not None:
+                    given = unit_offsets([text], self._unit, self._tokenizer)[0][:, 0]
+            if given is None:  # characters
+                return max(0, end - start)
+            st = self._starts[doc_id] = np.asarray(given, dtype=np.int64).tolist()
         return bisect.bisect_left(st, end) - bisect.bisect_left(st, start)
 
     @classmethod
@@ -81,6 +92,14 @@ class UnitCounter:
         ids = list(texts)
         offsets = unit_offsets([texts[d] for d in ids], size_unit, tokenizer)
         return cls({d: off[:, 0] for d, off in zip(ids, offsets, strict=True)})
+
+    @classmethod
+    def lazy(cls, text_of: Callable[[str], str | None], size_unit: str = "chars",
+             tokenizer: Any = None) -> "UnitCounter":
+        """Unit starts of a document found when it is first counted, from its text ``text_of(doc id)`` (None: not a
+        document; its spans are counted in characters). Token offsets come from :func:`unit_offsets`, which
+        tokenises a text once per process (a chunked corpus already is)."""
+        return cls(text_of=text_of, size_unit=size_unit, tokenizer=tokenizer)
 
 
 def chunk_span(cid: str, doc_lengths: Mapping[str, int] | None = None) -> tuple[str, int, int]:
