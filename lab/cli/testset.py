@@ -54,6 +54,7 @@ def cmd_generate(args) -> int:
                        answerability=args.answerability, topic_model=args.topic_model)
     cfg = GenerationConfig(n=args.n, seed=args.seed, stratify=args.stratify, grade=args.grade,
                            max_attempts=args.max_attempts, rounds=args.rounds, retries=args.retries,
+                           retry_on=args.retry_on,
                            json_mode=args.json_mode, max_tokens=args.max_tokens,
                            max_passage_chars=args.max_passage_chars, min_passage_words=args.min_passage_words,
                            extra_relevant=args.extra_relevant, extra_candidates=args.extra_candidates, gates=gates,
@@ -211,7 +212,12 @@ def add_parsers(sub) -> None:
                    help="units: none (the documents) or e.g. recursive,size=256,overlap=32")
     g.add_argument("--max-attempts", type=positive_int, help="candidates checked at most (default 10 x n)")
     g.add_argument("--rounds", type=positive_int, default=3, help="passes over the units (round > 0 samples at T=0.7)")
-    g.add_argument("--retries", type=non_negative_int, default=1, help="new generations after unparseable output")
+    g.add_argument("--retries", type=non_negative_int, default=3,
+                   help="new generations of a candidate whose answer did not parse or (see --retry-on) failed a "
+                        "text gate; a retry of the same prompt skips its prompt evaluation on a local model")
+    g.add_argument("--retry-on", default="text_gates", choices=["parse", "text_gates"],
+                   help="what --retries are spent on: text_gates (default) also retries an answer that failed a gate "
+                        "needing no model (cheap, before any embedding); parse only an unparseable one")
     g.add_argument("--json-mode", default="schema", choices=["schema", "prompt"],
                    help="schema: send a JSON schema (constrained decoding); prompt: the prompt alone")
     g.add_argument("--max-tokens", type=positive_int, default=200)

@@ -305,14 +305,15 @@ class _BaseLLM:
         if self.cache is None:
             return False
         msgs = normalize_messages(prompt_messages(item) if isinstance(item, str) else item)
-        return self.cache.get_json(request_key(self.identity, msgs, generation_params(self.defaults, gen))) is not None
+        key = request_key(self.identity, msgs, self._key_params(generation_params(self.defaults, gen)))
+        return self.cache.get_json(key) is not None
 
     def chat(self, messages: Sequence[Message], **gen) -> Completion:
         """One answer to ``messages``: from the cache when this (identity, messages, params) was answered before."""
         msgs = normalize_messages(messages)
         params = generation_params(self.defaults, gen)
         t0 = time.perf_counter()
-        key = request_key(self.identity, msgs, params) if self.cache is not None else None
+        key = request_key(self.identity, msgs, self._key_params(params)) if self.cache is not None else None
         hit = self.cache.get_json(key) if key is not None else None
         if hit is not None:
             self._count(calls=1, cache_hits=1, cold_seconds=float(hit.get("seconds", 0.0)))
@@ -386,6 +387,10 @@ class _BaseLLM:
 
     def _prepare(self) -> None:
         """Run before the timed part of a generation (a local model loads here, counted as ``load_seconds``)."""
+
+    def _key_params(self, params: dict) -> dict:
+        """The params that go into the cache key (a backend adds what changes its answers beyond them)."""
+        return params
 
     def _generate(self, messages: list[dict], params: dict) -> tuple[str, int, int, str | None]:  # pragma: no cover
         raise NotImplementedError
@@ -623,12 +628,52 @@ def parse_chat_json(data: Any) -> tuple[str, int, int, str | None]:
 
 
 # ------------------------------------------------------------------------------------------------ local backend
+def default_threads(max_threads: int = 8) -> int:
+    """llama.cpp threads when none are given: the cores this process may use (``os.sched_getaffinity``) that are
+    idle now (:func:`idle_cores`), at least 1, at most ``max_threads``. llama.cpp's threads spin-wait on each other,
+    so a thread without a core of its own stalls the rest: on a 2-core machine shared with other jobs, 2 threads
+    were 10-30x slower than 1; on the same machine idle, 2 threads wrote 1.7-2x the candidates per minute of 1 (the
+    packaged SmolLM2, docs/results.md). Greedy answers were the same at 1 and 2 threads, and the thread count is
+    not in the LLM cache's key."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(max_threads, cores, round(idle_cores(cores))))
+
+
+def idle_cores(cores: int, seconds: float = 0.2) -> float:
+    """How many of the cores this process may use are idle now: their idle time over ``seconds``, from the per-CPU
+    lines of ``/proc/stat`` (Linux; the CPUs of ``os.sched_getaffinity``, so a container pinned to some CPUs reads
+    those); elsewhere ``cores`` less the 1-minute load average. The load average lags by a minute (a command that
+    just finished still counts), so the instant reading is preferred."""
+    mine = {f"cpu{i}" for i in (os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else range(cores))}
+
+    def sample() -> tuple[int, int] | None:
+        idle = total = 0
+        try:
+            with open("/proc/stat", encoding="ascii") as f:
+                for line in f:
+                    name, *values = line.split()
+                    if name in mine and len(values) >= 4:
+                        fields = [int(x) for x in values]
+                        idle += fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle, iowait
+                        total += sum(fields[:8])  # user .. steal (guest time is already in user)
+        except (OSError, ValueError):
+            return None
+        return (idle, total) if total else None
+
+    first = sample()
+    time.sleep(seconds)
+    second = sample()
+    if first is None or second is None or second[1] <= first[1]:
+        return max(0.0, cores - (os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0))
+    return len(mine) * (second[0] - first[0]) / (second[1] - first[1])
+
+
 class LocalLLM(_BaseLLM):
     """A GGUF model run in-process by xllamacpp (llama.cpp). The model is loaded on the first generation, so a
     rerun answered from the cache never loads it.
 
-    ``threads``: llama.cpp threads (default 1: on a shared 2-core machine 2 threads were ~10-30x slower than 1,
-    because llama.cpp's threads spin-wait on each other). ``n_ctx``: context per request (prompt + answer, >= 256);
+    ``threads``: llama.cpp threads; None (default): :func:`default_threads`, the cores not already busy when the
+    object is made. ``n_ctx``: context per request (prompt + answer, >= 256);
     ``concurrency`` > 1 gives llama.cpp that many parallel slots of ``n_ctx`` each.
     xllamacpp also opens an HTTP listener on 127.0.0.1 (a random port); it is locked with a random API key that is
     never shown, so only this object uses the model.
@@ -636,14 +681,14 @@ class LocalLLM(_BaseLLM):
 
     backend = "gguf"
 
-    def __init__(self, path: str | Path | None = None, *, n_ctx: int = 2048, threads: int = 1,
+    def __init__(self, path: str | Path | None = None, *, n_ctx: int = 2048, threads: int | None = None,
                  cache_dir: str | Path | None = ".cache", concurrency: int = 1, seed: int = 0,
                  defaults: Mapping | None = None, progress: bool = True):
         self.path = Path(path).expanduser().resolve() if path is not None else smollm2_path()
         if not self.path.is_file():
             raise ConfigError(f"{self.path}: no such GGUF file; pass an existing .gguf path, or 'local' for the "
                               f"packaged SmolLM2 ({SMOLLM2_PIP})")
-        self.n_ctx, self.threads = int(n_ctx), int(threads)
+        self.n_ctx, self.threads = int(n_ctx), default_threads() if threads is None else int(threads)
         if self.n_ctx < 256 or self.threads < 1:  # llama.cpp silently raises a smaller context to 256
             raise ConfigError(f"{self.path.name}: n_ctx must be >= 256 and threads >= 1, got {n_ctx}, {threads}")
         super().__init__(cache_dir=cache_dir, concurrency=concurrency, seed=seed, defaults=defaults, progress=progress)
@@ -683,10 +728,30 @@ class LocalLLM(_BaseLLM):
                 self._count(load_seconds=time.perf_counter() - t0)
             return self._server
 
+    def _key_params(self, params: dict) -> dict:
+        # a json_schema response_format is enforced as a grammar here (see _request): answers made before that
+        # (unconstrained) are not reused
+        return {**params, "schema_as": "grammar"} if _json_schema(params) is not None else params
+
+    def _request(self, messages, params) -> dict:
+        """The request for xllamacpp. A ``response_format`` json_schema is sent as the llama.cpp ``grammar`` made
+        from it (``xllamacpp.json_schema_to_grammar``): sent as ``response_format``, this llama.cpp build did not
+        hold SmolLM2 to the schema (text after the closing brace, code fences, unescaped quotes, answers past
+        their 200 characters until ``max_tokens``) and then refused its own output ("does not match the expected
+        peg-native format"): 5 of 8 answers on the SQLite docs, each one generated again (docs/results.md, issue
+        26 item 4). Under the grammar every answer is the schema's JSON, and generation stops at its end."""
+        schema = _json_schema(params)
+        if schema is None:
+            return {"messages": messages, **params}
+        import xllamacpp as xlc
+
+        rest = {k: v for k, v in params.items() if k != "response_format"}
+        return {"messages": messages, **rest, "grammar": xlc.json_schema_to_grammar(schema)}
+
     def _generate(self, messages, params):
         server = self._load()
         try:
-            data = server.handle_chat_completions({"messages": messages, **params})
+            data = server.handle_chat_completions(self._request(messages, params))
         except ValueError as e:
             raise LLMError(str(self.path), str(e), "bad request", hint="check the generation params") from None
         if isinstance(data, dict) and "error" in data:
@@ -715,6 +780,15 @@ class LocalLLM(_BaseLLM):
         self._server = None
         self._slots = threading.BoundedSemaphore(self.concurrency)
         self._acct_lock, self._load_lock = threading.Lock(), threading.Lock()
+
+
+def _json_schema(params: Mapping[str, Any]) -> dict | None:
+    """The JSON schema of a ``response_format`` of type json_schema in ``params`` (OpenAI's shape), else None."""
+    rf = params.get("response_format")
+    if isinstance(rf, Mapping) and rf.get("type") == "json_schema" and isinstance(rf.get("json_schema"), Mapping):
+        schema = rf["json_schema"].get("schema")
+        return dict(schema) if isinstance(schema, Mapping) else None
+    return None
 
 
 # ------------------------------------------------------------------------------------------------ factory

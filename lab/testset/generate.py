@@ -23,8 +23,11 @@ Conventions
 - Candidates: the order is walked ``rounds`` times (round 0 greedy at temperature 0; round r > 0 samples at
   ``round_temperature`` with seed ``seed + r``, for a second question on the same unit), until ``n`` questions
   pass or ``max_attempts`` candidates were checked. Output the model cannot parse, even after the one lenient
-  repair, is generated again (``retries`` times, at ``retry_temperature``, seed ``seed + 1000 * try + round``),
-  then dropped. The result is the first ``n`` passing candidates in candidate order, whatever the batch size.
+  repair, and (``retry_on="text_gates"``, the default) an answer that fails a gate needing no model (question
+  shape, language, length, repetition, markup, unknown identifiers, overlap, lexical answerability: under a
+  millisecond), is generated again (``retries`` times, at ``retry_temperature``, seed ``seed + 1000 * try +
+  round``); a retry that does not parse leaves the earlier answer. On a local model a retry of the same prompt
+  reuses its evaluated prompt, so it costs only the answer's tokens. The result is the first ``n`` passing candidates in candidate order, whatever the batch size.
   Candidates go in batches of at least the LLM's ``concurrency``; each try sends a batch's candidates at once,
   each with its own params (round, type, language), so every llama.cpp slot is busy.
 - Question types (:data:`QUESTION_MIX`, :func:`question_type`): what, how, why, when, which (compare or
@@ -33,7 +36,8 @@ Conventions
   schema holds the question to the type's first word, and the type is recorded (``question_type`` of each
   candidate and query); the gate report counts asked and accepted types (``extra.question_types``).
 - JSON: ``json_mode="schema"`` (default) sends the OpenAI ``response_format`` json_schema of :func:`qa_schema`
-  (llama.cpp turns it into a grammar; OpenAI, vLLM and recent Ollama honour it); ``"prompt"`` relies on the
+  (a local GGUF gets it as the llama.cpp grammar made from it, lab.models.llm.LocalLLM; OpenAI, vLLM and recent
+  Ollama honour it); ``"prompt"`` relies on the
   prompt alone. Either way the text is parsed strictly first (:func:`parse_qa`). A generation the backend
   fails (an LLMError, or llama.cpp refusing its own output) counts as unparseable (``llm_errors``).
 - Relevance: the source unit gets grade ``grade`` (qrels at unit level: the document, without chunking). The
@@ -79,7 +83,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 
@@ -196,6 +200,10 @@ def qa_schema(language: str = "en", qtype: str | None = None) -> dict:
 
 STRATIFY = ("doc", "section", "none")
 JSON_MODES = ("schema", "prompt")
+#: What a retry is for: "parse", an answer that did not parse; "text_gates", also one that failed a gate needing no
+#: model (lab.testset.gates.check_text_gates): under a grammar every answer parses, so a degenerate one would
+#: otherwise get no second sample.
+RETRY_ON = ("parse", "text_gates")
 
 
 @dataclass(frozen=True)
@@ -208,7 +216,8 @@ class GenerationConfig:
     grade: int = 1
     max_attempts: int | None = None
     rounds: int = 3
-    retries: int = 1
+    retries: int = 3
+    retry_on: str = "text_gates"  # see RETRY_ON
     round_temperature: float = 0.7
     retry_temperature: float = 0.7
     max_tokens: int = 200
@@ -228,6 +237,8 @@ class GenerationConfig:
             raise ConfigError(f"n={self.n}: ask for at least one question")
         if self.stratify not in STRATIFY:
             raise ConfigError(f"stratify={self.stratify!r}: use one of {STRATIFY}")
+        if self.retry_on not in RETRY_ON:
+            raise ConfigError(f"retry_on={self.retry_on!r}: use one of {RETRY_ON}")
         if self.json_mode not in JSON_MODES:
             raise ConfigError(f"json_mode={self.json_mode!r}: use one of {JSON_MODES}")
         if not 0 <= self.grade <= 3 or not 0 <= self.extra_grade <= 3:
@@ -519,10 +530,13 @@ def _safe_map(llm, prompts: list[str], breaker=None, per_prompt: list[dict] | No
     return out
 
 
-def _generate_batch(llm, batch: list[Candidate], cfg: GenerationConfig, report: GateReport, breaker=None) -> None:
+def _generate_batch(llm, batch: list[Candidate], cfg: GenerationConfig, report: GateReport, breaker=None,
+                    retry_if: Callable[[Candidate], bool] | None = None) -> None:
     """Fill ``text``/``qa`` of each candidate: generate, parse, retry unparseable or failed ones. Each try sends
     every candidate still to do at once (each with its own params: round, type, language), so ``concurrency``
-    slots stay busy; candidates grouped by params left a batch of 8 mixed types one to three calls in flight."""
+    slots stay busy; candidates grouped by params left a batch of 8 mixed types one to three calls in flight.
+    ``retry_if(candidate)``: a parsed answer it returns True for (``retry_on="text_gates"``: a text gate failed) is
+    generated again too; the new answer replaces it only when it parses."""
     todo = batch
     for attempt in range(cfg.retries + 1):
         if not todo:
@@ -531,14 +545,28 @@ def _generate_batch(llm, batch: list[Candidate], cfg: GenerationConfig, report: 
                          per_prompt=[_gen_params(cfg, c.round, attempt, c.language, c.qtype) for c in todo])
         for c, (text, error) in zip(todo, outs, strict=True):
             c.tries = attempt + 1
-            c.text = text if text is not None else ""
-            c.error = error
-            c.qa, c.repaired = parse_qa(text) if text is not None else (None, False)
             if error:
                 report.extra["llm_errors"] = report.extra.get("llm_errors", 0) + 1
+            qa, repaired = parse_qa(text) if text is not None else (None, False)
+            if qa is None and c.qa is not None:  # a retry after a failed gate that did not parse: keep the first
+                continue
+            c.text, c.error, c.qa, c.repaired = (text if text is not None else ""), error, qa, repaired
         if attempt:
             report.retries += len(todo)
-        todo = [c for c in todo if c.qa is None]
+        redo = [c for c in todo if c.qa is not None and retry_if is not None and retry_if(c)]
+        if redo and attempt < cfg.retries:
+            report.extra["gate_retries"] = report.extra.get("gate_retries", 0) + len(redo)
+        todo = [c for c in todo if c.qa is None] + redo
+        todo.sort(key=lambda c: c.index)
+
+
+def _fails_text_gates(c: Candidate, models: _Models, cfg: GenerationConfig) -> bool:
+    """Whether a parsed candidate fails a gate that needs no model (cheap: under a millisecond)."""
+    assert c.qa is not None
+    terms = set(models.tokenizer(c.passage))
+    res, _ = check_text_gates(c.qa["question"], c.qa["answer"], terms, cfg.gates, models.tokenizer, c.language,
+                              c.passage)
+    return not all(res.values())
 
 
 def _judge(llm, pairs: list[tuple[str, str, str]], cfg: GenerationConfig, breaker=None) -> list[bool | None]:
@@ -861,7 +889,8 @@ def _generate_all(gen: _Generation, order: list[Passage], guard: np.ndarray, pro
             break
         t_batch = time.perf_counter()
         try:
-            _generate_batch(gen.model, batch, cfg, gen.report, breaker)
+            _generate_batch(gen.model, batch, cfg, gen.report, breaker, retry_if=(
+                (lambda c: _fails_text_gates(c, gen.models, cfg)) if cfg.retry_on == "text_gates" else None))
             gen.report.repaired += sum(1 for c in batch if c.repaired and c.qa is not None)
             _check_batch(batch, gen.models, gen.model, cfg, breaker, gen.units.corpus)
         except EndpointDown as exc:  # the endpoint is down: keep what is finished, drop this batch, stop

@@ -10,7 +10,8 @@ import pickle
 import pytest
 
 from lab.core.errors import ConfigError
-from lab.models.llm import (LLM, Completion, LLMError, LocalLLM, OpenAILLM, generation_params, load_llm,
+from lab.models.llm import (LLM, Completion, LLMError, LocalLLM, OpenAILLM, default_threads, generation_params,
+                            idle_cores, load_llm,
                             normalize_messages, prompt_messages, public_base_url, request_key, smollm2_path)
 
 IDENTITY_RE = r"gguf:SmolLM2-135M-Instruct\.Q4_1\.gguf@sha256:[0-9a-f]{16}"
@@ -128,6 +129,40 @@ def test_load_llm_local_specs(smol, tmp_path):
         load_llm(str(tmp_path / "missing.gguf"))
 
 
+@pytest.mark.parametrize(("cores", "idle", "threads"), [(2, 1.9, 2), (2, 1.4, 1), (2, 0.3, 1), (2, 0.0, 1),
+                                                         (16, 12.0, 8), (4, 2.6, 3), (1, 1.0, 1)])
+def test_default_threads_are_the_idle_cores(monkeypatch, cores, idle, threads):
+    """llama.cpp threads spin-wait on each other, so a thread without a free core stalls the rest: the default is
+    the cores this process may use that are idle now, at least 1, at most 8."""
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(cores)))
+    monkeypatch.setattr("lab.models.llm.idle_cores", lambda n: idle)
+    assert default_threads() == threads
+
+
+def test_idle_cores_reads_the_machine_now():
+    """Measured over a short interval from /proc/stat: between 0 and the cores this process may use; a busy loop
+    on one of them is seen within the interval."""
+    import os
+    import threading
+
+    n = len(os.sched_getaffinity(0))
+    assert 0.0 <= idle_cores(n) <= n
+    stop = threading.Event()
+    spin = threading.Thread(target=lambda: [None for _ in iter(stop.is_set, True)], daemon=True)
+    spin.start()
+    try:
+        busy = idle_cores(n, seconds=0.3)
+    finally:
+        stop.set()
+        spin.join()
+    assert busy <= n - 0.5
+
+
+def test_local_llm_threads_default_to_default_threads(monkeypatch):
+    monkeypatch.setattr("lab.models.llm.default_threads", lambda: 3)
+    assert LocalLLM(None, cache_dir=None).threads == 3 and LocalLLM(None, cache_dir=None, threads=1).threads == 1
+
+
 def test_load_llm_openai_specs(monkeypatch):
     monkeypatch.setenv("LAB_LLM_BASE_URL", "http://127.0.0.1:8000/v1/")
     assert load_llm("openai:gpt-4o-mini", cache_dir=None).identity == "openai:http://127.0.0.1:8000/v1#gpt-4o-mini"
@@ -187,3 +222,27 @@ def test_public_base_url():
     assert public_base_url("https://u:secret@example.com:8443/v1/?k=v#f") == "https://example.com:8443/v1"
     with pytest.raises(ConfigError):
         public_base_url("ftp://example.com")
+
+
+def test_a_json_schema_is_enforced_as_a_grammar(smol):
+    """A response_format json_schema reaches llama.cpp as the grammar made from it: the packaged SmolLM2's answer is
+    the schema's JSON (sent as response_format, this llama.cpp build let it write past the closing brace and then
+    refused its own output). The cache key says so: answers made the old way are not reused."""
+    import json
+    import re
+
+    schema = {"type": "object", "properties": {"answer": {"type": "string", "minLength": 1, "maxLength": 40},
+                                               "question": {"type": "string", "pattern": "^(Why) [^?\\n]{10,80}[?]$"}},
+              "required": ["answer", "question"], "additionalProperties": False}
+    rf = {"type": "json_schema", "json_schema": {"name": "qa", "strict": True, "schema": schema}}
+    prompt = ('Write a question about this passage as JSON {"question": "...", "answer": "..."}.\n\nPassage:\n'
+              "SQLite stores the whole database in one file, so copying the file copies the database.")
+    c = smol.complete(prompt, max_tokens=120, response_format=rf)
+    got = json.loads(c.text)
+    assert set(got) == {"answer", "question"} and re.match(schema["properties"]["question"]["pattern"], got["question"])
+    assert 1 <= len(got["answer"]) <= 40 and c.finish_reason == "stop"
+    params = generation_params(smol.defaults, {"max_tokens": 120, "response_format": rf})
+    sent = smol._request([{"role": "user", "content": prompt}], params)
+    assert "response_format" not in sent and isinstance(sent["grammar"], str) and sent["max_tokens"] == 120
+    assert smol._key_params(params) != params and smol._key_params({"max_tokens": 5}) == {"max_tokens": 5}
+    assert smol.is_cached(prompt, max_tokens=120, response_format=rf)

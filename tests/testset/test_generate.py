@@ -140,6 +140,42 @@ def test_a_batch_of_mixed_types_is_in_flight_at_once(tmp_path):
         assert llm.seen[c.prompt] == _gen_params(cfg, c.round, 0, "en", c.qtype)
 
 
+def test_a_retry_after_a_failed_text_gate_replaces_the_answer_only_when_it_parses():
+    """With ``retry_if`` (retry_on="text_gates"), a parsed answer that fails a cheap gate gets a second sample at
+    the retry temperature; a second sample that does not parse leaves the first answer in place, and one that
+    parses replaces it. Without ``retry_if`` (retry_on="parse") a parsed answer is never generated again."""
+    from lab.testset.gates import GateReport
+    from lab.testset.generate import Candidate, _generate_batch
+
+    class Scripted:
+        concurrency = 1
+
+        def __init__(self, second: dict[str, str]):
+            self.second, self.calls = second, []
+
+        def complete(self, prompt, **gen):
+            self.calls.append((prompt, gen["temperature"]))
+            text = (json.dumps({"answer": "x", "question": "What is it?"}) if gen["temperature"] == 0.0
+                    else self.second[prompt])
+            return type("C", (), {"text": text})()
+
+    good = json.dumps({"answer": "the page size", "question": "What does the header store?"})
+    cfg = GenerationConfig(n=2, retries=1)
+    batch = [Candidate(0, "u0", 0, "en", "p0", "passage"), Candidate(1, "u1", 0, "en", "p1", "passage")]
+    llm, report = Scripted({"p0": good, "p1": "not json at all"}), GateReport(config={})
+    _generate_batch(llm, batch, cfg, report, retry_if=lambda c: c.qa["answer"] == "x")
+    assert [t for _, t in llm.calls] == [0.0, 0.0, 0.7, 0.7] and report.extra["gate_retries"] == 2
+    assert batch[0].qa["answer"] == "the page size" and batch[0].tries == 2 and batch[0].text == good
+    assert batch[1].qa["answer"] == "x" and batch[1].tries == 2  # the retry did not parse: the first answer stays
+    assert report.retries == 2
+    plain = [Candidate(0, "u0", 0, "en", "p0", "passage")]
+    llm = Scripted({"p0": good})
+    _generate_batch(llm, plain, cfg, GateReport(config={}))
+    assert len(llm.calls) == 1 and plain[0].qa["answer"] == "x" and plain[0].tries == 1
+    with pytest.raises(ConfigError, match="retry_on"):
+        GenerationConfig(retry_on="always")
+
+
 def test_tiny_real_generation_counts_every_candidate(tmp_path):
     """Two real SmolLM2 calls on a folder with only corpus.jsonl: whatever the model writes, every candidate is
     counted once, the set loads, and each accepted question's evidence span lies inside the passage it came from."""
