@@ -202,9 +202,10 @@ def add_parsers(sub) -> None:
                    "qwen2.5-coder-0.5b or gemma3-270m (opt-in: make setup-llms), a .gguf path, openai:MODEL")
     g.add_argument("--concurrency", type=positive_int,
                    help="LLM requests in flight (local GGUF: parallel llama.cpp slots decoded in one batch). Default "
-                        "1: the same seed then gives the same set even without the cache. 8 was 10%% faster for "
-                        "the packaged SmolLM2 on a loaded 2-core machine (docs/results.md), but a batch's "
-                        "arithmetic depends on what shares it, so a rerun without the cache can write another set")
+                        "1: the same seed then gives the same set even without the cache. For the packaged SmolLM2, 8 "
+                        "was 10%% faster on a loaded 2-core machine and 0.94x on an idle one (docs/results.md); a "
+                        "batch's arithmetic depends on what shares it, so a rerun without the cache can write "
+                        "another set")
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--stratify", default="section", choices=["doc", "section", "none"])
     g.add_argument("--grade", type=non_negative_int, default=1, help="grade of the source unit in the qrels (0-3)")

@@ -27,6 +27,8 @@ checked on every candidate, so the report also says how often each one fails on 
                       ``min_answer_support`` of the answer's content terms occur in the passage; an answer with
                       no content term ("a", ":{") fails. Method "llm": the
                       generating LLM (or another) is asked whether the passage supports the answer (yes/no).
+                      Either way an answer that is not one fails (:func:`answer_is_question`): it repeats the
+                      question, or it is itself a question (ends with ?/？): a small model's usual echo.
 ``prose_evidence``    the evidence span the answer narrows to (lab.testset.spans.support_span) is prose, not only a
                       heading, an identifier or an id (lab.testset.spans.not_prose_span)
 ``on_topic``          cosine similarity between question and passage at least ``min_similarity``: the question is
@@ -99,6 +101,13 @@ class GateConfig:
 def words(text: str) -> list[str]:
     """Word tokens (letters, digits, inner - ' .), lower-cased; Han characters count one each."""
     return [w.lower() for w in _WORDS.findall(text)]
+
+
+def answer_is_question(question: str, answer: str) -> bool:
+    """True when the answer is no answer: its words hold the question's words in order (an echo, "What is X?" ->
+    "What is X? How ..."), or it ends with a question mark (? or ？)."""
+    q, a = " ".join(words(question)), " ".join(words(answer))
+    return bool(q and q in a) or answer.strip().endswith(("?", "？"))
 
 
 def han_chars(text: str) -> int:
@@ -381,6 +390,7 @@ def check_text_gates(question: str, answer: str, passage_terms: set[str], cfg: G
     loop = repeated_in_token(question, passage) or repeated_in_token(answer, passage)
     markup = markup_in(question) or markup_in(answer)
     unknown = unknown_identifiers(question, passage) if passage else []
+    echo = answer_is_question(question, answer)
     res = {"is_question": is_question(question, language), "same_language": same_language(question, language),
            "length": length_ok(question, answer, cfg, language),
            "no_repetition": rep <= cfg.max_repetition and loop is None, "no_markup": markup is None,
@@ -388,8 +398,9 @@ def check_text_gates(question: str, answer: str, passage_terms: set[str], cfg: G
     if passage:
         res["known_identifiers"] = not unknown
     if cfg.answerability == "lexical":
-        res["answerable"] = support >= cfg.min_answer_support
-    return res, {"overlap": overlap, "answer_support": support, "repetition": 1.0 if loop else rep,
+        res["answerable"] = support >= cfg.min_answer_support and not echo
+    return res, {"overlap": overlap, "answer_support": support, "answer_is_question": float(echo),
+                 "repetition": 1.0 if loop else rep,
                  "token_repetition": float(loop is not None), "markup": float(markup is not None),
                  "unknown_identifiers": float(len(unknown))}
 

@@ -27,7 +27,8 @@ Conventions
   shape, language, length, repetition, markup, unknown identifiers, overlap, lexical answerability: under a
   millisecond), is generated again (``retries`` times, at ``retry_temperature``, seed ``seed + 1000 * try +
   round``); a retry that does not parse leaves the earlier answer. On a local model a retry of the same prompt
-  reuses its evaluated prompt, so it costs only the answer's tokens. The result is the first ``n`` passing candidates in candidate order, whatever the batch size.
+  reuses its evaluated prompt, so it costs only the answer's tokens. The result is the first ``n`` passing
+  candidates in candidate order, whatever the batch size.
   Candidates go in batches of at least the LLM's ``concurrency``; each try sends a batch's candidates at once,
   each with its own params (round, type, language), so every llama.cpp slot is busy.
 - Question types (:data:`QUESTION_MIX`, :func:`question_type`): what, how, why, when, which (compare or
@@ -111,7 +112,7 @@ from lab.testset.spans import SupportSpan, evidence_record, not_prose_span, supp
 from lab.testset.track import log_testset_run
 from lab.text.tokenize import Tokenizer, detect_language
 
-PROMPT_VERSION = "passage-question-answer-typed-v2"
+PROMPT_VERSION = "passage-question-answer-typed-v3"  # v3: the answer may not hold a question mark (qa_schema)
 PROMPTS = {
     "zh": ("给定以下文档段落，生成一个用户可能会问的、恰好需要这段信息才能回答的问题。\n"
            "要求：\n"
@@ -182,18 +183,24 @@ _QUESTION_PATTERNS = {
 }
 
 
+_ANSWER_PATTERN = r"^[^?？]{1,120}$"
+
+
 def qa_schema(language: str = "en", qtype: str | None = None) -> dict:
     """The JSON schema sent with ``json_mode="schema"``: {answer, question}, the question shaped as a question
-    (English: starts with an interrogative, ends with "?"; Chinese: ends with "？"), the answer at most 200
-    characters (a small model otherwise loops until max_tokens). The answer comes first, so the model picks the
-    information (often by copying it from the passage) before it asks for it: on ord-qa with SmolLM2-135M this
-    gave answers the passage supports far more often than question-first. Key order does not matter to
+    (English: starts with an interrogative, ends with "?"; Chinese: ends with "？"), the answer at most 120
+    characters (a small model otherwise loops until max_tokens; 120 rather than 200 cut the tokens per answer and
+    kept the yield, docs/results.md) with no question mark: SmolLM2-135M's commonest
+    accepted failure on the SQLite docs was an answer that was itself a question, copied as the question (33 of
+    100; :func:`lab.testset.gates.answer_is_question` drops those that get through). The answer comes first, so
+    the model picks the information (often by copying it from the passage) before it asks for it: on ord-qa with
+    SmolLM2-135M this gave answers the passage supports far more often than question-first. Key order does not matter to
     :func:`parse_qa`. ``qtype`` (English): the question starts with that type's word (:data:`_TYPE_STARTS`)."""
     pattern = _QUESTION_PATTERNS["zh" if language == "zh" else "en"]
     if qtype in _TYPE_STARTS and language != "zh":
         pattern = f"^({_TYPE_STARTS[qtype]}) " + pattern.split(") ", 1)[1]
     return {"type": "object",
-            "properties": {"answer": {"type": "string", "minLength": 1, "maxLength": 200},
+            "properties": {"answer": {"type": "string", "minLength": 1, "maxLength": 120, "pattern": _ANSWER_PATTERN},
                            "question": {"type": "string", "pattern": pattern}},
             "required": ["answer", "question"], "additionalProperties": False}
 
@@ -564,9 +571,9 @@ def _fails_text_gates(c: Candidate, models: _Models, cfg: GenerationConfig) -> b
     """Whether a parsed candidate fails a gate that needs no model (cheap: under a millisecond)."""
     assert c.qa is not None
     terms = set(models.tokenizer(c.passage))
-    res, _ = check_text_gates(c.qa["question"], c.qa["answer"], terms, cfg.gates, models.tokenizer, c.language,
-                              c.passage)
-    return not all(res.values())
+    res, meas = check_text_gates(c.qa["question"], c.qa["answer"], terms, cfg.gates, models.tokenizer, c.language,
+                                 c.passage)
+    return not all(res.values()) or bool(meas["answer_is_question"])
 
 
 def _judge(llm, pairs: list[tuple[str, str, str]], cfg: GenerationConfig, breaker=None) -> list[bool | None]:
@@ -608,7 +615,7 @@ def _check_batch(batch: list[Candidate], models: _Models, llm, cfg: GenerationCo
                                                                    "low_overlap"))]
         for c, verdict in zip(ask, _judge(llm, [(c.passage, c.qa["question"], c.language) for c in ask], cfg,
                                           breaker), strict=True):
-            c.results["answerable"] = bool(verdict)
+            c.results["answerable"] = bool(verdict) and not c.measures.get("answer_is_question")
             c.measures["judge_unclear"] = float(verdict is None)
     for c, v in zip(valid, q, strict=True):
         c.measures["_vec"] = v  # popped by the caller before anything is written

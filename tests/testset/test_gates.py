@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from lab.core.errors import ConfigError
-from lab.testset.gates import (GATES, GateConfig, GateReport, check_text_gates, greedy_duplicates, is_question,
+from lab.testset.gates import (GATES, GateConfig, GateReport, answer_is_question, check_text_gates, greedy_duplicates, is_question,
                                identifiers, length_ok, markup_in, repeated_in_token, repetition, same_language,
                                term_coverage, unknown_identifiers)
 from lab.text.tokenize import Tokenizer
@@ -66,6 +66,26 @@ def test_overlap_and_support_use_content_terms(tok):
         assert not res["answerable"] and meas["answer_support"] == 0.0, empty
     res, _ = check_text_gates(reworded, "x", terms, GateConfig(answerability="llm"), tok)
     assert "answerable" not in res  # the LLM judge decides it
+
+
+@pytest.mark.parametrize(("question", "answer", "echo"), [
+    # seen from SmolLM2-135M on the SQLite docs, accepted before this check
+    ("Why is the table named 'table-1'?", "Why is the table named 'table-1'?", True),
+    ("What is the purpose of sqlite3_mprintf() and sqlite3_vmprintf()?",
+     "What? What is the purpose of the sqlite3_mprintf() and sqlite3_vmprintf() functions? What is the", False),
+    ("How can I get the number of rows in a table using SQLite?",
+     "How can I get the number of rows in a table using SQLite? How can I optimize the performance of a function?",
+     True),
+    ("What is the difference between X and Y?", "Is it faster to store each BLOB in a separate file?", True),
+    ("如何关闭连接？", "用什么函数？", True),
+    ("What does sqlite3_blob_close() do?", "It closes an open BLOB handle, even when it returns an error.", False),
+    ("Which flag inverts a changeset?", "SQLITE_CHANGESETSTART_INVERT (0x0002): what? no, it inverts it.", False),
+])
+def test_an_answer_that_repeats_the_question_or_asks_one_is_no_answer(tok, question, answer, echo):
+    assert answer_is_question(question, answer) is echo
+    terms = set(tok(question + " " + answer))  # every term in the passage: only the echo can fail answerable
+    res, meas = check_text_gates(question, answer, terms, GateConfig(), tok)
+    assert res["answerable"] is not echo and meas["answer_is_question"] == float(echo)
 
 
 def test_greedy_duplicates_keep_the_first():

@@ -95,6 +95,10 @@ def test_generation_params_per_round_and_retry():
     assert (r1["temperature"], r1["seed"]) == (0.7, 4) and (retry["temperature"], retry["seed"]) == (0.7, 1003)
     schema = _gen_params(cfg, 0, 0)["response_format"]["json_schema"]["schema"]
     assert schema == qa_schema("en") and list(schema["properties"]) == ["answer", "question"]
+    answer = schema["properties"]["answer"]  # no answer that is itself a question; short enough not to loop
+    assert re.search(answer["pattern"], "It closes the handle.") and answer["maxLength"] == 120
+    for bad in ("Is it closed?", "关闭了吗？", "x" * 121, ""):
+        assert not re.search(answer["pattern"], bad), bad
     assert "response_format" not in _gen_params(GenerationConfig(json_mode="prompt"), 0, 0)
     with pytest.raises(ConfigError):
         GenerationConfig(stratify="topic")
