@@ -49,7 +49,7 @@ lint: setup
 	$(VENV)/bin/mypy
 
 test: setup browser postgres lint
-	$(PY) -m pytest -m "not slow" -q
+	$(PY) -m pytest -m "not slow" -q --durations=25
 
 test-all: setup browser postgres
 	$(PY) -m pytest -q

@@ -35,11 +35,11 @@ def run_one(dataset: str, model: str, slots: int, threads: int | None, candidate
             embedder, retry_on: str = "text_gates", retries: int = 1) -> dict:
     """One generation of ``candidates`` candidates with ``model`` at ``slots`` slots (the gates' ``embedder``
     loaded once, outside the timings); its figures."""
-    from lab.models.llm import LocalLLM, _gguf_path, is_default_llm
+    from lab.models.llm import LocalLLM, gguf_path, is_default_llm
     from lab.testset.generate import GenerationConfig, generate_testset
 
     # an opt-in model's GGUF is assembled (once) under the usual cache; the answers are not cached
-    path = None if is_default_llm(model) else _gguf_path(model, os.environ.get("LAB_CACHE_DIR", ".cache"))
+    path = None if is_default_llm(model) else gguf_path(model, os.environ.get("LAB_CACHE_DIR", ".cache"))
     llm = LocalLLM(path, cache_dir=None, concurrency=slots, threads=threads, progress=False, seed=seed)
     llm.complete("Hello", max_tokens=1)  # load the model outside the timing
     load0, t0 = os.getloadavg()[0], time.perf_counter()
@@ -51,7 +51,7 @@ def run_one(dataset: str, model: str, slots: int, threads: int | None, candidate
     wall = time.perf_counter() - t0
     u, rep = llm.usage(), res.report
     llm.close()
-    return {"model": model, "slots": slots, "calls": u["calls"], "retry_on": retry_on, "threads": llm.threads, "candidates": rep.candidates, "accepted": rep.accepted,
+    return {"model": model, "slots": slots, "calls": u["calls"], "retry_on": retry_on, "threads": llm.threads_used, "candidates": rep.candidates, "accepted": rep.accepted,
             "yield": rep.yield_rate, "wall": wall, "per_min": rep.candidates / wall * 60,
             "accepted_per_min": rep.accepted / wall * 60, "tok_s": u["completion_tokens"] / wall,
             "errors": int(rep.extra.get("llm_errors", 0)), "gate_retries": int(rep.extra.get("gate_retries", 0)), "load": (load0, os.getloadavg()[0])}

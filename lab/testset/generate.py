@@ -97,7 +97,16 @@ from lab.models.breaker import EndpointDown, FailureBreaker
 from lab.models.embedders import DEFAULT_MODEL, load_embedder
 from lab.models.llm import LLMError, load_llm
 from lab.retrievers.base import Context, build
-from lab.testset.gates import GATES, GateConfig, GateReport, check_text_gates, summarize, term_coverage, text_length
+from lab.testset.gates import (
+    GATES,
+    GateConfig,
+    GateReport,
+    answer_after_echo,
+    check_text_gates,
+    summarize,
+    term_coverage,
+    text_length,
+)
 from lab.testset.io import (
     load_units,
     now_utc,
@@ -186,23 +195,25 @@ _QUESTION_PATTERNS = {
 _ANSWER_PATTERN = r"^[^?？]{1,120}$"
 
 
-def qa_schema(language: str = "en", qtype: str | None = None) -> dict:
+def qa_schema(language: str = "en", qtype: str | None = None, write_first: str = "answer") -> dict:
     """The JSON schema sent with ``json_mode="schema"``: {answer, question}, the question shaped as a question
     (English: starts with an interrogative, ends with "?"; Chinese: ends with "？"), the answer at most 120
     characters (a small model otherwise loops until max_tokens; 120 rather than 200 cut the tokens per answer and
     kept the yield, docs/results.md) with no question mark: SmolLM2-135M's commonest
     accepted failure on the SQLite docs was an answer that was itself a question, copied as the question (33 of
-    100; :func:`lab.testset.gates.answer_is_question` drops those that get through). The answer comes first, so
+    100; :func:`lab.testset.gates.non_answer` drops those that get through). The answer comes first, so
     the model picks the information (often by copying it from the passage) before it asks for it: on ord-qa with
     SmolLM2-135M this gave answers the passage supports far more often than question-first. Key order does not matter to
-    :func:`parse_qa`. ``qtype`` (English): the question starts with that type's word (:data:`_TYPE_STARTS`)."""
+    :func:`parse_qa`. ``qtype`` (English): the question starts with that type's word (:data:`_TYPE_STARTS`).
+    ``write_first="question"`` puts the question first (:data:`WRITE_FIRST`)."""
     pattern = _QUESTION_PATTERNS["zh" if language == "zh" else "en"]
     if qtype in _TYPE_STARTS and language != "zh":
         pattern = f"^({_TYPE_STARTS[qtype]}) " + pattern.split(") ", 1)[1]
-    return {"type": "object",
-            "properties": {"answer": {"type": "string", "minLength": 1, "maxLength": 120, "pattern": _ANSWER_PATTERN},
-                           "question": {"type": "string", "pattern": pattern}},
-            "required": ["answer", "question"], "additionalProperties": False}
+    fields = {"answer": {"type": "string", "minLength": 1, "maxLength": 120, "pattern": _ANSWER_PATTERN},
+              "question": {"type": "string", "pattern": pattern}}
+    order = ["answer", "question"] if write_first == "answer" else ["question", "answer"]
+    return {"type": "object", "properties": {k: fields[k] for k in order}, "required": order,
+            "additionalProperties": False}
 
 
 STRATIFY = ("doc", "section", "none")
@@ -211,6 +222,11 @@ JSON_MODES = ("schema", "prompt")
 #: model (lab.testset.gates.check_text_gates): under a grammar every answer parses, so a degenerate one would
 #: otherwise get no second sample.
 RETRY_ON = ("parse", "text_gates")
+#: Which field the JSON schema has the model write first (llama.cpp's grammar keeps the schema's key order).
+#: "answer" (default) suits SmolLM2-135M (answers the passage supports more often, measured on ord-qa); an
+#: instruction-tuned model told to write {"question", "answer"} may put its question in a first "answer" field
+#: instead (Qwen2.5-Coder-0.5B on the SQLite docs: 6 of 8 answers were questions), so it gets "question".
+WRITE_FIRST = ("answer", "question")
 
 
 @dataclass(frozen=True)
@@ -232,6 +248,7 @@ class GenerationConfig:
     min_passage_words: int = 25
     prose_only: bool = True  # windows that are mostly code, headings, ids or boilerplate are never sent
     json_mode: str = "schema"
+    write_first: str = "answer"  # see WRITE_FIRST
     batch_size: int = 8
     extra_relevant: bool = False
     extra_candidates: int = 5
@@ -246,6 +263,8 @@ class GenerationConfig:
             raise ConfigError(f"stratify={self.stratify!r}: use one of {STRATIFY}")
         if self.retry_on not in RETRY_ON:
             raise ConfigError(f"retry_on={self.retry_on!r}: use one of {RETRY_ON}")
+        if self.write_first not in WRITE_FIRST:
+            raise ConfigError(f"write_first={self.write_first!r}: use one of {WRITE_FIRST}")
         if self.json_mode not in JSON_MODES:
             raise ConfigError(f"json_mode={self.json_mode!r}: use one of {JSON_MODES}")
         if not 0 <= self.grade <= 3 or not 0 <= self.extra_grade <= 3:
@@ -473,7 +492,7 @@ def _gen_params(cfg: GenerationConfig, round_: int, attempt: int, language: str 
         params.update(temperature=0.0, seed=cfg.seed)
     if cfg.json_mode == "schema":
         params["response_format"] = {"type": "json_schema", "json_schema": {
-            "name": "question_answer", "strict": True, "schema": qa_schema(language, qtype)}}
+            "name": "question_answer", "strict": True, "schema": qa_schema(language, qtype, cfg.write_first)}}
     return params
 
 
@@ -555,6 +574,8 @@ def _generate_batch(llm, batch: list[Candidate], cfg: GenerationConfig, report: 
             if error:
                 report.extra["llm_errors"] = report.extra.get("llm_errors", 0) + 1
             qa, repaired = parse_qa(text) if text is not None else (None, False)
+            if qa is not None:
+                qa["answer"] = answer_after_echo(qa["question"], qa["answer"])
             if qa is None and c.qa is not None:  # a retry after a failed gate that did not parse: keep the first
                 continue
             c.text, c.error, c.qa, c.repaired = (text if text is not None else ""), error, qa, repaired
@@ -573,7 +594,7 @@ def _fails_text_gates(c: Candidate, models: _Models, cfg: GenerationConfig) -> b
     terms = set(models.tokenizer(c.passage))
     res, meas = check_text_gates(c.qa["question"], c.qa["answer"], terms, cfg.gates, models.tokenizer, c.language,
                                  c.passage)
-    return not all(res.values()) or bool(meas["answer_is_question"])
+    return not all(res.values()) or bool(meas["non_answer"])
 
 
 def _judge(llm, pairs: list[tuple[str, str, str]], cfg: GenerationConfig, breaker=None) -> list[bool | None]:
@@ -615,7 +636,7 @@ def _check_batch(batch: list[Candidate], models: _Models, llm, cfg: GenerationCo
                                                                    "low_overlap"))]
         for c, verdict in zip(ask, _judge(llm, [(c.passage, c.qa["question"], c.language) for c in ask], cfg,
                                           breaker), strict=True):
-            c.results["answerable"] = bool(verdict) and not c.measures.get("answer_is_question")
+            c.results["answerable"] = bool(verdict) and not c.measures.get("non_answer")
             c.measures["judge_unclear"] = float(verdict is None)
     for c, v in zip(valid, q, strict=True):
         c.measures["_vec"] = v  # popped by the caller before anything is written

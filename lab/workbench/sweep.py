@@ -74,6 +74,7 @@ from lab.core.errors import ConfigError, LabError
 from lab.core.flat import config_hash, flatten, varying_keys
 from lab.core.paths import repo_root, resolve_repo_path, results_dir
 from lab.core.progress import progress as bar
+from lab.models.llm import THREADS_ENV
 from lab.tracking import claims
 from lab.tracking.lifecycle import TAG_ERROR, tracked_run
 from lab.tracking.store import (
@@ -238,6 +239,19 @@ def default_kernel() -> str:
             return name
     raise ConfigError(f"no Jupyter kernel runs {sys.executable}; run `make setup` (installs the 'raglab' kernel) "
                       "or `python -m ipykernel install --sys-prefix --name raglab`")
+
+
+def _usable_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def _init_worker(llm_threads: int) -> None:
+    """Pool-worker initializer: die with the sweep (:func:`_die_with_parent`), and give a local LLM made in this
+    worker (or its notebook kernel) its share of the cores, ``$LAB_LLM_THREADS`` (unless the user set it): each
+    worker measuring the idle cores at once would see them all free and take them all, and llama.cpp's spinning
+    threads slow 10-30x without a core of their own."""
+    _die_with_parent()
+    os.environ.setdefault(THREADS_ENV, str(llm_threads))
 
 
 def _die_with_parent() -> None:
@@ -452,7 +466,8 @@ def _run_local(tasks: list[SweepTask], jobs: int, warm_kernels: bool = True) -> 
         return
     ctx = mp.get_context("spawn")
     run = _execute_warm if warm_kernels else execute_config
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_die_with_parent) as pool:
+    share = max(1, _usable_cores() // jobs)
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_worker, initargs=(share,)) as pool:
         futures = {pool.submit(run, t): t for t in _mark_last(tasks, jobs)}
         for f in as_completed(futures):
             yield _future_result(f, futures[f])
@@ -615,6 +630,7 @@ def _execute_on_ray(task: SweepTask, warm_kernels: bool = True) -> ConfigOutcome
     config (:func:`execute_config`, with a prewarmed kernel unless ``warm_kernels`` is False)."""
     import ray  # the optional package (raglab[ray]): only a Ray worker runs this
 
+    os.environ.setdefault(THREADS_ENV, "1")  # the one CPU this task reserved (num_cpus=1), for a local LLM
     tags = {**task.tags, TAG_RAY_NODE: ray.get_runtime_context().get_node_id(),
             TAG_RAY_NODE_IP: ray.util.get_node_ip_address()}
     if not task.staged:

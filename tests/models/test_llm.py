@@ -19,7 +19,8 @@ IDENTITY_RE = r"gguf:SmolLM2-135M-Instruct\.Q4_1\.gguf@sha256:[0-9a-f]{16}"
 
 @pytest.fixture(autouse=True)
 def _no_llm_env(monkeypatch):
-    for name in ("LAB_LLM_API_KEY", "OPENAI_API_KEY", "LAB_LLM_BASE_URL", "OPENAI_BASE_URL", "LAB_LLM_MODEL"):
+    for name in ("LAB_LLM_API_KEY", "OPENAI_API_KEY", "LAB_LLM_BASE_URL", "OPENAI_BASE_URL", "LAB_LLM_MODEL",
+                 "LAB_LLM_THREADS"):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -158,9 +159,27 @@ def test_idle_cores_reads_the_machine_now():
     assert busy <= n - 0.5
 
 
-def test_local_llm_threads_default_to_default_threads(monkeypatch):
-    monkeypatch.setattr("lab.models.llm.default_threads", lambda: 3)
-    assert LocalLLM(None, cache_dir=None).threads == 3 and LocalLLM(None, cache_dir=None, threads=1).threads == 1
+def test_local_llm_threads_are_chosen_when_the_model_loads(monkeypatch):
+    """The idle cores are read when the model loads, not when the object is made (a rerun answered from the cache
+    never measures them), and describe() says what was used once it is known."""
+    calls = []
+    monkeypatch.setattr("lab.models.llm.default_threads", lambda: calls.append(1) or 1)
+    llm = LocalLLM(None, cache_dir=None)
+    assert llm.describe()["threads"] == "auto" and not calls
+    assert llm.complete("Say yes.", max_tokens=2).text is not None
+    assert calls == [1] and llm.threads_used == 1 and llm.describe()["threads"] == 1
+    assert LocalLLM(None, cache_dir=None, threads=1).describe()["threads"] == 1
+
+
+def test_llm_threads_from_the_environment(monkeypatch):
+    """$LAB_LLM_THREADS fixes the default (a parallel sweep sets it in each worker to its share of the cores)."""
+    monkeypatch.setattr("lab.models.llm.idle_cores", lambda n: pytest.fail("measured despite LAB_LLM_THREADS"))
+    monkeypatch.setenv("LAB_LLM_THREADS", "3")
+    assert default_threads() == 3
+    for bad in ("0", "two", "-1"):
+        monkeypatch.setenv("LAB_LLM_THREADS", bad)
+        with pytest.raises(ConfigError, match="LAB_LLM_THREADS=.*integer >= 1"):
+            default_threads()
 
 
 def test_load_llm_openai_specs(monkeypatch):
@@ -239,8 +258,12 @@ def test_a_json_schema_is_enforced_as_a_grammar(smol):
               "SQLite stores the whole database in one file, so copying the file copies the database.")
     c = smol.complete(prompt, max_tokens=120, response_format=rf)
     got = json.loads(c.text)
-    assert set(got) == {"answer", "question"} and re.match(schema["properties"]["question"]["pattern"], got["question"])
+    assert list(got) == ["answer", "question"] and re.match(schema["properties"]["question"]["pattern"], got["question"])
     assert 1 <= len(got["answer"]) <= 40 and c.finish_reason == "stop"
+    # the grammar keeps the schema's key order: the model writes the first property first (testset's --write-first)
+    flipped = {**schema, "properties": dict(reversed(schema["properties"].items())), "required": ["question", "answer"]}
+    rf2 = {"type": "json_schema", "json_schema": {"name": "qa", "strict": True, "schema": flipped}}
+    assert list(json.loads(smol.complete(prompt, max_tokens=120, response_format=rf2).text)) == ["question", "answer"]
     params = generation_params(smol.defaults, {"max_tokens": 120, "response_format": rf})
     sent = smol._request([{"role": "user", "content": prompt}], params)
     assert "response_format" not in sent and isinstance(sent["grammar"], str) and sent["max_tokens"] == 120

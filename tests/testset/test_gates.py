@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from lab.core.errors import ConfigError
-from lab.testset.gates import (GATES, GateConfig, GateReport, answer_is_question, check_text_gates, greedy_duplicates, is_question,
+from lab.testset.gates import (GATES, GateConfig, GateReport, answer_after_echo, check_text_gates, non_answer, greedy_duplicates, is_question,
                                identifiers, length_ok, markup_in, repeated_in_token, repetition, same_language,
                                term_coverage, unknown_identifiers)
 from lab.text.tokenize import Tokenizer
@@ -68,24 +68,58 @@ def test_overlap_and_support_use_content_terms(tok):
     assert "answerable" not in res  # the LLM judge decides it
 
 
-@pytest.mark.parametrize(("question", "answer", "echo"), [
+@pytest.mark.parametrize(("question", "answer", "why"), [
     # seen from SmolLM2-135M on the SQLite docs, accepted before this check
-    ("Why is the table named 'table-1'?", "Why is the table named 'table-1'?", True),
+    ("Why is the table named 'table-1'?", "Why is the table named 'table-1'?", "echo"),
     ("What is the purpose of sqlite3_mprintf() and sqlite3_vmprintf()?",
-     "What? What is the purpose of the sqlite3_mprintf() and sqlite3_vmprintf() functions? What is the", False),
+     "What? What is the purpose of the sqlite3_mprintf() and sqlite3_vmprintf() functions? What is the", "question"),
     ("How can I get the number of rows in a table using SQLite?",
      "How can I get the number of rows in a table using SQLite? How can I optimize the performance of a function?",
-     True),
-    ("What is the difference between X and Y?", "Is it faster to store each BLOB in a separate file?", True),
-    ("如何关闭连接？", "用什么函数？", True),
-    ("What does sqlite3_blob_close() do?", "It closes an open BLOB handle, even when it returns an error.", False),
-    ("Which flag inverts a changeset?", "SQLITE_CHANGESETSTART_INVERT (0x0002): what? no, it inverts it.", False),
+     "echo"),
+    ("What is the difference between X and Y?", "Is it faster to store each BLOB in a separate file?", "question"),
+    ("如何关闭连接？", "用什么函数？", "question"),
+    ("What does sqlite3_blob_close() do?", "It closes an open BLOB handle, even when it returns an error.", None),
+    ("Which flag inverts a changeset?", "SQLITE_CHANGESETSTART_INVERT (0x0002): what? no, it inverts it.", None),
+    # the answer cut at 120 characters holds only the question's opening
+    ("How to fix a SQLite database that can be corrupted by a single VACUUM operation, which can lead to data loss?",
+     "How to fix a SQLite database that can be corrupted by a single VACUUM operation, which can", "echo"),
+    ("What is the correct way to delete a table expression in MySQL?", "How to delete table expression in MySQL",
+     "question"),
+    ("How do you determine the best choice between external and internal blob storage?",
+     "Do you get better read performance when you store the complete BLOB in the database", "question"),
+    ("How to create an OS interface layer?", "Question: How do you create an OS interface layer", "question"),
+    ("How does WAL mode differ on Unix?", "1. How do WAL mode implementations on Unix and Windows differ", "question"),
+    ("如何关闭连接？", "为什么要关闭连接", "question"),
+    ("How to fix the SQLite_MAX_ALLOCATION_SIZE compilation error?", "2022-12-28", "number"),
+    ("Why can the SQLite server not be used?", "3.0", "number"),
+    # a number is an answer to a question that asks for one
+    ("How many columns can a table have?", "2000", None),
+    ("When was sqlite3_trace_v2() added?", "2016-08-08", None),
+    ("Which version added window functions?", "3.25.0", None),
+    # an answer may start like the question's subject, and may begin with "when" or "do not"
+    ("When should I run VACUUM?", "When many rows have been deleted and the file should shrink.", None),
+    ("How do I avoid SQLITE_BUSY?", "Do not hold a read transaction open while another connection writes.", None),
 ])
-def test_an_answer_that_repeats_the_question_or_asks_one_is_no_answer(tok, question, answer, echo):
-    assert answer_is_question(question, answer) is echo
-    terms = set(tok(question + " " + answer))  # every term in the passage: only the echo can fail answerable
+def test_an_answer_that_repeats_the_question_or_asks_one_is_no_answer(tok, question, answer, why):
+    assert non_answer(question, answer) == why
+    terms = set(tok(question + " " + answer))  # every term in the passage: only the non-answer can fail answerable
     res, meas = check_text_gates(question, answer, terms, GateConfig(), tok)
-    assert res["answerable"] is not echo and meas["answer_is_question"] == float(echo)
+    assert res["answerable"] is (why is None) and meas["non_answer"] == float(why is not None)
+
+
+@pytest.mark.parametrize(("question", "answer", "kept"), [
+    # Qwen2.5-Coder-0.5B on ORD-QA: the question copied, then the answer
+    ("What is the default bump pitch used in the absence of a vsrc file?",
+     "What is the default bump pitch used in the absence of a vsrc file? The default bump pitch is 140um.",
+     "The default bump pitch is 140um."),
+    ("How do I erase route guides?", "how do I erase route guides: pass an empty list.", "pass an empty list."),
+    # nothing after the copy: left as it is, for non_answer to call an echo
+    ("What is the default output file for CTS reports?", "What is the default output file for CTS reports?",
+     "What is the default output file for CTS reports?"),
+    ("Why X?", "It is Y.", "It is Y."),
+])
+def test_a_copy_of_the_question_before_the_answer_is_dropped(question, answer, kept):
+    assert answer_after_echo(question, answer) == kept
 
 
 def test_greedy_duplicates_keep_the_first():

@@ -100,6 +100,11 @@ def test_generation_params_per_round_and_retry():
     for bad in ("Is it closed?", "关闭了吗？", "x" * 121, ""):
         assert not re.search(answer["pattern"], bad), bad
     assert "response_format" not in _gen_params(GenerationConfig(json_mode="prompt"), 0, 0)
+    first = _gen_params(GenerationConfig(write_first="question"), 0, 0)["response_format"]["json_schema"]["schema"]
+    assert list(first["properties"]) == first["required"] == ["question", "answer"]
+    assert first["properties"] == schema["properties"]  # the same fields, only their order differs
+    with pytest.raises(ConfigError, match="write_first='both': use one of"):
+        GenerationConfig(write_first="both")
     with pytest.raises(ConfigError):
         GenerationConfig(stratify="topic")
     with pytest.raises(ConfigError):
