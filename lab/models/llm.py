@@ -633,6 +633,11 @@ def parse_chat_json(data: Any) -> tuple[str, int, int, str | None]:
 THREADS_ENV = "LAB_LLM_THREADS"
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (``os.sched_getaffinity``; elsewhere ``os.cpu_count()``)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def default_threads(max_threads: int = 8) -> int:
     """llama.cpp threads when none are given: ``$LAB_LLM_THREADS`` when set, else the cores this process may use
     (``os.sched_getaffinity``) that are idle now (:func:`idle_cores`), at least 1, at most ``max_threads``.
@@ -646,7 +651,7 @@ def default_threads(max_threads: int = 8) -> int:
             raise ConfigError(f"{THREADS_ENV}={fixed!r}: must be an integer >= 1 (llama.cpp threads), or unset to "
                               f"use the idle cores")
         return int(fixed)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = usable_cores()
     return max(1, min(max_threads, cores, round(idle_cores(cores))))
 
 

@@ -126,10 +126,10 @@ def non_answer(question: str, answer: str) -> str | None:
     ``"number"``    the answer holds no word, only numbers or dates ("3.16.2", "2022-12-28"), to a how/why
                     question that does not ask for a quantity ("How to fix X?"; "how many", "how long" may).
     """
-    q, a = words(question), words(_LABEL.sub("", answer, count=1))
+    opening = _LABEL.sub("", answer.strip(), count=1)
+    q, a = words(question), words(opening)
     if q and (" ".join(q) in " ".join(a) or (len(q) >= ECHO_OPENING and a[:ECHO_OPENING] == q[:ECHO_OPENING])):
         return "echo"
-    opening = _LABEL.sub("", answer.strip(), count=1)
     if answer.strip().endswith(("?", "？")) or opening.startswith(_ASKING_ZH):
         return "question"
     if a and (a[0] in _ASKING or (len(a) > 1 and a[0] in _INVERTED and a[1] in _SUBJECTS)):

@@ -74,7 +74,7 @@ from lab.core.errors import ConfigError, LabError
 from lab.core.flat import config_hash, flatten, varying_keys
 from lab.core.paths import repo_root, resolve_repo_path, results_dir
 from lab.core.progress import progress as bar
-from lab.models.llm import THREADS_ENV
+from lab.models.llm import THREADS_ENV, usable_cores
 from lab.tracking import claims
 from lab.tracking.lifecycle import TAG_ERROR, tracked_run
 from lab.tracking.store import (
@@ -239,10 +239,6 @@ def default_kernel() -> str:
             return name
     raise ConfigError(f"no Jupyter kernel runs {sys.executable}; run `make setup` (installs the 'raglab' kernel) "
                       "or `python -m ipykernel install --sys-prefix --name raglab`")
-
-
-def _usable_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def _init_worker(llm_threads: int) -> None:
@@ -466,7 +462,7 @@ def _run_local(tasks: list[SweepTask], jobs: int, warm_kernels: bool = True) -> 
         return
     ctx = mp.get_context("spawn")
     run = _execute_warm if warm_kernels else execute_config
-    share = max(1, _usable_cores() // jobs)
+    share = max(1, usable_cores() // jobs)
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_worker, initargs=(share,)) as pool:
         futures = {pool.submit(run, t): t for t in _mark_last(tasks, jobs)}
         for f in as_completed(futures):
