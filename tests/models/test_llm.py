@@ -180,6 +180,8 @@ def test_llm_threads_from_the_environment(monkeypatch):
         monkeypatch.setenv("LAB_LLM_THREADS", bad)
         with pytest.raises(ConfigError, match="LAB_LLM_THREADS=.*integer >= 1"):
             default_threads()
+        with pytest.raises(ConfigError, match="LAB_LLM_THREADS="):  # refused when the object is made, before work
+            LocalLLM(None, cache_dir=None)
 
 
 def test_load_llm_openai_specs(monkeypatch):
