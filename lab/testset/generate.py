@@ -29,8 +29,9 @@ Conventions
   round``); a retry that does not parse leaves the earlier answer. On a local model a retry of the same prompt
   reuses its evaluated prompt, so it costs only the answer's tokens. The result is the first ``n`` passing
   candidates in candidate order, whatever the batch size.
-  Candidates go in batches of at least the LLM's ``concurrency``; each try sends a batch's candidates at once,
-  each with its own params (round, type, language), so every llama.cpp slot is busy.
+  Candidates go in batches of ``batch_size``, but at most twice the questions still missing (a 1-question set
+  does not write 8 candidates first) and at least the LLM's ``concurrency``; each try sends a batch's candidates
+  at once, each with its own params (round, type, language), so every llama.cpp slot is busy.
 - Question types (:data:`QUESTION_MIX`, :func:`question_type`): what, how, why, when, which (compare or
   choose) and troubleshooting, in a target mix of 5 / 5 / 3 / 2 / 3 / 2 of every 20 candidates, dealt from a
   cycle shuffled by the seed. Each candidate's prompt asks for its type (:data:`TYPE_INSTRUCTIONS`), the English
@@ -195,17 +196,16 @@ _QUESTION_PATTERNS = {
 _ANSWER_PATTERN = r"^[^?？]{1,120}$"
 
 
-def qa_schema(language: str = "en", qtype: str | None = None, write_first: str = "answer") -> dict:
+def qa_schema(language: str = "en", qtype: str | None = None, write_first: str = "question") -> dict:
     """The JSON schema sent with ``json_mode="schema"``: {answer, question}, the question shaped as a question
     (English: starts with an interrogative, ends with "?"; Chinese: ends with "？"), the answer at most 120
     characters (a small model otherwise loops until max_tokens; 120 rather than 200 cut the tokens per answer and
     kept the yield, docs/results.md) with no question mark: SmolLM2-135M's commonest
     accepted failure on the SQLite docs was an answer that was itself a question, copied as the question (33 of
-    100; :func:`lab.testset.gates.non_answer` drops those that get through). The answer comes first, so
-    the model picks the information (often by copying it from the passage) before it asks for it: on ord-qa with
-    SmolLM2-135M this gave answers the passage supports far more often than question-first. Key order does not matter to
-    :func:`parse_qa`. ``qtype`` (English): the question starts with that type's word (:data:`_TYPE_STARTS`).
-    ``write_first="question"`` puts the question first (:data:`WRITE_FIRST`)."""
+    100; :func:`lab.testset.gates.non_answer` drops those that get through). The question comes first by default
+    (``write_first``, :data:`WRITE_FIRST`); ``write_first="answer"`` puts the answer first. Key order does not
+    matter to :func:`parse_qa`. ``qtype`` (English): the question starts with that type's word
+    (:data:`_TYPE_STARTS`)."""
     pattern = _QUESTION_PATTERNS["zh" if language == "zh" else "en"]
     if qtype in _TYPE_STARTS and language != "zh":
         pattern = f"^({_TYPE_STARTS[qtype]}) " + pattern.split(") ", 1)[1]
@@ -223,9 +223,12 @@ JSON_MODES = ("schema", "prompt")
 #: otherwise get no second sample.
 RETRY_ON = ("parse", "text_gates")
 #: Which field the JSON schema has the model write first (llama.cpp's grammar keeps the schema's key order).
-#: "answer" (default) suits SmolLM2-135M (answers the passage supports more often, measured on ord-qa); an
-#: instruction-tuned model told to write {"question", "answer"} may put its question in a first "answer" field
-#: instead (Qwen2.5-Coder-0.5B on the SQLite docs: 6 of 8 answers were questions), so it gets "question".
+#: "question" (default): an instruction-tuned model told to write {"question", "answer"} puts its question into a
+#: first "answer" field (Qwen2.5-Coder-0.5B on the SQLite docs, answer first: 6 of 8 answers were its question, 0
+#: passed; question first: 100 questions in 15 min 24 s), and SmolLM2-135M writes 100 SQLite questions in 12 min
+#: question first against 36 min answer first. Answer first, SmolLM2's answers were supported by the passage more
+#: often (ord-qa) and its hand grades a little better (2 / 9 / 19 against 0 / 6 / 24 good / weak / bad of 30:
+#: both mostly bad; docs/results.md, "The offline question writer, part 3").
 WRITE_FIRST = ("answer", "question")
 
 
@@ -248,7 +251,7 @@ class GenerationConfig:
     min_passage_words: int = 25
     prose_only: bool = True  # windows that are mostly code, headings, ids or boilerplate are never sent
     json_mode: str = "schema"
-    write_first: str = "answer"  # see WRITE_FIRST
+    write_first: str = "question"  # see WRITE_FIRST
     batch_size: int = 8
     extra_relevant: bool = False
     extra_candidates: int = 5
@@ -910,8 +913,9 @@ def _generate_all(gen: _Generation, order: list[Passage], guard: np.ndarray, pro
     shown = pbar if getattr(pbar, "update", None) else None
     breaker = FailureBreaker(cfg.max_consecutive_failures, "test set generation")
     done = estimated = False
-    size = max(cfg.batch_size, int(getattr(gen.model, "concurrency", 1)))  # every slot busy; the set is the same
+    slots = int(getattr(gen.model, "concurrency", 1))
     while not done and len(gen.checked) < cap:
+        size = next_batch_size(cfg, len(gen.accepted), slots)
         batch = [c for _, c in zip(range(min(size, cap - len(gen.checked))), stream, strict=False)]
         if not batch:
             break
@@ -936,6 +940,12 @@ def _generate_all(gen: _Generation, order: list[Passage], guard: np.ndarray, pro
     if shown is not None:
         shown.close()
     return True
+
+
+def next_batch_size(cfg: GenerationConfig, accepted: int = 0, slots: int = 1) -> int:
+    """Candidates in the next batch: ``batch_size``, at most twice the questions still missing, at least ``slots``
+    (every llama.cpp slot busy). The set is the same whatever the size; only the work past the n-th pass changes."""
+    return max(slots, min(cfg.batch_size, 2 * (cfg.n - accepted)))
 
 
 def _gate_batch(gen: _Generation, batch: list[Candidate], kept_vecs: np.ndarray, guard: np.ndarray,

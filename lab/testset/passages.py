@@ -18,8 +18,9 @@ Conventions
   code fences are one block) and each block's words are counted as code (a fenced block, or half its lines
   code-like: indented 4+, ending in ``;`` ``{`` ``}``, a prompt ``$`` / ``>>>``, or dense in ``{}();=<>[]``),
   heading (one line of at most 12 words without a sentence end, or a markdown heading), prose (8+ words, a
-  sentence end or 15+ Han characters, and 4+ words a line on average: a table of contents or a menu has fewer)
-  or other (markdown link targets are dropped first). A window is skipped as "ids" when 30%+ of its words are ids
+  sentence end or 15+ Han characters, 4+ words a line on average: a table of contents or a menu has fewer, and,
+  unless it has 15+ Han characters, at least half its tokens plain words: letters only, so a syntax page's
+  "Used by: create-trigger-stmt sql-stmt / See also: lang_insert.html" list is not prose) or other (markdown link targets are dropped first). A window is skipped as "ids" when 30%+ of its words are ids
   (:func:`looks_like_id`), else when less than a third of its words are prose (it is mostly something else), as
   the largest of "code", "headings" and "boilerplate" (other).
 - A unit that is a chunk of a larger document (``metadata.start`` set by lab.testset.io.load_units) ignores
@@ -54,6 +55,18 @@ _SYMBOLS = re.compile(r"[{}();=<>\[\]]")
 _LINK_TARGET = re.compile(r"\]\([^)\s]*\)")  # a markdown link's target is not code
 _ATX = re.compile(r"^\s*#{1,6}\s")
 _SENTENCE = re.compile(r"[.!?:](?:\s|$)|[。！？；]")
+_PLAIN_WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)?")
+_EDGE_PUNCT = ".,:;!?\"'`*/|-–—→►▼"
+
+
+def _plain_share(block: str) -> float:
+    """Share of ``block``'s tokens that are plain words (letters only, one apostrophe allowed).
+
+    Identifiers (``sql-stmt``, ``lang_insert.html``, ``sqlite3_open``), numbers and ids are not plain words; a
+    "Used by: create-trigger-stmt sql-stmt" line is a list of names, however it is punctuated.
+    """
+    tokens = [t for t in (tok.strip(_EDGE_PUNCT) for tok in _TOKEN.findall(block)) if t]
+    return sum(1 for t in tokens if _PLAIN_WORD.fullmatch(t)) / len(tokens) if tokens else 0.0
 
 
 def looks_like_id(token: str) -> bool:
@@ -92,7 +105,8 @@ def _block_kind(block: str, fenced: bool) -> str:
     ends = _SENTENCE.search(block.strip()) is not None
     if len(lines) == 1 and (_ATX.match(lines[0]) or (n <= 12 and not ends)):
         return "heading"
-    if n >= 8 and (ends or len(_HAN.findall(block)) >= 15) and n / len(lines) >= 4:
+    han = len(_HAN.findall(block))
+    if n >= 8 and (ends or han >= 15) and n / len(lines) >= 4 and (han >= 15 or _plain_share(block) >= 0.5):
         return "prose"
     return "other"
 

@@ -94,14 +94,14 @@ def test_generation_params_per_round_and_retry():
     r1, retry = _gen_params(cfg, 1, 0), _gen_params(cfg, 0, 1)
     assert (r1["temperature"], r1["seed"]) == (0.7, 4) and (retry["temperature"], retry["seed"]) == (0.7, 1003)
     schema = _gen_params(cfg, 0, 0)["response_format"]["json_schema"]["schema"]
-    assert schema == qa_schema("en") and list(schema["properties"]) == ["answer", "question"]
+    assert schema == qa_schema("en") and list(schema["properties"]) == ["question", "answer"]  # the default
     answer = schema["properties"]["answer"]  # no answer that is itself a question; short enough not to loop
     assert re.search(answer["pattern"], "It closes the handle.") and answer["maxLength"] == 120
     for bad in ("Is it closed?", "关闭了吗？", "x" * 121, ""):
         assert not re.search(answer["pattern"], bad), bad
     assert "response_format" not in _gen_params(GenerationConfig(json_mode="prompt"), 0, 0)
-    first = _gen_params(GenerationConfig(write_first="question"), 0, 0)["response_format"]["json_schema"]["schema"]
-    assert list(first["properties"]) == first["required"] == ["question", "answer"]
+    first = _gen_params(GenerationConfig(write_first="answer"), 0, 0)["response_format"]["json_schema"]["schema"]
+    assert list(first["properties"]) == first["required"] == ["answer", "question"]
     assert first["properties"] == schema["properties"]  # the same fields, only their order differs
     with pytest.raises(ConfigError, match="write_first='both': use one of"):
         GenerationConfig(write_first="both")
@@ -431,3 +431,13 @@ def test_dry_run_prints_the_estimate_writes_nothing_and_its_sample_is_reused(tmp
     assert est["sample"] == 2 and 0 < est["candidates"] <= 4 and est["calls"] >= est["candidates"]
     real = generate_testset(src, out, config=cfg, cache_dir=cache, progress=False, tracking_root=None)
     assert real.provenance["llm_usage"]["cache_hits"] >= 2 and "estimate" in real.report.extra
+
+
+def test_a_small_set_does_not_write_a_full_batch_first():
+    """notebook 01 asks for 1 question: it wrote 8 candidates (up to 4 calls each) before the gates looked at one."""
+    from lab.testset.generate import next_batch_size
+
+    assert next_batch_size(GenerationConfig(n=1)) == 2
+    assert next_batch_size(GenerationConfig(n=100), accepted=0) == 8
+    assert next_batch_size(GenerationConfig(n=100), accepted=99) == 2
+    assert next_batch_size(GenerationConfig(n=1), slots=4) == 4 and next_batch_size(GenerationConfig(n=100), slots=12) == 12

@@ -73,3 +73,18 @@ def test_windows_that_are_not_prose_are_named_by_reason():
     assert [not_prose(t) for t in (tagline_toc, code, ids, heads, prose)] == ["boilerplate", "code", "ids",
                                                                               "headings", None]
     assert looks_like_id("R-04042-24825") and looks_like_id("4c86b126f2") and not looks_like_id("sqlite3_open")
+
+
+def test_a_syntax_page_of_names_is_not_prose_but_api_prose_full_of_names_is():
+    """Qwen's SQLite set drew 3 of its 10 bad questions from syntax pages (docs/grades/issue26-qwen-sqlite-
+    questionfirst.jsonl): a diagram's name, then lists of other names. Colons end no sentence there; the
+    tokens are names, not words. A C-API paragraph that names several functions is still prose."""
+    syntax = ("compound-operator\n\nUsed by: factored-select-stmt select-stmt\nSee also: lang_aggfunc.html "
+              "lang_altertable.html lang_attach.html lang_createindex.html lang_createtable.html")
+    stub = ("insert-stmt\n\nUsed by: create-trigger-stmt sql-stmt\nReferences: common-table-expression expr "
+            "returning-clause select-stmt upsert-clause\nSee also: lang_createtrigger.html lang_insert.html")
+    api = ("In the call sqlite3_vtab_config(D,C,...) the D parameter is the database connection in which the "
+           "virtual table is being created and which is passed in as the first argument to the xConnect or "
+           "xCreate method that is invoking sqlite3_vtab_config().")
+    chinese = "《中华人民共和国刑法》规定，故意杀人的，处死刑、无期徒刑或者十年以上有期徒刑。"
+    assert [not_prose(t) for t in (syntax, stub, api, chinese)] == ["boilerplate", "boilerplate", None, None]
