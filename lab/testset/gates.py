@@ -116,8 +116,8 @@ ECHO_OPENING = 5
 
 def non_answer(question: str, answer: str) -> str | None:
     """Why the answer is no answer to the question, or None. The usual failures of a small model (SmolLM2-135M
-    on the SQLite docs wrote each of them; the answer comes first in the schema, so it often writes a question
-    there and then copies it as the question):
+    on the SQLite docs wrote each of them; with the answer first in the schema it often writes a question there
+    and then copies it as the question):
 
     ``"echo"``      the answer holds the question's words in order, or opens with the same ``ECHO_OPENING``
                     words ("How to fix X?" -> "How to fix X, which ...");

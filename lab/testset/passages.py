@@ -20,7 +20,8 @@ Conventions
   heading (one line of at most 12 words without a sentence end, or a markdown heading), prose (8+ words, a
   sentence end or 15+ Han characters, 4+ words a line on average: a table of contents or a menu has fewer, and,
   unless it has 15+ Han characters, at least half its tokens plain words: letters only, so a syntax page's
-  "Used by: create-trigger-stmt sql-stmt / See also: lang_insert.html" list is not prose) or other (markdown link targets are dropped first). A window is skipped as "ids" when 30%+ of its words are ids
+  "Used by: create-trigger-stmt sql-stmt / See also: lang_insert.html" list is not prose) or other (markdown
+  link targets are dropped first). A window is skipped as "ids" when 30%+ of its words are ids
   (:func:`looks_like_id`), else when less than a third of its words are prose (it is mostly something else), as
   the largest of "code", "headings" and "boilerplate" (other).
 - A unit that is a chunk of a larger document (``metadata.start`` set by lab.testset.io.load_units) ignores
