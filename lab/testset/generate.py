@@ -225,7 +225,7 @@ RETRY_ON = ("parse", "text_gates")
 #: Which field the JSON schema has the model write first (llama.cpp's grammar keeps the schema's key order).
 #: "question" (default): an instruction-tuned model told to write {"question", "answer"} puts its question into a
 #: first "answer" field (Qwen2.5-Coder-0.5B on the SQLite docs, answer first: 6 of 8 answers were its question, 0
-#: passed; question first: 100 questions in 15 min 24 s), and SmolLM2-135M writes 100 SQLite questions in 12 min
+#: passed; question first: 100 questions in 15 min 24 s), and SmolLM2-135M writes 100 SQLite questions in 13 min
 #: question first against 36 min answer first. Answer first, SmolLM2's answers were supported by the passage more
 #: often (ord-qa) and its hand grades a little better (2 / 9 / 19 against 0 / 6 / 24 good / weak / bad of 30:
 #: both mostly bad; docs/results.md, "The offline question writer, part 3").
