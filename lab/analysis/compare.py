@@ -389,6 +389,10 @@ def plot_leaderboard(df: pd.DataFrame, path: str | Path, metric: str | None = No
 # ------------------------------------------------------------------------------------------------ by query group
 #: ``lab compare --by``: the query metadata key each grouping reads, and its groups in display order (None: sorted).
 GROUPINGS = {"tier": ("difficulty", ("easy", "medium", "hard")), "type": ("question_type", None)}
+#: What a reader of a grouped table must know; printed under it.
+GROUPING_NOTES = {"tier": "tiers come from BM25's rank of each question's source (hard: not in BM25's top 10), so a "
+                          "BM25 row is high on easy and near 0 on hard by construction; read the other rows across "
+                          "tiers"}
 
 
 def query_groups(dataset: str | Path, by: str = "tier") -> dict[str, str]:
@@ -450,5 +454,6 @@ def format_leaderboard_by(table: pd.DataFrame, max_label: int = 60, long_labels:
     show["all"] = table["all"].map("{:.4f}".format)
     if "run_id" in table:
         show["run"] = table["run_id"].str[:8]
-    return f"{metric} by {table.attrs['by']} (mean over the queries of each group, (n) queries)\n" + show.to_string(
-        index=False)
+    note = GROUPING_NOTES.get(table.attrs["by"])
+    return (f"{metric} by {table.attrs['by']} (mean over the queries of each group, (n) queries)\n"
+            + show.to_string(index=False) + (f"\nnote: {note}" if note else ""))

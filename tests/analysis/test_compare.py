@@ -170,7 +170,8 @@ def test_leaderboard_by_tier(logged, tmp_path, capsys):
             part = scores[[q for q in scores.index if tiers[q] == tier]]
             assert row[tier] == pytest.approx(part.mean()) and row[f"{tier} n"] == len(part) == 30
         assert row["all"] == pytest.approx(scores.mean())
-    assert "ndcg@10 by tier" in format_leaderboard_by(by) and "(30)" in format_leaderboard_by(by)
+    text = format_leaderboard_by(by)
+    assert "ndcg@10 by tier" in text and "(30)" in text and text.splitlines()[-1].startswith("note: tiers come from BM25")
     assert main(["compare", "--experiment", "cmp", "--root", str(root), "--by", "tier", "--dataset",
                  str(folder)]) == 0
     out = capsys.readouterr().out
