@@ -59,6 +59,17 @@ def non_negative_int(text: str) -> int:
     return _int(text, 0, "an integer >= 0")
 
 
+def unit_float(text: str) -> float:
+    """argparse type: a number in [0, 1] (a share or a cosine threshold)."""
+    try:
+        value = float(str(text).strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {value:g}")
+    return value
+
+
 def add_tracking_root(parser, help: str = "MLflow tracking root: a folder (relative to the repo root) or a URI "
                                           "(default mlruns)", default: str | None = "mlruns") -> None:
     """``--tracking-root`` (dest ``tracking_root``) plus its hidden aliases ``--root`` and ``--mlflow-root``. The

@@ -8,7 +8,13 @@ import os
 import sys
 from pathlib import Path
 
-from lab.cli.options import add_max_consecutive_failures, add_tracking_root, non_negative_int, positive_int
+from lab.cli.options import (
+    add_max_consecutive_failures,
+    add_tracking_root,
+    non_negative_int,
+    positive_int,
+    unit_float,
+)
 from lab.core.errors import ConfigError
 from lab.core.settings import parse_settings
 from lab.models.estimate import EstimatePolicy
@@ -230,11 +236,12 @@ def add_parsers(sub) -> None:
     g.add_argument("--max-passage-chars", type=positive_int, default=1000,
                    help="passages are windows of at most this many characters over each document, by section")
     g.add_argument("--min-passage-words", type=non_negative_int, default=25, help="shorter passages are skipped")
-    g.add_argument("--max-overlap", type=float, default=0.8, help="gate: share of question terms in the passage")
-    g.add_argument("--min-answer-support", type=float, default=0.5, help="gate: share of answer terms in the passage")
-    g.add_argument("--min-similarity", type=float, default=0.83,
+    g.add_argument("--max-overlap", type=unit_float, default=0.8, help="gate: share of question terms in the passage")
+    g.add_argument("--min-answer-support", type=unit_float, default=0.5,
+                   help="gate: share of answer terms in the passage")
+    g.add_argument("--min-similarity", type=unit_float, default=0.83,
                    help="gate: cosine question-passage with --topic-model (0.83 is set for multilingual-e5-small)")
-    g.add_argument("--duplicate-threshold", type=float, default=0.95,
+    g.add_argument("--duplicate-threshold", type=unit_float, default=0.95,
                    help="gate: cosine between questions (and with the dataset's own queries) with --topic-model")
     g.add_argument("--topic-model", default="multilingual-e5-small",
                    help="embedding model of the on-topic and duplicate gates (default: the packaged "

@@ -19,6 +19,20 @@ def test_argparse_errors_are_one_line_exit_2(capsys):
         assert exc.value.code == 2 and err.count("\n") == 1 and "expected an integer >= 1" in err, (argv, err)
 
 
+def test_gate_thresholds_name_the_flag_and_the_range(capsys):
+    """A gate threshold out of [0, 1] is refused under the flag's name (it was refused under GateConfig's field
+    name, max_overlap, which no user types)."""
+    for flag, value in (("--max-overlap", "2"), ("--min-answer-support", "-0.1"), ("--min-similarity", "x"),
+                        ("--duplicate-threshold", "1.5")):
+        with pytest.raises(SystemExit) as exc:
+            main(["testset", "generate", "--dataset", ORDQA, "--out", "o", flag, value])
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and err.count("\n") == 1, err
+        assert f"argument {flag}: expected a number in [0, 1]" in err, err
+    assert build_parser().parse_args(["testset", "generate", "--dataset", "d", "--out", "o",
+                                      "--max-overlap", "1"]).max_overlap == 1.0
+
+
 def test_one_store_option_on_every_command_with_hidden_aliases(capsys):
     """--tracking-root everywhere a command touches MLflow; --root and --mlflow-root still parse, unlisted."""
     parser = build_parser()
