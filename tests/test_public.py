@@ -16,7 +16,7 @@ def test_top_level_gives_the_five_calls():
     from lab import evaluate, leaderboard, load_dataset, run_experiment, run_sweep
 
     assert [f.__module__ for f in (load_dataset, evaluate, run_experiment, run_sweep, leaderboard)] == [
-        "lab.data.beir", "lab.metrics.ranking", "lab.experiment.run", "lab.workbench.sweep",
+        "lab.data.beir", "lab.metrics.ranking", "lab.experiment.run", "lab.workbench.sweep.run",
         "lab.analysis.leaderboard"]
     assert {"load_dataset", "evaluate", "run_experiment", "run_sweep", "leaderboard"} <= set(lab.__all__)
 

@@ -40,6 +40,7 @@ from lab.workbench.halving import run_halving_sweep
 from lab.workbench.monitoring import parse_publish, publish
 from lab.workbench.schedule import compare_records, previous_pair, run_scheduled
 from lab.workbench.sweep import run_sweep
+from lab.workbench.sweep.options import cli_fields
 
 
 def cmd_sweep(args) -> int:
@@ -54,12 +55,12 @@ def cmd_sweep(args) -> int:
     if gate_opts and not args.scheduled:
         raise ConfigError(f"{', '.join(gate_opts)}: only with --scheduled (they set the comparison with the previous "
                           "scheduled sweep)")
-    common = dict(jobs=args.jobs, executor=args.executor, ray_address=args.ray_address, root=args.tracking_root,
-                  output_dir=args.output_dir, progress=not args.no_progress, execution_timeout=args.timeout,
-                  publish=_publish_args(args), rerun_on_code_change=args.rerun_on_code_change)
+    common = {**_sweep_option_values(args), "root": args.tracking_root, "publish": _publish_args(args)}
     if args.scheduled and not args.dry_run:
+        common.pop("dry_run")
+        common.pop("holdout")
         return _scheduled(args, common)
-    rep = run_sweep(args.spec, dry_run=args.dry_run, holdout=args.holdout, **common)
+    rep = run_sweep(args.spec, **common)
     if not args.dry_run:
         print(rep.summary())
         if rep.selection_error:
@@ -246,23 +247,34 @@ def cmd_ui(args) -> int:
         return 0
 
 
+_FLAG_TYPES = {"positive_int": positive_int, "float": float}
+
+
+def _add_sweep_options(parser) -> None:
+    """One flag per field of SweepOptions that has one (lab.workbench.sweep.options): its name, help, type,
+    choices and default come from the field."""
+    for f in cli_fields():
+        meta = f.metadata
+        if isinstance(f.default, bool):
+            parser.add_argument(meta["flag"], dest=f.name, action="store_false" if meta.get("invert") else "store_true",
+                                help=meta.get("flag_help", meta["help"]))
+            continue
+        extra = {k: meta[k] for k in ("choices", "metavar") if k in meta}
+        parser.add_argument(meta["flag"], dest=f.name, type=_FLAG_TYPES.get(meta.get("type", ""), str),
+                            default=f.default, help=meta["help"], **extra)
+
+
+def _sweep_option_values(args) -> dict:
+    """The SweepOptions keywords ``lab sweep`` was given (every field with a flag)."""
+    return {f.name: getattr(args, f.name) for f in cli_fields()}
+
+
 def add_parsers(sub) -> None:
     """Add the `sweep`, `compare` and `ui` subcommands to an argparse subparsers object."""
     s = sub.add_parser("sweep", help="run a params/*.yaml sweep: one notebook execution and MLflow run per config")
     s.add_argument("spec", help="a sweep spec, e.g. params/chunk_size_grid.yaml")
-    s.add_argument("--jobs", type=positive_int, default=1, help="configs run at once (processes or Ray tasks)")
-    s.add_argument("--executor", default="local", choices=["local", "ray"])
-    s.add_argument("--ray-address", help="an existing Ray cluster, HOST:PORT of its head (`ray start --head`); the "
-                   "token of a cluster with token authentication is read from ~/.ray/auth_token (or RAY_AUTH_TOKEN); "
-                   "default: a local instance, 2 CPUs. See docs/scale-out.md")
-    s.add_argument("--dry-run", action="store_true", help="print the configs and which would be skipped")
+    _add_sweep_options(s)
     add_tracking_root(s)
-    s.add_argument("--output-dir", help="executed notebooks (default results/sweeps/<name>)")
-    s.add_argument("--timeout", type=positive_int, help="seconds per notebook cell (default: no limit)")
-    s.add_argument("--no-progress", action="store_true")
-    s.add_argument("--rerun-on-code-change", action="store_true",
-                   help="also run a config again when the code (git commit) changed since its finished run "
-                   "(data, models and metrics version always count)")
     s.add_argument("--halving", action="store_true",
                    help="successive halving over seeded query slices instead of every config on every query "
                         "(in this process, no notebooks; the outcome and the winner's result on every query are "
@@ -271,9 +283,6 @@ def add_parsers(sub) -> None:
     s.add_argument("--min-queries", type=positive_int, default=20, help="halving: queries of the first slice")
     s.add_argument("--compare-full", action="store_true", help="halving: also run the full grid and compare winners")
     s.add_argument("--json", metavar="FILE", help="halving: write the report (rungs, scores, saved) as JSON")
-    s.add_argument("--holdout", type=float, metavar="FRACTION",
-                   help="hold out this share of the queries (0 < FRACTION < 0.9, seeded by the spec's seed; overrides "
-                        "the spec's holdout key): rank on the dev queries, then score the winner on the held-out ones")
     _add_publish_options(s, "the sweep's headline metrics (overrides the spec's publish key)",
                          "the spec's, else ndcg@10 recall@10 recall@100 mrr@10")
     g = s.add_argument_group("scheduled sweeps (cron, CI schedule)")

@@ -29,12 +29,12 @@ def test_pool_workers_share_the_cores_among_local_llms(monkeypatch):
     that load a local LLM at once do not each take every idle core; a value the user set is kept."""
     import os
 
-    from lab.workbench import sweep
+    from lab.workbench.sweep import local
 
-    monkeypatch.setattr(sweep, "_die_with_parent", lambda: None)
+    monkeypatch.setattr(local, "die_with_parent", lambda: None)
     monkeypatch.delenv("LAB_LLM_THREADS", raising=False)
-    sweep._init_worker(1)
+    local.init_worker(1)
     assert os.environ["LAB_LLM_THREADS"] == "1"
     monkeypatch.setenv("LAB_LLM_THREADS", "4")
-    sweep._init_worker(1)
+    local.init_worker(1)
     assert os.environ["LAB_LLM_THREADS"] == "4"

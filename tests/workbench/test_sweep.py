@@ -19,7 +19,9 @@ from conftest import blank_store
 from lab.core.flat import config_hash
 from lab.workbench.config import expand, load_spec
 from lab.core.errors import ConfigError
-from lab.workbench.sweep import ERROR_ARTIFACT, TAG_PARENT, TAG_ROLE, _lock, run_sweep
+from lab.tracking.store import TAG_PARENT, TAG_ROLE
+from lab.workbench.sweep import ERROR_ARTIFACT, run_sweep
+from lab.workbench.sweep.stale import sweep_lock
 from lab.tracking.store import client
 
 NOTEBOOK = Path(__file__).parents[1] / "fixtures" / "notebooks" / "tiny_experiment.ipynb"
@@ -127,7 +129,7 @@ def test_dry_run_then_resume_skips_finished_and_retries_failed(first, capsys):
 
 
 def test_a_live_sweep_of_the_same_name_is_refused(first):
-    lock = _lock(first["root"], first["base"] / "out", "engine", "engine")
+    lock = sweep_lock(first["root"], first["base"] / "out", "engine", "engine")
     try:
         with pytest.raises(ConfigError, match="already running"):
             run_sweep(first["spec"], root=first["root"], output_dir=first["base"] / "out", progress=False, echo=None)

@@ -14,7 +14,7 @@ from conftest import blank_store
 from lab.core.flat import config_hash
 from lab.tracking.store import client
 from lab.workbench.config import expand, load_spec
-from lab.workbench.sweep import TAG_ROLE
+from lab.tracking.store import TAG_ROLE
 
 NOTEBOOK = Path(__file__).parents[1] / "fixtures" / "notebooks" / "tiny_experiment.ipynb"
 REPO = Path(__file__).resolve().parents[2]

@@ -35,8 +35,10 @@ ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install '
 
 from lab.tracking.server import start_server  # noqa: E402
 from lab.tracking.store import client  # noqa: E402
-from lab.workbench.sweep import (NOTEBOOK_ARTIFACT_DIR, TAG_ERROR, TAG_RAY_NODE,  # noqa: E402
-                                 TAG_RAY_NODE_IP, TAG_ROLE, TAG_STAGED)
+from lab.tracking.lifecycle import TAG_ERROR  # noqa: E402
+from lab.tracking.store import TAG_ROLE  # noqa: E402
+from lab.workbench.sweep import NOTEBOOK_ARTIFACT_DIR  # noqa: E402
+from lab.workbench.sweep.ray_executor import TAG_RAY_NODE, TAG_RAY_NODE_IP, TAG_STAGED  # noqa: E402
 
 NOTEBOOK = Path(__file__).parents[1] / "fixtures" / "notebooks" / "tiny_experiment.ipynb"
 REPO = Path(__file__).resolve().parents[2]
@@ -207,14 +209,15 @@ def test_lab_sweep_ray_address_to_a_ray_start_head_cluster_with_token_auth_into_
 
 
 def test_staging_copies_notebook_and_each_dataset_once_with_paths_relative_to_the_working_dir(tmp_path):
-    from lab.workbench.sweep import SweepTask, _stage_for_ray
+    from lab.workbench.sweep import SweepTask
+    from lab.workbench.sweep.ray_executor import stage_for_ray
 
     data = REPO / "data" / "ord-qa"
     tasks = [SweepTask(index=i, config={}, config_hash=f"h{i}", label="l", run_name="r", notebook=str(NOTEBOOK),
                        inject={"dataset": str(data), "experiment": "x"}, notebook_rel="nb", output_path="o",
                        tracking_uri="file:///nowhere", experiment_id="0", parent_run_id="p", sweep_name="s")
              for i in range(3)]
-    staged = _stage_for_ray(tasks, tmp_path)
+    staged = stage_for_ray(tasks, tmp_path)
     assert {t.notebook for t in staged} == {"notebook/00_tiny_experiment.ipynb"}
     assert {t.inject["dataset"] for t in staged} == {"data/00_ord-qa"}
     assert all(t.staged and t.inject["experiment"] == "x" for t in staged)
@@ -225,21 +228,21 @@ def test_staging_copies_notebook_and_each_dataset_once_with_paths_relative_to_th
 
 def test_driver_settings_for_a_loopback_cluster_with_a_token(tmp_path, monkeypatch):
     """What `lab sweep --ray-address 127.0.0.1:PORT` sets so the user sets no Ray variable by hand."""
-    from lab.workbench.sweep import _import_ray, _ray_init_args
+    from lab.workbench.sweep.ray_executor import import_ray, ray_init_args
 
     monkeypatch.setenv("HOME", str(tmp_path))
     for var in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"):
         monkeypatch.setenv(var, "")  # recorded, so the teardown restores what was there (the code sets it directly)
         monkeypatch.delenv(var)
-    _import_ray("127.0.0.1:6379")  # no token on this machine: auth left as Ray decides
+    import_ray("127.0.0.1:6379")  # no token on this machine: auth left as Ray decides
     assert "RAY_AUTH_MODE" not in os.environ
     (tmp_path / ".ray").mkdir()
     (tmp_path / ".ray" / "auth_token").write_text("t" * 32)
-    _import_ray("127.0.0.1:6379")
+    import_ray("127.0.0.1:6379")
     assert os.environ["RAY_AUTH_MODE"] == "token" and os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] == "0"
-    assert _ray_init_args("127.0.0.1:6379") == {"address": "127.0.0.1:6379", "_node_ip_address": "127.0.0.1"}
-    assert _ray_init_args("head.example:6379") == {"address": "head.example:6379"}
-    assert _ray_init_args(None) == {"address": "local", "num_cpus": 2, "include_dashboard": False}
+    assert ray_init_args("127.0.0.1:6379") == {"address": "127.0.0.1:6379", "_node_ip_address": "127.0.0.1"}
+    assert ray_init_args("head.example:6379") == {"address": "head.example:6379"}
+    assert ray_init_args(None) == {"address": "local", "num_cpus": 2, "include_dashboard": False}
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")  # the user's own choice is kept
-    _import_ray("127.0.0.1:6379")
+    import_ray("127.0.0.1:6379")
     assert os.environ["RAY_AUTH_MODE"] == "disabled"
