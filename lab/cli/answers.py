@@ -25,6 +25,7 @@ from lab.core.errors import ConfigError
 from lab.core.flat import nan_to_none
 from lab.core.paths import resolve_repo_path, results_dir
 from lab.core.settings import parse_settings
+from lab.core.yamlsafe import load_yaml
 from lab.models.breaker import FailureBreaker
 from lab.models.embedders import load_embedder
 from lab.models.llm import load_llm
@@ -41,7 +42,7 @@ def llm_spec(value: str | None):
     text = value.strip()
     if text.startswith("{"):
         try:
-            spec = yaml.safe_load(text)
+            spec = load_yaml(text)
         except yaml.YAMLError as e:
             raise ConfigError(f"LLM spec {value!r}: not a JSON/YAML mapping ({e})") from None
         if not isinstance(spec, dict):

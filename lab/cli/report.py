@@ -12,7 +12,7 @@ from lab.analysis.gate import GateWarning, gate_files, report_json
 from lab.analysis.report import report_experiment, report_files
 from lab.cli.options import add_correction_option, add_tracking_root, non_negative_int, positive_int, split_names
 from lab.core.errors import ConfigError
-from lab.tracking.store import read_only
+from lab.tracking.store import existing_store, read_only
 
 
 def cmd_report(args) -> int:
@@ -27,6 +27,7 @@ def cmd_report(args) -> int:
                            **common)
         where = "not logged to MLflow (file inputs)"
     else:
+        existing_store(args.tracking_root)
         experiment = args.experiment or latest_experiment(args.tracking_root)
         frozen = not args.no_log and read_only(args.tracking_root)  # read the store, write only the HTML
         res = report_experiment(experiment, root=args.tracking_root, out=args.out, parent_run_id=args.parent,

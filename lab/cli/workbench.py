@@ -34,16 +34,18 @@ from lab.core.net import exposure_warning
 from lab.core.paths import existing_or_repo_path
 from lab.metrics.overlap import P
 from lab.metrics.ranking import parse_metric
-from lab.tracking.store import client
+from lab.tracking.store import client, existing_store
 from lab.tracking.ui import UI_ENV, base_url, runs_url, ui_command, ui_links
 from lab.workbench.halving import run_halving_sweep
 from lab.workbench.monitoring import parse_publish, publish
 from lab.workbench.schedule import compare_records, previous_pair, run_scheduled
+from lab.workbench.spec_env import check_spec_env
 from lab.workbench.sweep import run_sweep
 from lab.workbench.sweep.options import cli_fields
 
 
 def cmd_sweep(args) -> int:
+    check_spec_env(args.spec, args.allow_env or ())
     if args.halving:
         if args.scheduled:
             raise ConfigError("--halving and --scheduled: choose one (halving explores a grid; a scheduled sweep "
@@ -134,6 +136,7 @@ def _scheduled(args, common) -> int:
 
 def cmd_compare(args) -> int:
     metrics = split_names(args.metric) or ["ndcg@10"]
+    existing_store(args.tracking_root)
     experiment = args.experiment or latest_experiment(args.tracking_root)
     if args.previous:
         if args.correction:
@@ -273,6 +276,8 @@ def add_parsers(sub) -> None:
     """Add the `sweep`, `compare` and `ui` subcommands to an argparse subparsers object."""
     s = sub.add_parser("sweep", help="run a params/*.yaml sweep: one notebook execution and MLflow run per config")
     s.add_argument("spec", help="a sweep spec, e.g. params/chunk_size_grid.yaml")
+    s.add_argument("--allow-env", action="append", metavar="NAME", help="an environment variable the spec may name "
+                   "(in a *_env key, e.g. publish.headers_env) besides RAGLAB_* ones; repeat for several")
     _add_sweep_options(s)
     add_tracking_root(s)
     s.add_argument("--halving", action="store_true",

@@ -1,9 +1,10 @@
 """Atomic files: a reader (or a rerun) sees the old file or the whole new one, never a 0-byte or half file.
 
-Convention: the new content goes to a temporary file in the target's folder (same file system), is flushed to
-disk (fsync) and renamed onto the target (``os.replace``, atomic on POSIX). When writing fails (a full disk, an
-error while serialising) the temporary file is removed, the target is left as it was, and the error propagates
-(an OSError that names no file is raised again naming the target).
+The one writer of the package: every write-then-rename goes through :func:`atomic_path` (or its helpers below).
+The new content goes to a temporary file with a unique name in the target's folder (same file system), is
+flushed to disk (fsync) and renamed onto the target (``os.replace``, atomic on POSIX). When writing fails (a full
+disk, an error while serialising) the temporary file is removed, the target is left as it was, and the error
+propagates (an OSError that names no file is raised again naming the target).
 """
 from __future__ import annotations
 
@@ -11,23 +12,25 @@ import os
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import IO, Any, Iterator
 
 
 @contextmanager
-def atomic_path(path: str | Path) -> Iterator[Path]:
+def atomic_path(path: str | Path, mode: int = 0o644, prefix: str | None = None) -> Iterator[Path]:
     """A temporary path beside ``path`` to write to; on a normal exit it is fsynced and renamed onto ``path``
-    (parent folders are created), on an error it is removed. Mode 0644 (as a plain new file)."""
+    (parent folders are created), on an error it is removed. ``mode``: the file's permissions (0644, as a plain
+    new file); ``prefix``: the temporary's name start (default ``.NAME.``)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}." if prefix is None else prefix, suffix=".tmp",
+                                dir=path.parent)
     os.close(fd)
     tmp = Path(name)
     try:
         yield tmp
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
@@ -39,8 +42,28 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         raise
 
 
+@contextmanager
+def open_atomic(path: str | Path, binary: bool = False, encoding: str = "utf-8") -> Iterator[IO[Any]]:
+    """An open file (text: ``encoding``, ``\\n`` line ends; or ``binary``) whose content replaces ``path``
+    atomically when the block ends without an error (see :func:`atomic_path`)."""
+    with atomic_path(path) as tmp:
+        if binary:
+            with open(tmp, "wb") as fh:
+                yield fh
+        else:
+            with open(tmp, "w", encoding=encoding, newline="\n") as fh:
+                yield fh
+
+
 def write_text_atomic(path: str | Path, text: str, encoding: str = "utf-8") -> Path:
     """Write ``text`` to ``path`` atomically (see the module docstring); returns ``path``."""
-    with atomic_path(path) as tmp:
-        tmp.write_text(text, encoding=encoding)
+    with open_atomic(path, encoding=encoding) as fh:
+        fh.write(text)
+    return Path(path)
+
+
+def write_bytes_atomic(path: str | Path, data: bytes, prefix: str | None = None) -> Path:
+    """Write ``data`` to ``path`` atomically (see the module docstring); returns ``path``."""
+    with atomic_path(path, prefix=prefix) as tmp:
+        tmp.write_bytes(data)
     return Path(path)

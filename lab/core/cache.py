@@ -34,7 +34,6 @@ import io
 import json
 import os
 import sqlite3
-import tempfile
 import threading
 import time
 import weakref
@@ -44,6 +43,7 @@ from typing import Any, Hashable, Sequence
 
 import numpy as np
 
+from lab.core.atomic import write_bytes_atomic
 from lab.core.progress import progress
 
 #: bytes values larger than this go to a file under ``blobs/`` instead of the SQLite table.
@@ -154,18 +154,7 @@ class Cache:
             with self._lock:
                 self._db().execute("INSERT OR IGNORE INTO blobs(key, data) VALUES (?, ?)", (bytes.fromhex(key), data))
             return
-        path = self._blob_path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{key[:8]}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_bytes_atomic(self._blob_path(key), data, prefix=f".{key[:8]}.")
 
     def has(self, key: str) -> bool:
         """True when a bytes/JSON/array value is stored under ``key``."""

@@ -65,6 +65,12 @@ def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> f
     return max(0.0, (when - now_dt).total_seconds())
 
 
+def env_names(spec: str) -> list[str]:
+    """The environment variables a ``headers_env`` value names: ``API_TOKEN`` (the whole value) or each
+    ``$VAR`` / ``${VAR}`` of ``Bearer $API_TOKEN``."""
+    return [a or b for a, b in _ENV_REF.findall(spec)] or [spec.strip()]
+
+
 def resolve_headers(headers_env: Mapping[str, str] | None, environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """Header values from environment variables: ``{"Authorization": "API_TOKEN"}`` (the variable holds the whole
     value) or ``{"Authorization": "Bearer $API_TOKEN"}`` (variables expanded inside the value). A missing
@@ -76,8 +82,7 @@ def resolve_headers(headers_env: Mapping[str, str] | None, environ: Mapping[str,
             raise ConfigError(f"headers_env.{name}: give the name of an environment variable, e.g. "
                               f"--set headers_env.{name}=MY_TOKEN_ENV")
         refs = [a or b for a, b in _ENV_REF.findall(spec)]
-        names = refs or [spec.strip()]
-        for var in names:
+        for var in env_names(spec):
             if var not in environ:
                 raise ConfigError(f"headers_env.{name}: environment variable {var} is not set; export it "
                                   f"(its value is sent as the {name} header and never logged)")

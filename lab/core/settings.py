@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from lab.core.errors import ConfigError
+from lab.core.yamlsafe import load_yaml
 
 
 def parse_settings(items: list[str] | None, option: str = "--set") -> dict[str, Any]:
@@ -27,7 +28,7 @@ def parse_settings(items: list[str] | None, option: str = "--set") -> dict[str, 
             raise ConfigError(f"{option} {item!r}: expected key=value, e.g. {option} k1=1.2")
         key, raw = item.split("=", 1)
         try:
-            value = yaml.safe_load(raw) if raw else ""
+            value = load_yaml(raw) if raw else ""
         except yaml.YAMLError as exc:
             raise ConfigError(f"{option} {item!r}: the value is not a valid YAML scalar or list "
                               f"({getattr(exc, 'problem', exc)}); quote it or write e.g. {option} "

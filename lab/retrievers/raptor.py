@@ -52,6 +52,7 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from lab.core.atomic import write_text_atomic
 from lab.core.cache import content_key
 from lab.core.errors import ConfigError
 from lab.data.types import Corpus, Document, Queries, Run
@@ -126,12 +127,8 @@ class Tree:
 
     def save(self, path: str | Path, meta: dict | None = None) -> Path:
         """Write ``{"meta", "levels", "nodes"}`` as JSON (atomically: temp file, then rename)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps({"meta": meta or {}, **self.to_dict()}, ensure_ascii=False, indent=1))
-        tmp.replace(path)
-        return path
+        return write_text_atomic(path, json.dumps({"meta": meta or {}, **self.to_dict()}, ensure_ascii=False,
+                                                  indent=1))
 
     @classmethod
     def load(cls, path: str | Path) -> Tree:

@@ -22,12 +22,12 @@ import csv
 import datetime as _dt
 import io
 import json
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
+from lab.core.atomic import open_atomic, write_text_atomic
 from lab.core.errors import ConfigError, DataError
 from lab.core.paths import existing_or_repo_path, public_path
 from lab.data.beir import load_dataset, read_corpus, read_queries
@@ -139,22 +139,9 @@ def unit_text(doc: Document) -> str:
 # ------------------------------------------------------------------------------------------------ writing a set
 def write_jsonl(path: Path, records: Iterable[Mapping]) -> Path:
     """JSON Lines, UTF-8 (no BOM), non-ASCII kept as is; written atomically (temporary file, then rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
+    with open_atomic(path) as fh:
         for r in records:
             fh.write(json.dumps(r, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
-    return path
-
-
-def write_text_atomic(path: str | Path, text: str) -> Path:
-    """``text`` to ``path`` (UTF-8): a temporary file in the same folder, then a rename, so a reader never sees
-    half a file."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
     return path
 
 

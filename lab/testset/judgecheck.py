@@ -45,14 +45,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
 import re
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
 
+from lab.core.atomic import write_text_atomic as write_atomic  # noqa: F401 - the name judge.py imports
 from lab.core.errors import ConfigError, LabError
 from lab.experiment.run import prepare_experiment, split_queries
 from lab.metrics.agreement import cohen_kappa, kappa_interval
@@ -323,19 +322,6 @@ def negative_runs(ds, config: CheckConfig, query_ids: Sequence[str], ctx) -> dic
     """{strategy: Run} of ``config.strategies`` over ``query_ids`` of the split, top ``config.depth``."""
     return {name: prepare_experiment(ds, name, {}, split=config.split, k=config.depth, ctx=ctx)
             .result(list(query_ids)).run for name in dict.fromkeys(config.strategies)}
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to a temp file beside ``path`` and move it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_check(out: str | Path, card: dict, pairs: list[Pair]) -> Path:

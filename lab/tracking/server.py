@@ -19,6 +19,7 @@ import os
 import pwd
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -64,6 +65,19 @@ class TeamServer:
             except (ProcessLookupError, subprocess.TimeoutExpired):
                 os.killpg(self.mlflow.pid, signal.SIGKILL)
         stop_postgres(self.folder / "pgdata", self.run_as)
+
+    def down(self) -> str | None:
+        """Why one of the pair no longer serves (the MLflow server exited, PostgreSQL does not accept connections
+        on its port), or None while both run."""
+        code = self.mlflow.poll()
+        if code is not None:
+            return f"the MLflow server exited (code {code}; its log: {self.folder / 'mlflow-server.log'})"
+        with socket.socket() as s:
+            s.settimeout(5)
+            if s.connect_ex(("127.0.0.1", self.db_port)) != 0:
+                return (f"PostgreSQL stopped accepting connections on 127.0.0.1:{self.db_port} (its log: "
+                        f"{self.folder / 'pgdata' / 'postgres.log'})")
+        return None
 
     def __enter__(self) -> "TeamServer":
         return self

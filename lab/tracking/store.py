@@ -154,6 +154,19 @@ def ensure_store(root: str | Path = "mlruns") -> str:
 
 
 
+def existing_store(root: str | Path = "mlruns") -> None:
+    """Refuse (ConfigError, one line) a folder root, or a ``sqlite:///`` URI, that holds no store yet: for commands
+    that only read one (``lab compare``, ``lab report``), so a mistyped ``--tracking-root`` creates nothing.
+    A server URI is left to its server."""
+    if is_uri(root) and not str(root).startswith("sqlite:"):
+        return
+    db = sqlite_file(str(root)) if is_uri(root) else root_path(root) / "mlflow.db"
+    if db is not None and not db.is_file():
+        where = db if is_uri(root) else db.parent
+        raise ConfigError(f"--tracking-root {root}: no MLflow store at {where} (no mlflow.db); check the path (a "
+                          "typo?), or log runs there first (lab sweep SPEC --tracking-root ROOT)")
+
+
 def read_only(root: str | Path = "mlruns") -> bool:
     """True when ``root`` is a sqlite store whose folder this process cannot write (a read-only mount, a copy
     without write permission): read-only commands work on it, nothing can be logged into it."""
@@ -294,14 +307,16 @@ def truncate(value: str, limit: int) -> str:
 @lru_cache(maxsize=None)
 def git_commit(folder: str | None = None) -> str:
     """HEAD commit of the repository holding ``folder`` (default: the package), + "-dirty" when the tree has
-    uncommitted changes; "unknown" outside git or before the first commit."""
+    uncommitted changes; "unknown" outside git or before the first commit. Takes no lock in that repository
+    (``git rev-parse``, and ``git status`` under ``--no-optional-locks``)."""
     cwd = folder or str(Path(__file__).resolve().parent)
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10)
         if head.returncode != 0:
             return "unknown"
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
-                               capture_output=True, text=True, timeout=20)
+        # --no-optional-locks: status never takes (or waits on) the user's .git/index.lock
+        dirty = subprocess.run(["git", "--no-optional-locks", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=cwd, capture_output=True, text=True, timeout=20)
         return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
     except (OSError, subprocess.SubprocessError):
         return "unknown"

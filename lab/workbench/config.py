@@ -61,6 +61,7 @@ from lab.core.flat import (  # noqa: F401
 )
 from lab.core.flat import plain_copy as _plain_copy
 from lab.core.paths import repo_root, resolve_repo_path
+from lab.core.yamlsafe import AliasBomb, load_yaml
 from lab.data.holdout import holdout_problem
 from lab.workbench.monitoring import parse_publish
 
@@ -124,7 +125,9 @@ def load_spec(path: str | Path, root: str | Path | None = None) -> SweepSpec:
     if not path.is_file():
         raise ConfigError(f"{path}: no such sweep spec; specs live in params/*.yaml")
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = load_yaml(path.read_text(encoding="utf-8"))
+    except AliasBomb as exc:
+        raise ConfigError(f"{path}: {exc.problem}") from None
     except yaml.YAMLError as exc:
         line = yaml_error_line(exc)
         raise ConfigError(f"{path}{f', line {line}' if line else ''}: not valid YAML: "

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import base64
 import math
-import os
 import re
 import time
 import urllib.error
@@ -47,6 +46,7 @@ from typing import Iterable, Mapping
 from urllib.parse import quote
 
 from lab.analysis.compare import experiment_runs, run_labels
+from lab.core.atomic import write_text_atomic
 from lab.core.errors import ConfigError, LabError
 from lab.retrievers.http import public_url, redact, resolve_headers
 from lab.tracking.store import client, mlflow_metric_name
@@ -222,18 +222,7 @@ def write_textfile(text: str, path: str | Path) -> Path:
     path = Path(path)
     _check_ours(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        try:
-            with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
-                fh.write(text)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, path)
-        finally:
-            if tmp.exists():
-                tmp.unlink()
+        write_text_atomic(path, text)
     except OSError as exc:
         raise PublishError(f"{path}: cannot write the metrics file ({exc.strerror or exc}); check the folder "
                            "exists and is writable (the node exporter's --collector.textfile.directory)") from None

@@ -24,6 +24,7 @@ import yaml
 
 from lab.core.errors import LabError
 from lab.core.paths import resolve_repo_path
+from lab.core.yamlsafe import compose_yaml
 from lab.data.beir import qrels_files
 from lab.experiment.run import chunking_problems
 from lab.retrievers.base import param_problems
@@ -50,7 +51,7 @@ def key_lines(spec_path: str | Path) -> dict[str, int]:
     """``{"fixed.k": 9, "grid.strategy": 11, "dataset": 3, ...}``: the 1-based line of each key of the spec's
     top level and of its fixed / grid / zip sections (empty when the file cannot be read as YAML)."""
     try:
-        root = yaml.compose(Path(spec_path).read_text(encoding="utf-8"))
+        root = compose_yaml(Path(spec_path).read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError):
         return {}
     out: dict[str, int] = {}

@@ -16,6 +16,7 @@ import pytest
 
 from conftest import blank_store
 
+from lab.cli.main import main
 from lab.tracking.store import client, get_or_create_experiment
 
 REPO = Path(__file__).resolve().parents[2]
@@ -147,3 +148,14 @@ def test_a_sweep_whose_artifacts_cannot_be_stored_fails_each_config_and_goes_on(
         (arts / "filler").unlink()
         again = lab("sweep", spec, "--root", root, "--no-progress", "--output-dir", tmp_path / "out")
         assert again.returncode == 0 and "2 configs, 2 finished" in again.stdout, again.stderr[-2000:]
+
+
+@pytest.mark.parametrize("command", [["compare", "--experiment", "faults"],
+                                     ["report", "--experiment", "faults", "--out", "r.html"]])
+def test_a_tracking_root_that_does_not_exist_is_said_and_nothing_is_created(command, tmp_path, capsys):
+    typo = tmp_path / "mlrnus"
+    code = main([*[str(tmp_path / a) if a == "r.html" else a for a in command], "--tracking-root", str(typo)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: ") and err.count("\n") == 1, err
+    assert f"no MLflow store at {typo}" in err and "typo" in err
+    assert list(tmp_path.iterdir()) == []

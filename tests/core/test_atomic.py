@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
+from pathlib import Path
 
 import pytest
 
-from lab.core.atomic import atomic_path, write_text_atomic
+from lab.core.atomic import atomic_path, open_atomic, write_bytes_atomic, write_text_atomic
 
 
 def test_atomic_writes_leave_the_old_file_or_the_new_one(tmp_path):
@@ -49,3 +51,26 @@ def test_an_os_error_naming_a_file_propagates_as_it_is(tmp_path):
         with atomic_path(tmp_path / "out"):
             raise PermissionError(errno.EACCES, "Permission denied", "/elsewhere")
     assert exc.value.filename == "/elsewhere" and list(tmp_path.iterdir()) == []
+
+
+def test_open_atomic_and_write_bytes_atomic_leave_the_target_or_nothing(tmp_path):
+    target = tmp_path / "set.jsonl"
+    with open_atomic(target) as fh:
+        fh.write("a\n")
+    assert target.read_text() == "a\n"
+    with pytest.raises(ValueError):
+        with open_atomic(target) as fh:
+            fh.write("half")
+            raise ValueError("a record could not be serialised")
+    assert target.read_text() == "a\n" and [p.name for p in tmp_path.iterdir()] == ["set.jsonl"]
+    assert write_bytes_atomic(tmp_path / "blob", b"\x00\x01", prefix=".ab.") == tmp_path / "blob"
+    assert (tmp_path / "blob").read_bytes() == b"\x00\x01" and len(list(tmp_path.iterdir())) == 2
+
+
+def test_no_write_then_rename_outside_the_atomic_writer():
+    """Every file written by rename goes through lab.core.atomic (folders moved into place are not files)."""
+    lab = Path(__file__).resolve().parents[2] / "lab"
+    found = [f"{p.relative_to(lab)}:{n}" for p in sorted(lab.rglob("*.py")) if p.name != "atomic.py"
+             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             if re.search(r"os\.replace\(|\.replace\(tmp|\.tmp\b[\"']|with_suffix\(.*\.tmp", line)]
+    assert found == [], found

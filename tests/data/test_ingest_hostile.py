@@ -186,3 +186,28 @@ def test_a_file_swapped_for_a_link_out_of_src_after_the_walk_is_not_read(tmp_pat
     rep = ingest(src, tmp_path / "out", progress=False)
     assert "swordfish" not in (tmp_path / "out" / "corpus.jsonl").read_text()
     assert [(s["path"], s["kind"]) for s in rep.skipped] == [("page.md", "link_outside")]
+
+
+def test_a_file_name_that_is_not_utf8_is_ingested_under_an_escaped_id_and_the_rest_goes_on(tmp_path):
+    """Through `lab ingest`: the name's bytes are written as \\xNN in the id, metadata and report; the other
+    files are ingested; no temporary file is left; a rerun reuses both."""
+    src = tmp_path / "src"
+    src.mkdir()
+    words = " ".join(["coffee tea cake"] * 20)
+    (src / os.fsdecode(b"caf\xe9 menu.md")).write_text(f"# Menu\n\n{words}\n")
+    (src / "plain.md").write_text(f"# Plain\n\n{words} plain\n")
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "LAB_NO_PROGRESS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "lab", "ingest", str(src), "--out", str(out)], capture_output=True,
+                          text=True, cwd=REPO, env=env, timeout=300)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    docs = {d["_id"]: d for d in map(json.loads, (out / "corpus.jsonl").read_text(encoding="utf-8").splitlines())}
+    assert set(docs) == {"caf\\xe9_menu", "plain"}, list(docs)
+    assert docs["caf\\xe9_menu"]["metadata"]["source"] == "caf\\xe9 menu.md"
+    report = json.loads((out / "ingest_report.json").read_text(encoding="utf-8"))
+    assert report["names_escaped"] == ["caf\\xe9 menu.md"] and report["skipped"] == []
+    assert "not valid UTF-8" in proc.stdout
+    assert sorted(p.name for p in out.iterdir()) == [".extracted.jsonl", "corpus.jsonl", "ingest_report.json"]
+    again = subprocess.run([sys.executable, "-m", "lab", "ingest", str(src), "--out", str(out)], capture_output=True,
+                           text=True, cwd=REPO, env=env, timeout=300)
+    assert again.returncode == 0 and "2 files reused" in again.stdout, again.stdout + again.stderr[-2000:]

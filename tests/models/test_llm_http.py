@@ -304,6 +304,20 @@ def test_connection_refused_is_immediate():
         llm.complete("hi")
 
 
+@pytest.mark.parametrize("variable", ["OPENAI_BASE_URL", "LAB_LLM_BASE_URL"])
+def test_the_connection_error_names_the_variable_the_user_set(variable, monkeypatch):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.delenv("LAB_LLM_BASE_URL", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.setenv(variable, f"http://127.0.0.1:{port}/v1")
+    other = ({"OPENAI_BASE_URL", "LAB_LLM_BASE_URL"} - {variable}).pop()
+    with pytest.raises(LLMError) as e:
+        OpenAILLM("m", cache_dir=None, **FAST).complete("hi")
+    assert f"check {variable} (http://127.0.0.1:{port}/v1)" in str(e.value) and other not in str(e.value)
+
+
 # ------------------------------------------------------------------------------------------------ concurrency
 def test_map_respects_concurrency_limit_and_order(faults):
     faults.max_inflight = 0

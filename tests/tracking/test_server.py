@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.tracking.server import start_server
+from lab.tracking.server import postgres_bin, run_as_database_user, start_server
 from lab.tracking.store import client
 from lab.workbench.sweep import NOTEBOOK_ARTIFACT_DIR, TAG_HASH, TAG_ROLE, run_sweep
 
@@ -105,3 +106,51 @@ def test_lab_server_refuses_a_folder_the_postgres_user_cannot_reach(tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith("error: ") and len(proc.stderr.strip().splitlines()) == 1
     assert "postgres user cannot reach" in proc.stderr and not (tmp_path / "srv" / "pgdata" / "PG_VERSION").exists()
+
+
+@pytest.fixture(scope="module")
+def server_folder():
+    """A folder the ``postgres`` user can reach, its cluster initialised by the first `lab server` started in it."""
+    folder = Path(tempfile.mkdtemp(prefix="lab-srv-"))
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _lab_server(folder: Path) -> tuple[subprocess.Popen, int, int]:
+    """`lab server` in ``folder``, returned once it says it serves."""
+    port, db_port = _free_port(), _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "lab", "server", "--folder", str(folder), "--port", str(port),
+                             "--db-port", str(db_port), "--workers", "1"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    line = proc.stdout.readline()
+    assert line.startswith("MLflow server: http://"), line + proc.stderr.read()[-3000:]
+    return proc, port, db_port
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_lab_server_stops_postgres_and_mlflow_on_a_signal(sig, server_folder):
+    proc, port, db_port = _lab_server(server_folder)
+    assert _listening(port) and _listening(db_port)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=180)
+    assert proc.returncode == 0 and f"{sig.name}: stopping" in out, out + err[-3000:]
+    assert not _listening(port) and not _listening(db_port)
+    assert not (server_folder / "pgdata" / "postmaster.pid").exists()
+
+
+def test_lab_server_reports_a_database_that_dies_and_stops_the_mlflow_server(server_folder):
+    proc, port, db_port = _lab_server(server_folder)
+    subprocess.run([*run_as_database_user(), postgres_bin("pg_ctl"), "-D", str(server_folder / "pgdata"), "-m",
+                    "immediate", "stop"], check=True, capture_output=True, timeout=120)
+    try:
+        out, err = proc.communicate(timeout=90)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1 and "error: PostgreSQL stopped accepting connections" in err, out + err[-3000:]
+    assert not _listening(port) and not _listening(db_port)

@@ -2,14 +2,16 @@
 from __future__ import annotations
 
 import errno
+import os
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from lab.tracking.store import (client, log_figure, metric_name_from_mlflow, mlflow_metric_name, storage_fault,
-                                tracking_uri)
+from lab.tracking.store import (client, git_commit, log_figure, metric_name_from_mlflow, mlflow_metric_name,
+                                storage_fault, tracking_uri)
 
 
 def test_metric_names_map_at_sign_one_way():
@@ -65,3 +67,19 @@ def test_storage_fault_names_the_fault():
             raise RuntimeError("wrapped") from inner
     except RuntimeError as outer:
         assert "corrupt (database disk image is malformed)" in storage_fault(outer, "/s/mlflow.db")
+
+
+def test_git_commit_takes_no_lock_and_leaves_the_index_as_it_was(tmp_path):
+    """A tracked file touched (same content, new mtime): a plain `git status` would refresh and rewrite the index
+    under .git/index.lock; reading the commit must leave the user's index untouched."""
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(tmp_path)]
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "a.txt").write_text("a\n")
+    subprocess.run([*git, "add", "a.txt"], check=True)
+    subprocess.run([*git, "commit", "-qm", "a"], check=True)
+    os.utime(tmp_path / "a.txt", ns=(10**18, 10**18))
+    index = tmp_path / ".git" / "index"
+    before = (index.stat().st_ino, index.stat().st_mtime_ns, index.read_bytes())
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    assert git_commit(str(tmp_path)) == head
+    assert (index.stat().st_ino, index.stat().st_mtime_ns, index.read_bytes()) == before
