@@ -38,7 +38,7 @@ import Stemmer
 from lab.core.atomic import atomic_path
 from lab.core.errors import ConfigError, DataError
 from lab.testset.io import read_csv
-from lab.text.tokenize import HAN_CHARS, LUCENE_STOPWORDS
+from lab.text.tokenize import HAN_CHARS, NLTK_STOPWORDS
 
 ANNOTATION, REVIEW = "annotation", "review"
 #: The 0-3 scale of an annotation sheet (lab.testset.annotate), shown on the page.
@@ -182,7 +182,7 @@ def int_grade(value: str) -> int | None:
 def query_terms(query: str) -> tuple[set[str], set[str]]:
     """(stems of the query's words less stopwords, Han bigrams and single Han characters of its Han runs)."""
     stem = Stemmer.Stemmer("english")
-    words = {stem.stemWord(w) for w in _WORD.findall(query.lower()) if w not in LUCENE_STOPWORDS and len(w) > 1}
+    words = {stem.stemWord(w) for w in _WORD.findall(query.lower()) if w not in NLTK_STOPWORDS and len(w) > 1}
     han: set[str] = set()
     for run in _HAN.findall(query):
         han.update(run[i:i + 2] for i in range(len(run) - 1)) if len(run) > 1 else han.add(run)
