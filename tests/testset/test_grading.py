@@ -1,12 +1,10 @@
 """lab.testset.grading and lab.testset.graders on a real annotation sheet (exported from an ord-qa slice, BM25 pool):
 grades written at once and read back, resume at the first ungraded row, blind grader copies, arbitration of the
-disagreements, the text the page shows (marks, best window), the pace, and the two graders' agreement checked
-against scikit-learn."""
+disagreements, the text the page shows (marks, best window), the pace."""
 from __future__ import annotations
 
 import csv
 import json
-import math
 from pathlib import Path
 
 import pytest
@@ -14,9 +12,8 @@ from ordqa_slices import mini_ordqa
 
 from lab.core.errors import ConfigError, DataError
 from lab.testset.annotate import export_annotation
-from lab.testset.graders import agreement, merge, read_graders, summary
+from lab.testset.graders import merge, read_graders
 from lab.testset.grading import (
-    ANNOTATION_SCALE,
     best_window,
     grader_path,
     open_grading,
@@ -163,23 +160,3 @@ def test_pace_leaves_out_pauses():
     assert pace([], 10)["per_hour"] is None and pace([5.0], 10)["seconds_left"] is None
     p = pace([0, 4, 8, 1000, 1006, 1010], 50)
     assert p["seconds_per_grade"] == 4 and p["per_hour"] == 900 and p["seconds_left"] == 200
-
-
-def test_agreement_matches_scikit_learn():
-    from sklearn.metrics import cohen_kappa_score
-
-    a = [0, 1, 2, 3, 3, 2, 0, 1, 2, 2, 0, 3, 1, 1, 0, 2]
-    b = [0, 2, 2, 3, 2, 2, 0, 0, 1, 2, 0, 3, 1, 2, 1, 2]
-    rep = agreement(a, b)
-    assert rep["pairs"] == 16 and rep["percent_agreement"]["value"] == pytest.approx(10 / 16)
-    assert rep["kappa"]["value"] == pytest.approx(cohen_kappa_score(a, b))
-    assert rep["weighted_kappa"]["value"] == pytest.approx(cohen_kappa_score(a, b, weights="linear"))
-    for key in ("percent_agreement", "kappa", "weighted_kappa"):
-        lo, hi = rep[key]["ci"]
-        assert lo <= rep[key]["value"] <= hi and rep[key]["n"] == 16
-    assert summary(rep) == (f"2 graders, kappa {cohen_kappa_score(a, b):.2f} [{rep['kappa']['ci'][0]:.2f}, "
-                            f"{rep['kappa']['ci'][1]:.2f}] on 16 pairs")
-    same = agreement([1, 1, 1], [1, 1, 1])
-    assert same["kappa"]["value"] is None and math.isclose(same["percent_agreement"]["value"], 1.0)
-    assert summary(same) == "2 graders, kappa n/a on 3 pairs"
-    assert set(ANNOTATION_SCALE) == {"0", "1", "2", "3"}
