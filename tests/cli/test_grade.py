@@ -1,8 +1,8 @@
 """lab.cli.grade: `lab testset grade` and `lab testset import-annotation --graders` from the command line, on a real
 sheet exported from an ord-qa slice: each bad input is one line and exit 2 (not a sheet, graders' sheets with other
 rows, a busy port), a fully graded sheet says so and exits 0; two graders' sheets import with their agreement
-(checked against scikit-learn) printed before the qrels are written, the qrels hold the agreed grades plus the arbiter's, and the
-provenance and the trust block show the agreement."""
+(checked against scikit-learn) printed before the qrels are written, the qrels hold the agreed grades plus the
+arbiter's, and the provenance and the trust block show the agreement."""
 from __future__ import annotations
 
 import csv
