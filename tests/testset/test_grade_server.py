@@ -5,11 +5,13 @@ the token opens it. A screenshot goes to the test's folder (docs/img/grading.png
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
 import re
 import signal
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -20,6 +22,9 @@ from playwright_chromium import chromium, screenshot, server
 
 from lab.core.paths import resolve_repo_path
 from lab.testset.annotate import export_annotation
+from lab.testset.grade_server import start_server
+from lab.testset.grading import open_grading
+from lab.testset.spotcheck import export_review
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -95,3 +100,54 @@ def test_grade_three_rows_by_key_kill_the_server_and_resume_at_row_4(sheet, tmp_
             assert "per hour" in page.inner_text("#progress") and "left" in page.inner_text("#progress")
         assert page.errors == []
     assert grades(sheet)[:6] == ["2", "0", "3", "1", "2", ""]
+
+
+@contextlib.contextmanager
+def serving(grading):
+    """start_server on a free port, served from a thread for the duration of the block."""
+    srv = start_server(grading)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield srv
+    finally:
+        srv.close()
+
+
+def test_a_review_sheet_takes_keep_fix_drop_and_arbitration_shows_both_grades(sheet, tmp_path):
+    review = tmp_path / "review.csv"
+    export_review(resolve_repo_path("data/ord-qa"), review, sample=3, seed=0)
+    with chromium() as page:
+        with serving(open_grading(review)) as srv:
+            page.goto(srv.url)
+            at_row(page, 1)
+            assert "keep" in page.inner_text("#scale") and page.text_content("#query-label") == "Question"
+            page.keyboard.press("k")
+            at_row(page, 2)
+            page.keyboard.press("f")
+            screenshot(page, tmp_path, "grading-review.png")
+            page.fill("#fix-input", "Which OpenROAD command sets the placement density?")
+            page.keyboard.press("Enter")
+            at_row(page, 3)
+            page.keyboard.press("d")
+            page.wait_for_selector("#done.on")
+        with open(review, encoding="utf-8-sig", newline="") as fh:
+            got = [(r["verdict"], r["fixed_question"]) for r in csv.DictReader(fh)]
+        assert got == [("keep", ""), ("fix", "Which OpenROAD command sets the placement density?"), ("drop", "")]
+
+        copy = tmp_path / "pool.csv"
+        copy.write_bytes(sheet.read_bytes())
+        alice, bob = open_grading(copy, grader="alice"), open_grading(copy, grader="bob")
+        for pos, (a, b) in enumerate(zip("3102", "3012", strict=True)):
+            alice.grade(pos, a, now=float(pos))
+            bob.grade(pos, b, now=float(pos))
+        with serving(open_grading(copy, arbitrate=True)) as srv:
+            page.goto(srv.url)
+            at_row(page, 1)
+            assert page.inner_text("#position") == "row 1 of 2"
+            assert page.locator("#others .g").all_inner_texts() == ["alice: 1", "bob: 0"]
+            screenshot(page, tmp_path, "grading-arbitrate.png")
+            page.keyboard.press("1")
+            at_row(page, 2)
+            assert page.locator("#others .g").all_inner_texts() == ["alice: 0", "bob: 1"]
+        assert page.errors == []
