@@ -16,7 +16,8 @@ else none (core). Notes of all three are kept, each prefixed with its author.
 
 :func:`import_graded` writes the merged grades as ``<stem>.agreed.csv`` (an annotation sheet) and imports it with
 lab.testset.annotate.import_annotation; the set's ``provenance.json`` then gets ``agreement`` (the figures, the
-graders, the counts and a one-line ``summary``, which lab.data.labels reads and the trust block shows).
+graders, the counts and a one-line ``summary``, which lab.data.labels reads and the trust block shows), and the
+import's MLflow run gets the figures as metrics and the summary as tag ``labels.graders`` (:func:`log_agreement`).
 """
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ from lab.testset.grading import (
     same_rows,
 )
 from lab.testset.io import read_provenance, write_csv, write_provenance
+from lab.tracking.store import client
 
 GRADES = (0, 1, 2, 3)
 RESAMPLES = 1000
@@ -212,6 +214,23 @@ def import_graded(sheet: str | Path, graders: str, out: str | Path, dataset=None
     prov = read_provenance(folder)
     prov["agreement"] = {**rep, "files": [a.path.name, b.path.name] + ([arb.path.name] if arb else [])}
     write_provenance(folder, prov)
+    if tracking_root is not None and report.get("mlflow_run_id"):
+        log_agreement(report["mlflow_run_id"], rep, folder / "provenance.json", tracking_root)
     report["agreement"] = rep
     return report
+
+
+def log_agreement(run_id: str, rep: dict[str, Any], provenance: Path, root: str | Path) -> None:
+    """Add the agreement to the import's MLflow run: metrics graders_pairs, graders_percent_agreement,
+    graders_kappa, graders_weighted_kappa (undefined ones left out), tag ``labels.graders`` (the summary), and the
+    provenance.json that records it."""
+    cl = client(root)
+    metrics = {"graders_pairs": rep["pairs"], "graders_disagreements": len(rep["disagreements"]),
+               "graders_unsettled": rep["unsettled"], "graders_percent_agreement": rep["percent_agreement"]["value"],
+               "graders_kappa": rep["kappa"]["value"], "graders_weighted_kappa": rep["weighted_kappa"]["value"]}
+    for key, value in metrics.items():
+        if value is not None:
+            cl.log_metric(run_id, key, float(value))
+    cl.set_tag(run_id, "labels.graders", rep["summary"])
+    cl.log_artifact(run_id, str(provenance), f"testset/{provenance.parent.name}")
 

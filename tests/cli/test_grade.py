@@ -19,6 +19,7 @@ from lab.data.labels import label_provenance
 from lab.testset.annotate import export_annotation
 from lab.testset.grading import grader_path, open_grading
 from lab.testset.io import write_csv
+from lab.tracking.store import client
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +112,7 @@ def test_two_graders_import_with_agreement_and_arbitration(sheet, exported, tmp_
 
     out_dir = tmp_path / "gold"
     assert main(["testset", "import-annotation", str(sheet), "--out", str(out_dir), "--graders", "alice,bob",
-                 "--no-mlflow", "--no-progress"]) == 0
+                 "--tracking-root", str(tmp_path / "mlruns"), "--no-progress"]) == 0
     out = capsys.readouterr().out
     first, *rest = out.splitlines()
     kappa = cohen_kappa_score(pairs_a, b)
@@ -136,6 +137,11 @@ def test_two_graders_import_with_agreement_and_arbitration(sheet, exported, tmp_
     expected = {k: x for k, x, y in zip(keys, pairs_a, b, strict=False) if x == y}
     expected.update({k: 2 for k in disagreeing[:-1]})
     assert written == expected
+
+    run = client(tmp_path / "mlruns").search_runs(
+        [client(tmp_path / "mlruns").get_experiment_by_name("testset").experiment_id])[0]
+    assert run.data.metrics["graders_kappa"] == pytest.approx(kappa) and run.data.tags["labels.graders"] == \
+        agree["summary"] and run.data.metrics["graders_pairs"] == len(pairs_a)
 
     prov_labels = label_provenance(out_dir)
     assert prov_labels.source == "human" and prov_labels.graders == agree["summary"]
