@@ -5,9 +5,10 @@ winner held up on queries it was not chosen on. ``lab compare`` (JSON key ``trus
 Keys of the trust object
 - ``n_queries``: every query the ranked runs were scored on (the union of their per-query tables), plus the
   held-out queries when a holdout was set (``selection``).
-- ``labels``: ``{source, generator, judge, judge_check}`` (lab.data.labels): one provenance when every run logged
-  the same, else source "mixed" and a warning. Runs logged before labels were recorded get the provenance read
-  from their dataset folder now (``labels_note`` says so), or source "unknown" when that folder is gone.
+- ``labels``: ``{source, generator, judge, judge_check}`` (lab.data.labels), plus ``graders`` (two graders'
+  agreement, "2 graders, kappa 0.71 [0.62, 0.79] on 180 pairs") when the labels have it: one provenance when
+  every run logged the same, else source "mixed" and a warning. Runs logged before labels were recorded get the
+  provenance read from their dataset folder now (``labels_note`` says so), or source "unknown" when that folder is gone.
 - ``min_detectable_diff``: the smallest true paired difference in the ranked metric the query set detects with
   power 0.8 at alpha 0.05 (lab.metrics.stats.min_detectable_diff; ``method`` names the formula), sd(d) being the
   median, over the runs tested against the best, of the standard deviation of their per-query differences
@@ -57,7 +58,7 @@ def combine_labels(provenances: Sequence[LabelProvenance | None]) -> tuple[dict,
         return {"source": "unknown", "generator": None, "judge": None, "judge_check": None}, []
     distinct = list(dict.fromkeys(known))
     if len(distinct) == 1:
-        return distinct[0].short(), []
+        return {**distinct[0].short(), **({"graders": distinct[0].graders} if distinct[0].graders else {})}, []
 
     def join(field):
         vals = sorted({str(getattr(p, field)) for p in distinct if getattr(p, field)})
@@ -204,6 +205,7 @@ def trust_lines(trust: Mapping, metric: str = "") -> list[str]:
            f"judge check: {lab['judge_check']}" if lab.get("judge_check") else
            ("judge check: none" if lab.get("judge") else "")]
     lines = [f"trust: {trust.get('n_queries')} queries; labels {src}"
+             + (f": {lab['graders']}" if lab.get("graders") else "")
              + "".join(f"; {w}" for w in who if w) + (f" ({trust['labels_note']})" if trust.get("labels_note") else "")]
     mdd = trust.get("min_detectable_diff")
     if mdd is not None:

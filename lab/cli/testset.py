@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+from lab.cli.grade import add_grade_parser, cmd_import_graded
 from lab.cli.options import (
     add_max_consecutive_failures,
     add_tracking_root,
@@ -129,6 +130,8 @@ def cmd_export_annotation(args) -> int:
 
 
 def cmd_import_annotation(args) -> int:
+    if args.graders:
+        return cmd_import_graded(args)
     rep = import_annotation(args.sheet, args.out, dataset=args.dataset, chunking=args.chunking, split=args.split,
                             tracking_root=_root(args), experiment=args.experiment, progress=_progress(args))
     if args.json:
@@ -307,6 +310,10 @@ def add_parsers(sub) -> None:
     ia.add_argument("--dataset", help="default: from the sheet's .meta.json")
     ia.add_argument("--chunking", help="default: from the sheet's .meta.json")
     ia.add_argument("--split", default="test")
+    ia.add_argument("--graders", metavar="A,B",
+                    help="two graders of the sheet (`lab testset grade SHEET --grader NAME`; or two filled sheet "
+                         "files): report their agreement, then write qrels from the grades they agree on plus the "
+                         "arbiter's (`--arbitrate`)")
     _common(ia)
     ia.set_defaults(func=cmd_import_annotation)
 
@@ -347,6 +354,7 @@ def add_parsers(sub) -> None:
 
     _add_judge_check(tsub)
     _add_perturb(tsub)
+    add_grade_parser(tsub)
 
 
 def _add_judge_check(tsub) -> None:

@@ -23,7 +23,9 @@ Rule for ``source`` (one of :data:`SOURCES`)
 ``generator``: the model that wrote generated labels (``llm.identity``; "query logs" for kind "logs"), when any
 label is generated, else None. ``judge``: the judge's identity when any label is judged, else None.
 ``judge_check``: the card's one-line summary, None when no judge or no card; ``judge_kappa``: the card's
-``kappa`` (None without a card); ``judge_card``: the card itself.
+``kappa`` (None without a card); ``judge_card``: the card itself. ``graders``: for people's labels graded by two
+graders (``lab testset import-annotation --graders``), the ``agreement.summary`` of provenance.json ("2 graders,
+kappa 0.71 [0.62, 0.79] on 180 pairs"), else None.
 No field holds a machine path.
 """
 from __future__ import annotations
@@ -38,7 +40,7 @@ from typing import Any
 SOURCES = ("human", "generated", "judged", "mixed")
 #: Run tags (lab.tracking.results) and their LabelProvenance fields.
 TAG_FIELDS = {"labels.source": "source", "labels.generator": "generator", "labels.judge": "judge",
-              "labels.judge_check": "judge_check", "labels.judge_kappa": "judge_kappa"}
+              "labels.judge_check": "judge_check", "labels.judge_kappa": "judge_kappa", "labels.graders": "graders"}
 #: The four fields every leaderboard shows (``trust.labels``).
 SHOWN = ("source", "generator", "judge", "judge_check")
 #: Cohen's kappa a judge must reach on known labels before its labels are trusted (Landis & Koch 1977: above
@@ -60,6 +62,7 @@ class LabelProvenance:
     prompt_version: str | None = None
     reviewed: str | None = None
     counts: dict[str, Any] = field(default_factory=dict, compare=False)
+    graders: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict of every field."""
@@ -173,10 +176,12 @@ def label_provenance(folder: str | Path, split: str = "test") -> LabelProvenance
     kappa = card.get("kappa") if card else None
     if isinstance(kappa, Mapping):  # the judge-check card: {"value", "n", "ci", ...}
         kappa = kappa.get("value")
+    agreement = prov.get("agreement") if "human" in present else None
+    graders = agreement.get("summary") if isinstance(agreement, Mapping) else None
     return LabelProvenance(source=source, generator=generator, judge=judge, judge_check=summary,
                            judge_kappa=float(kappa) if isinstance(kappa, (int, float)) else None, judge_card=card,
                            prompt_version=str(prompt) if prompt and generator else None, reviewed=reviewed,
-                           counts=dict(sorted(counts.items())))
+                           counts=dict(sorted(counts.items())), graders=str(graders) if graders else None)
 
 
 def from_tags(tags: Mapping[str, str]) -> LabelProvenance | None:
