@@ -86,7 +86,7 @@ notebooks: setup
 # public faces and their docstrings (mkdocs.yml; pages in docs/api/), into site/. docs-serve: on 127.0.0.1:8000.
 docs: setup
 	$(PIP) install --quiet -c constraints.txt -r requirements-docs.txt 2>&1 | { grep -v "is ignored: it is neither" || true; }
-	$(PY) -m mkdocs build --site-dir site
+	$(PY) -m mkdocs build --strict --site-dir site
 
 docs-serve: docs
 	$(PY) -m mkdocs serve --dev-addr 127.0.0.1:8000

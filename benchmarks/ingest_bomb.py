@@ -3,7 +3,7 @@
 A real DOCX (python-docx) has its word/document.xml replaced by one paragraph of --inflate-mb MiB of one letter
 (a few hundred KiB on disk; with --random, paragraphs of random hex words that pass the ratio check) and sits in
 a temporary folder beside one markdown page; the ingest runs on it in a child process, which prints its own peak
-RSS (VmHWM). The probe on main (issue 27): a 1 GB bomb,
+RSS (VmHWM). Without the limits a 1 GB bomb took
 3.7 GB RSS and 3 min 51 s before "extraction failed (MemoryError)".
 
 Run: .venv/bin/python benchmarks/ingest_bomb.py [--inflate-mb 1024] [--random]

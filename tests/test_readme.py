@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from lab.cli.main import build_parser
 from test_layers import LAYERS
@@ -102,3 +103,29 @@ def test_the_readme_python_example_runs(tmp_path, monkeypatch):
         exec(compile(code, "README.md", "exec"), scope)
     assert {"parent", "bm25"} <= set(out.getvalue().split())
     assert scope["again"].n_queries > 0 and scope["report"] is not None
+
+
+def _nav_pages(node) -> set[str]:
+    if isinstance(node, str):
+        return {node}
+    if isinstance(node, dict):
+        return set().union(*(_nav_pages(v) for v in node.values()))
+    return set().union(*(_nav_pages(v) for v in node))
+
+
+def test_every_docs_page_is_in_the_mkdocs_nav():
+    nav = _nav_pages(yaml.safe_load((REPO / "mkdocs.yml").read_text(encoding="utf-8"))["nav"])
+    missing = [p.name for p in sorted((REPO / "docs").glob("*.md")) if p.name not in nav]
+    assert not missing, f"docs pages missing from mkdocs.yml's nav: {missing}"
+    assert _nav_pages({"a": ["x.md", {"b": "y.md"}]}) == {"x.md", "y.md"}
+
+
+def test_no_page_cites_an_issue_or_a_session():
+    pattern = re.compile(r"[Ii]ssue [0-9]+|this[ ]session")
+    roots = [README, REPO / "docs", REPO / "lab", REPO / "tests", REPO / "notebooks", REPO / "knowledge-base"]
+    files = [f for r in roots for f in ([r] if r.is_file() else r.rglob("*")) if f.is_file()
+             and f.suffix in {".md", ".py", ".ipynb", ".jsonl", ".yaml", ".txt"}]
+    hits = [f"{f.relative_to(REPO)}:{n}" for f in files
+            for n, line in enumerate(f.read_text(encoding="utf-8", errors="replace").splitlines(), 1)
+            if pattern.search(line)]
+    assert not hits, f"pages citing an issue number or a session: {hits[:10]}"

@@ -771,8 +771,9 @@ class LocalLLM(_BaseLLM):
         from it (``xllamacpp.json_schema_to_grammar``): sent as ``response_format``, this llama.cpp build did not
         hold SmolLM2 to the schema (text after the closing brace, code fences, unescaped quotes, answers past
         their 200 characters until ``max_tokens``) and then refused its own output ("does not match the expected
-        peg-native format"): 5 of 8 answers on the SQLite docs, each one generated again (docs/results.md, issue
-        26 item 4). Under the grammar every answer is the schema's JSON, and generation stops at its end."""
+        peg-native format"): 5 of 8 answers on the SQLite docs, each one generated again (docs/results.md,
+        "The offline question writer on the SQLite docs"). Under the grammar every answer is the schema's JSON, and
+        generation stops at its end."""
         schema = _json_schema(params)
         if schema is None:
             return {"messages": messages, **params}

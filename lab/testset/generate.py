@@ -228,7 +228,7 @@ RETRY_ON = ("parse", "text_gates")
 #: passed; question first: 100 questions in 15 min 24 s), and SmolLM2-135M writes 100 SQLite questions in 13 min
 #: question first against 36 min answer first. Answer first, SmolLM2's answers were supported by the passage more
 #: often (ord-qa) and its hand grades a little better (2 / 9 / 19 against 0 / 6 / 24 good / weak / bad of 30:
-#: both mostly bad; docs/results.md, "The offline question writer, part 3").
+#: both mostly bad; docs/results.md, "The offline question writer on the SQLite docs").
 WRITE_FIRST = ("answer", "question")
 
 

@@ -137,7 +137,7 @@ class Tokenizer:
     - language: "auto" | "en" | "zh" (see module docstring).
     - stem: True / "english" (Snowball English, default), "porter", or False.
     - stopwords: "lucene" (default, 33 words), "nltk" (153), None, or an iterable of words.
-    - user_dict: path to a jieba user dictionary ("word [freq] [tag]" per line), loaded into this instance.
+    - user_dict: path to a jieba user dictionary (``word [freq] [tag]`` per line), loaded into this instance.
     - jieba_dict: path to a main jieba dictionary replacing the default (e.g. ``dict.txt.big`` for traditional
       Chinese); None keeps jieba's default.
     - cache_dir: folder for jieba's prefix-dictionary cache (``cache_dir / "jieba"``); None: ``.cache``.

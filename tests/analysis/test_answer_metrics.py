@@ -375,7 +375,7 @@ def test_smollm2_judge_agreement_on_the_hand_labelled_fixture(smol, minilm):
 
 def test_answering_stops_after_n_consecutive_endpoint_failures_and_keeps_what_was_done(tmp_path, always_500,
                                                                                          capsys, monkeypatch):
-    """Issue 15: `lab answers` against an endpoint that always returns 500 stops after 3 failed calls in a row
+    """`lab answers` against an endpoint that always returns 500 stops after 3 failed calls in a row
     (one error line, exit 1); the queries finished before are written and the folder is named."""
     import json
 

@@ -7,7 +7,7 @@ RERANK = ("strategy=rerank, params.reranker=biencoder, params.model=all-MiniLM-L
           "params.top_n=50")
 
 
-def test_the_issue_example_and_the_demo_strategies():
+def test_the_readme_example_and_the_demo_strategies():
     labels = ["strategy=bm25", "strategy=dense", "strategy=hybrid", RERANK, RERANK.replace("=rerank", "=hybrid_rerank")]
     assert short_labels(labels) == ["bm25", "dense", "hybrid", "rerank · biencoder MiniLM · α 0.5 · top 50",
                                     "hybrid_rerank · biencoder MiniLM · α 0.5 · top 50"]

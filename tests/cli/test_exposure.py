@@ -1,4 +1,4 @@
-"""Exposure (issue 27.9): a non-loopback --host on `lab ui`, `lab notebook` and `python -m lab.experiment.serve` warns
+"""Exposure: a non-loopback --host on `lab ui`, `lab notebook` and `python -m lab.experiment.serve` warns
 naming what is exposed; serve refuses a non-loopback host without --token-env; JupyterLab's token reaches it by
 environment, never on a command line (read from /proc/<pid>/cmdline of every process `lab notebook` starts)."""
 from __future__ import annotations

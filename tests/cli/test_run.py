@@ -76,7 +76,7 @@ def test_run_bm25_json_on_ord_qa(tmp_path):
     assert json.loads(proc2.stdout)["ndcg@10"] == pytest.approx(res["ndcg@10"], abs=1e-9)
 
 
-# ---------------------------------------------------------------------------------- issue 15: bad parameters
+# ---------------------------------------------------------------------------------- bad parameters
 
 
 @pytest.mark.parametrize("argv, expect", [

@@ -1,4 +1,4 @@
-"""Storage faults (issue 27.6), each through the real `lab` command on a real MLflow store: a corrupt (truncated)
+"""Storage faults, each through the real `lab` command on a real MLflow store: a corrupt (truncated)
 mlflow.db gives one `error:` line naming the file for every command that opens it; a read-only store serves
 `lab compare` and `lab report`; a full disk (a 2 MB tmpfs, root only) gives one line and leaves no 0-byte or half
 file; a sweep whose artifacts cannot be stored marks each config FAILED and goes on (atomic writes themselves:
@@ -110,7 +110,7 @@ def fill(folder: Path) -> None:
 
 
 def test_a_full_disk_gives_one_line_and_leaves_no_empty_file(tmp_path, pytestconfig):
-    """The issue's probe: `lab run` logging to a store on a full disk, its fallback (results/unlogged) on the same
+    """`lab run` logging to a store on a full disk, its fallback (results/unlogged) on the same
     disk; and `--out` there."""
     need_root("a 2 MB tmpfs")
     with mounted("-t", "tmpfs", "-o", "size=2m", "tmpfs", target=tmp_path / "full") as full:

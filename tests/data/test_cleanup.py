@@ -1,4 +1,4 @@
-"""`lab ingest` on a real-looking site (issue 26.1): site-wide boilerplate dropped and counted, titles from
+"""`lab ingest` on a real-looking site: site-wide boilerplate dropped and counted, titles from
 ``<title>`` where the first heading is generic or shared, near-duplicates (the same page as HTML and PDF)
 reported and ``--dedupe``d, short documents reported and ``--min-words`` skipped, robots.txt not a document.
 

@@ -1,4 +1,4 @@
-"""`lab ingest` on hostile folders (issue 27): bombs and huge files refused in seconds and bounded memory, links
+"""`lab ingest` on hostile folders: bombs and huge files refused in seconds and bounded memory, links
 never followed out of SRC, special files listed, TREC-safe ids, low-confidence encodings reported.
 
 Every file is made here for real: a DOCX whose document.xml inflates to 200 MiB, symbolic links, a FIFO, a

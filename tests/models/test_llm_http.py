@@ -212,7 +212,7 @@ def test_flaky_5xx_recovers(faults):
 
 
 def test_retry_waits_are_counted_apart_from_generation_time(faults):
-    """Issue 15, case 8: backoff sleeps are counted (retry_wait_seconds) and left out of seconds / gen_seconds."""
+    """Backoff sleeps are counted (retry_wait_seconds) and left out of seconds / gen_seconds."""
     llm = OpenAILLM("m", faults.url("flaky500-wait"), max_retries=3, cache_dir=None, backoff_s=0.3, max_backoff_s=0.3,
                     progress=False)
     c = llm.complete("hello there")

@@ -52,7 +52,7 @@ def test_the_walk_fails_on_an_open_param_unless_it_states_why():
 
 
 def test_stopwords_are_checked_before_any_work():
-    """Issue 27.7: bm25's stopwords took any value; the pre-sweep check passed and every config failed later."""
+    """bm25's stopwords are checked before a sweep starts, not when every config fails later."""
     [problem] = param_problems("bm25", {"stopwords": "english"})
     assert problem == ("strategy bm25: param stopwords='english' is not valid; stopwords takes one of 'lucene', "
                        "'nltk', True, False, or a list of strings, or null (default 'lucene')")

@@ -77,7 +77,7 @@ def test_wrong_type_is_one_line_naming_the_param(name):
     ("hybrid_rerank", {"first_stage": "bm25"}, "takes one of 'hybrid' (default 'hybrid')"),
     ("nosuch", {}, "unknown strategy 'nosuch'; registered: bm25"),
 ])
-def test_issue_cases(name, params, expect):
+def test_bad_params_are_named(name, params, expect):
     problems = param_problems(name, params)
     assert problems and expect in problems[0], problems
 

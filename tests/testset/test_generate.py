@@ -247,7 +247,7 @@ def test_committed_ord_qa_generated_set():
 
 
 def test_generation_stops_after_n_consecutive_endpoint_failures_and_keeps_what_was_done(tmp_path, always_500):
-    """Issue 15, case 9: an endpoint that always fails stops the run after max_consecutive_failures calls (each
+    """An endpoint that always fails stops the run after max_consecutive_failures calls (each
     after its retries) with one clear error; the gate report, candidates and provenance are written."""
     import time
 

@@ -76,7 +76,7 @@ def test_windows_that_are_not_prose_are_named_by_reason():
 
 
 def test_a_syntax_page_of_names_is_not_prose_but_api_prose_full_of_names_is():
-    """Qwen's SQLite set drew 3 of its 10 bad questions from syntax pages (docs/grades/issue26-qwen-sqlite-
+    """Qwen's SQLite set drew 3 of its 10 bad questions from syntax pages (docs/grades/qwen-sqlite-
     questionfirst.jsonl): a diagram's name, then lists of other names. Colons end no sentence there; the
     tokens are names, not words. A C-API paragraph that names several functions is still prose."""
     syntax = ("compound-operator\n\nUsed by: factored-select-stmt select-stmt\nSee also: lang_aggfunc.html "

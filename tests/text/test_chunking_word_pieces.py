@@ -13,7 +13,7 @@ ALPHABET = list("abc XYZ 123.,;!?\n\t'’-_éİΣσ中文字ﬁＡ\u0301\u00a0\u
 
 
 def _reference(text: str, units: np.ndarray, s: int, e: int, size: int) -> list[tuple[int, int]]:
-    """The per-unit loop of _word_pieces before it was vectorised (issue 30)."""
+    """The per-unit loop of _word_pieces, the reference the vectorised version is checked against."""
     starts = units[:, 0]
     i0, i1 = int(np.searchsorted(starts, s, "left")), int(np.searchsorted(starts, e, "left"))
     found = [k - i0 for k in range(i0 + 1, i1) if not _inside_word(text, int(starts[k]))]

@@ -50,7 +50,7 @@ def test_log_figure(store):
     assert local.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-# ----------------------------------------------------------------------- issue 15: concurrent stores, no loss
+# ----------------------------------------------------------------------- concurrent stores, no loss
 
 
 def test_storage_fault_names_the_fault():

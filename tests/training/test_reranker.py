@@ -266,7 +266,7 @@ def test_generated_set_is_guarded_against_the_real_evaluation_split(tmp_path):
 
 
 def test_pairwise_in_batch_training_on_a_generated_set_plus_extra_source_logged_to_mlflow(tmp_path, pytestconfig):
-    """A real tiny run of the variant the issue asks for: generated questions (guarded against the real test
+    """A real tiny run of the generated-set variant: generated questions (guarded against the real test
     split, doc overlap dropped) plus the real training split, pairwise loss, all in-batch negatives, early
     stopping, an MLflow run."""
     from conftest import blank_store

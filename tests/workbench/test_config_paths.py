@@ -1,4 +1,4 @@
-"""Paths a sweep spec writes (issue 27.4): `publish.prometheus` climbing out of the repository is refused when the
+"""Paths a sweep spec writes: `publish.prometheus` climbing out of the repository is refused when the
 spec is read (exit 2, one line naming the file, line and key) and nothing is written; a file raglab did not write
 is never overwritten by a publish."""
 from __future__ import annotations

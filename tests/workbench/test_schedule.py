@@ -1,4 +1,4 @@
-"""lab.workbench.schedule: the issue's example as a scheduled job. A copy of data/ord-qa, the bm25 sweep of notebook 03 run
+"""lab.workbench.schedule: the README's example as a scheduled job. A copy of data/ord-qa, the bm25 sweep of notebook 03 run
 with `lab sweep SPEC --scheduled` (real Papermill executions, real MLflow store): a baseline, an unchanged rerun
 (reused, seconds), half the documents replaced by "obsolete page" (rerun, the drop from 0.5826 flagged with its
 paired test, exit 1, Prometheus gauges), `lab compare --previous`, the trends, and sweeps that cannot finish."""
@@ -46,7 +46,7 @@ def env(tmp_path_factory, pytestconfig):
             "prom": base / "textfile" / "raglab.prom", "reports": base / "reports"}
 
 
-def test_the_issue_example_as_a_scheduled_job(env, capsys):
+def test_the_worked_example_as_a_scheduled_job(env, capsys):
     assert scheduled(env) == 0  # the first scheduled sweep: the baseline
     out = capsys.readouterr().out
     assert "nothing to compare with yet" in out and "baseline recorded" in out

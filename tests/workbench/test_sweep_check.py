@@ -1,4 +1,4 @@
-"""lab.workbench.sweep_check: every config of a sweep is checked before the first execution (issue 15, case 6)."""
+"""lab.workbench.sweep_check: every config of a sweep is checked before the first execution."""
 from __future__ import annotations
 
 from pathlib import Path

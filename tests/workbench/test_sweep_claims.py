@@ -1,4 +1,4 @@
-"""Two `lab sweep` processes at once, on spec files with different names and the same experiment (issue 27.5):
+"""Two `lab sweep` processes at once, on spec files with different names and the same experiment:
 every config runs once (lab.tracking.claims), the sweep that yields says so, and `lab compare` lists each config
 once. Real Papermill executions of the fixture notebook (BM25 on 5 ORD-QA queries) into a real MLflow store."""
 from __future__ import annotations
