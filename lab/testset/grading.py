@@ -27,6 +27,7 @@ Pace (:func:`pace`): seconds per grade is the median gap between consecutive gra
 from __future__ import annotations
 
 import csv
+import io
 import re
 import statistics
 from dataclasses import dataclass, field
@@ -70,6 +71,7 @@ class Sheet:
     kind: str
     columns: list[str]
     rows: list[dict[str, str]]
+    lines: list[str] | None = field(default=None, repr=False)  # each row as written (CSV), kept by write_sheet
 
     def keys(self) -> list[tuple[str, str]]:
         """(qid, unit_id) of each row, in order."""
@@ -109,14 +111,24 @@ def read_sheet(path: str | Path) -> Sheet:
     return Sheet(path, kind, columns, rows)
 
 
-def write_sheet(sheet: Sheet) -> None:
-    """Rewrite the sheet atomically, UTF-8 with BOM, its columns in order (see the module docstring)."""
+def _csv_line(cells: list[str]) -> str:
+    buf = io.StringIO()
+    csv.writer(buf).writerow(cells)
+    return buf.getvalue()
+
+
+def write_sheet(sheet: Sheet, changed: int | None = None) -> None:
+    """Rewrite the sheet atomically, UTF-8 with BOM, its columns in order (see the module docstring). With
+    ``changed`` (a row index) only that row is serialised again; the others come from ``sheet.lines`` (a sheet of
+    whole documents is megabytes of CSV, and a grade changes one row)."""
+    if sheet.lines is None or changed is None or len(sheet.lines) != len(sheet.rows) + 1:
+        sheet.lines = [_csv_line(sheet.columns)] + [_csv_line([r.get(c, "") for c in sheet.columns])
+                                                     for r in sheet.rows]
+    else:
+        sheet.lines[changed + 1] = _csv_line([sheet.rows[changed].get(c, "") for c in sheet.columns])
     with atomic_path(sheet.path) as tmp:
         with open(tmp, "w", encoding="utf-8-sig", newline="") as fh:
-            w = csv.writer(fh)
-            w.writerow(sheet.columns)
-            for r in sheet.rows:
-                w.writerow([r.get(c, "") for c in sheet.columns])
+            fh.write("".join(sheet.lines))
 
 
 def blank_copy(sheet: Sheet, path: Path) -> Sheet:
@@ -315,7 +327,7 @@ class Grading:
             r["verdict"] = value
             if "fixed_question" in r or value == "fix":
                 r["fixed_question"] = fixed if value == "fix" else ""
-        write_sheet(self.sheet)
+        write_sheet(self.sheet, changed=self._index(pos))
         self.times.append(now)
 
     def note(self, pos: int, text: str) -> None:
@@ -323,7 +335,8 @@ class Grading:
         self.sheet.rows[self._index(pos)]["note"] = " ".join(text.split())
         if "note" not in self.sheet.columns:
             self.sheet.columns.append("note")
-        write_sheet(self.sheet)
+            self.sheet.lines = None
+        write_sheet(self.sheet, changed=self._index(pos))
 
 
 def open_grading(sheet_path: str | Path, grader: str | None = None, arbitrate: bool = False) -> Grading:

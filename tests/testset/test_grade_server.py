@@ -1,7 +1,10 @@
 """`lab testset grade` in a real browser (Playwright driving the Debian Chromium): a sheet exported from data/ord-qa is
 graded by keyboard, three rows; the server is killed (SIGKILL) and started again, and the page resumes at row 4 with
 the three grades in the CSV. The page shows the query's terms marked, the progress and the scale, and nothing but
-the token opens it. A screenshot goes to the test's folder (docs/img/grading.png with RAGLAB_SCREENSHOTS_DIR=docs/img).
+the token opens it. A review sheet (export-review of data/ord-qa) is graded with its own keys (skip, back, keep,
+fix with the corrected question, a note, drop), and the arbitration page shows only the rows two graders graded
+differently, with both grades. Screenshots go to the test's folder (docs/img/grading.png with
+RAGLAB_SCREENSHOTS_DIR=docs/img).
 """
 from __future__ import annotations
 
@@ -122,6 +125,11 @@ def test_a_review_sheet_takes_keep_fix_drop_and_arbitration_shows_both_grades(sh
             page.goto(srv.url)
             at_row(page, 1)
             assert "keep" in page.inner_text("#scale") and page.text_content("#query-label") == "Question"
+            page.keyboard.press("s")  # skip: on to row 2, row 1 left ungraded
+            at_row(page, 2)
+            assert page.inner_text("#own") == "Not graded yet"
+            page.keyboard.press("ArrowLeft")
+            at_row(page, 1)
             page.keyboard.press("k")
             at_row(page, 2)
             page.keyboard.press("f")
@@ -129,11 +137,16 @@ def test_a_review_sheet_takes_keep_fix_drop_and_arbitration_shows_both_grades(sh
             page.fill("#fix-input", "Which OpenROAD command sets the placement density?")
             page.keyboard.press("Enter")
             at_row(page, 3)
+            page.keyboard.press("n")
+            page.keyboard.type("asks two things at once")
+            page.keyboard.press("Enter")
+            page.wait_for_selector("#note-shown:text-matches('asks two things')")
             page.keyboard.press("d")
             page.wait_for_selector("#done.on")
         with open(review, encoding="utf-8-sig", newline="") as fh:
-            got = [(r["verdict"], r["fixed_question"]) for r in csv.DictReader(fh)]
-        assert got == [("keep", ""), ("fix", "Which OpenROAD command sets the placement density?"), ("drop", "")]
+            got = [(r["verdict"], r["fixed_question"], r["note"]) for r in csv.DictReader(fh)]
+        assert got == [("keep", "", ""), ("fix", "Which OpenROAD command sets the placement density?", ""),
+                       ("drop", "", "asks two things at once")]
 
         copy = tmp_path / "pool.csv"
         copy.write_bytes(sheet.read_bytes())

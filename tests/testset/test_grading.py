@@ -20,6 +20,7 @@ from lab.testset.grading import (
     pace,
     read_sheet,
     term_spans,
+    write_sheet,
 )
 from lab.testset.io import write_csv
 from lab.testset.spotcheck import REVIEW_COLUMNS
@@ -60,6 +61,11 @@ def test_grades_are_written_at_once_and_resume_at_the_first_ungraded_row(sheet):
     assert sheet.read_bytes()[:3] == b"\xef\xbb\xbf" and list(after[0]) == list(before[0])
     again = open_grading(sheet)
     assert again.first_ungraded() == 3 and again.graded_count() == 3
+    whole = again.sheet
+    whole.path, whole.lines = sheet.with_name("whole.csv"), None
+    write_sheet(whole)  # rewriting only the graded row each time gives the file a full rewrite gives
+    assert whole.path.read_bytes() == sheet.read_bytes()
+    again = open_grading(sheet)
     with pytest.raises(ConfigError, match="one of 0, 1, 2, 3"):
         again.grade(3, "4", now=0.0)
     with pytest.raises(ConfigError, match="rows 1 to 12"):
