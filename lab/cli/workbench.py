@@ -34,6 +34,7 @@ from lab.core.net import exposure_warning
 from lab.core.paths import existing_or_repo_path
 from lab.metrics.overlap import P
 from lab.metrics.ranking import parse_metric
+from lab.tracking.faults import UNLOGGED_ENV
 from lab.tracking.store import client, existing_store
 from lab.tracking.ui import UI_ENV, base_url, runs_url, ui_command, ui_links
 from lab.workbench.halving import run_halving_sweep
@@ -46,6 +47,8 @@ from lab.workbench.sweep.options import cli_fields
 
 def cmd_sweep(args) -> int:
     check_spec_env(args.spec, args.allow_env or ())
+    if args.output_dir:  # results that cannot be logged go there, for this process and its notebooks
+        os.environ.setdefault(UNLOGGED_ENV, str(Path(args.output_dir).resolve() / "unlogged"))
     if args.halving:
         if args.scheduled:
             raise ConfigError("--halving and --scheduled: choose one (halving explores a grid; a scheduled sweep "

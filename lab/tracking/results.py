@@ -8,8 +8,10 @@
   ``labels.judge_check``, ``labels.judge_kappa`` from :mod:`lab.data.labels`) and the artifacts per_query.parquet,
   run.trec, result.json (:func:`write_result_files`); with held-out queries, metrics of the dev queries and the
   held-out per-query table beside them (:func:`log_result`).
-- A result whose logging fails is saved to ``results/unlogged/`` first (:func:`save_unlogged`), and the
-  :class:`lab.core.errors.TrackingError` says where: a computed result is never lost.
+- A result whose logging fails is saved under :func:`lab.tracking.faults.unlogged_root` first
+  (:func:`save_unlogged`), and the :class:`lab.core.errors.TrackingError` names the cause in plain words and
+  where the result went: a computed result is never lost. A run created here never stays RUNNING: its partial
+  artifacts are removed (which also frees the room a full disk needs) and it ends FAILED with the cause.
 """
 from __future__ import annotations
 
@@ -21,18 +23,20 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 import lab
 from lab.core.atomic import atomic_path, write_text_atomic
 from lab.core.errors import TrackingError
 from lab.core.flat import config_hash, flatten, string_values
-from lab.core.paths import public_paths_in, results_dir
+from lab.core.paths import public_paths_in
 from lab.data.holdout import holdout_split, is_held_out
 from lab.data.labels import TAG_FIELDS
 from lab.data.trec import write_trec_run
 from lab.metrics import bootstrap_ci
 from lab.metrics.stats import CI_RESAMPLES
 from lab.models.weights import default_memo, weights_record
+from lab.tracking.faults import UNLOGGED_ENV, plain_cause, unlogged_root
 from lab.tracking.lifecycle import tracked_run
 from lab.tracking.store import (
     PER_QUERY_ARTIFACT,
@@ -182,7 +186,7 @@ def log_result(result, run_id: str | None = None, experiment: str | None = None,
             for path in paths:
                 cl.log_artifact(run_id, str(path))
 
-    cl = None
+    cl, own, failed = None, run_id is None, None
     try:
         cl = client(root)
         if run_id is None:  # our own run: created here, ended FINISHED, or FAILED (tag error) when logging raises
@@ -190,23 +194,62 @@ def log_result(result, run_id: str | None = None, experiment: str | None = None,
             with tracked_run(experiment or "raglab", root=root, cl=cl,
                              run_name=run_name or f"{strategy} on {result.info.get('dataset', '')}".strip()) as run:
                 run_id = run.run_id
-                log_into(run_id)
+                try:
+                    log_into(run_id)
+                except Exception as exc:  # noqa: BLE001 - ended FAILED with the cause, then raised below
+                    failed = exc
+                    drop_local_artifacts(cl, run_id)
+                    run.fail(plain_cause(exc, root))
+            if failed is not None:
+                raise failed
         else:
             log_into(run_id)
     except BaseException as exc:
         if not isinstance(exc, Exception):
             raise
-        try:
-            folder = save_unlogged(result, seed, experiment or "raglab")
-        except OSError as saving:
-            raise TrackingError(
-                f"logging to MLflow (tracking root {root}) failed: {type(exc).__name__}: "
-                f"{str(exc).splitlines()[0] if str(exc) else ''}; saving the result locally failed too: "
-                f"{storage_fault(saving) or saving}") from None
-        raise TrackingError(f"logging to MLflow (tracking root {root}) failed: {type(exc).__name__}: "
-                            f"{str(exc).splitlines()[0] if str(exc) else ''}; the result was saved to {folder} "
-                            f"({RESULT_ARTIFACT}, {PER_QUERY_ARTIFACT}, {RUN_ARTIFACT})") from exc
+        _raise_unlogged(result, seed, experiment, root, failed or exc, run_id if own else None, cl)
     return run_id
+
+
+def drop_local_artifacts(cl, run_id: str) -> None:
+    """Remove the artifacts a run stored in a local folder (a ``file:`` artifact URI): a partial set is never
+    left behind, and a full disk gets back the room to record the run's end. Nothing for a server's artifacts."""
+    try:
+        uri = cl.get_run(run_id).info.artifact_uri
+    except Exception:  # noqa: BLE001 - the store may be what failed
+        return
+    if uri.startswith("file:"):
+        shutil.rmtree(unquote(urlparse(uri).path), ignore_errors=True)
+
+
+def _ended(cl, run_id: str | None, cause: str) -> str:
+    """How the run ``run_id`` (created by log_result) ended, for the error line; marks it FAILED when the first
+    try could not (a full disk has more room once its partial artifacts are gone)."""
+    if run_id is None or cl is None:
+        return ""
+    try:
+        if cl.get_run(run_id).info.status == "RUNNING":
+            set_tags(run_id, {"error": cause}, cl=cl)
+            cl.set_terminated(run_id, "FAILED")
+        return f"; run {run_id} is marked FAILED"
+    except Exception:  # noqa: BLE001 - the store cannot be written at all
+        return f"; run {run_id} could not be marked FAILED either"
+
+
+def _raise_unlogged(result, seed: int, experiment: str | None, root, exc: Exception, run_id: str | None, cl):
+    """Save a result that could not be logged and raise the one TrackingError line: the cause, the run's end,
+    and where the result went (or why it could not be saved)."""
+    cause = plain_cause(exc, root)
+    try:
+        folder = save_unlogged(result, seed, experiment or "raglab", root=root)
+    except OSError as saving:
+        raise TrackingError(f"logging to MLflow (tracking root {root}) failed: {cause}{_ended(cl, run_id, cause)}; "
+                            f"saving the result under {unlogged_root(root)} failed too: "
+                            f"{storage_fault(saving) or saving}; set {UNLOGGED_ENV} to a folder on another disk to "
+                            "keep it") from None
+    raise TrackingError(f"logging to MLflow (tracking root {root}) failed: {cause}{_ended(cl, run_id, cause)}; "
+                        f"the result was saved to {folder} ({RESULT_ARTIFACT}, {PER_QUERY_ARTIFACT}, {RUN_ARTIFACT})"
+                        ) from exc
 
 
 def _holdout_tags(tags) -> tuple[float, int] | None:
@@ -242,14 +285,15 @@ def split_for_holdout(result, holdout: tuple[float, int] | None):
     return dev, held
 
 
-def save_unlogged(result, seed: int = 0, experiment: str = "raglab", folder: str | Path | None = None) -> Path:
-    """Write a result that could not be logged to ``results/unlogged/<experiment>/<time>-<strategy>-<pid>/``
-    (or ``folder``): result.json, per_query.parquet and run.trec, as :func:`write_result_files` writes them."""
+def save_unlogged(result, seed: int = 0, experiment: str = "raglab", folder: str | Path | None = None,
+                  root: str | Path = "mlruns") -> Path:
+    """Write a result that could not be logged to ``<unlogged root>/<experiment>/<time>-<strategy>-<pid>/`` (the
+    unlogged root of tracking root ``root``: :func:`lab.tracking.faults.unlogged_root`), or to ``folder``:
+    result.json, per_query.parquet and run.trec, as :func:`write_result_files` writes them."""
     if folder is None:
         strategy = re.sub(r"[^\w.-]", "_", str(result.config.get("strategy", "run")))
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        folder = results_dir("unlogged", re.sub(r"[^\w.-]", "_", experiment), create=True) / \
-            f"{stamp}-{strategy}-{os.getpid()}"
+        folder = unlogged_root(root) / re.sub(r"[^\w.-]", "_", experiment) / f"{stamp}-{strategy}-{os.getpid()}"
     folder = Path(folder)
     made = not folder.exists()
     try:

@@ -124,7 +124,8 @@ def test_a_full_disk_gives_one_line_and_leaves_no_empty_file(tmp_path, pytestcon
         base = ["run", "--dataset", REPO / "data" / "ord-qa", "--strategy", "bm25", "--max-queries", "3"]
         logged = lab(*base, "--mlflow", "--root", repo / "mlruns", env=env)
         line = one_error_line(logged)
-        assert logged.returncode == 1 and "disk is full" in line and "no space left on the device" in line, line
+        assert logged.returncode == 1 and "the disk holding the store is full" in line, line
+        assert "no space left on the device" in line, line
         out = lab(*base, "--out", repo / "run.trec", env=env)
         line = one_error_line(out)
         assert out.returncode != 0 and f"{repo / 'run.trec'}: no space left" in line, line
@@ -159,3 +160,57 @@ def test_a_tracking_root_that_does_not_exist_is_said_and_nothing_is_created(comm
     assert code == 2 and err.startswith("error: ") and err.count("\n") == 1, err
     assert f"no MLflow store at {typo}" in err and "typo" in err
     assert list(tmp_path.iterdir()) == []
+
+
+def leave_free(folder: Path, kib: int) -> None:
+    """Take the free blocks of ``folder``'s file system but ``kib`` KiB."""
+    st = os.statvfs(folder)
+    with open(folder / "filler", "wb") as f:
+        f.write(b"\0" * max(0, st.f_bavail * st.f_frsize - kib * 1024))
+
+
+def test_a_disk_that_fills_during_lab_run_leaves_no_running_run_and_names_the_cause(tmp_path, pytestconfig):
+    """The store on a 2 MB tmpfs with room to create the run but not for its artifacts: the run ends FAILED with
+    the cause (never RUNNING), its partial artifacts are gone, the line says "the disk holding the store is full",
+    and nothing is written into the checkout (LAB_REPO_ROOT)."""
+    need_root("a 2 MB tmpfs")
+    with mounted("-t", "tmpfs", "-o", "size=2m", "tmpfs", target=tmp_path / "full") as full:
+        store = full / "store"
+        store.mkdir()
+        shutil.copy(blank_store(tmp_path / "blank", pytestconfig) / "mlflow.db", store)
+        leave_free(full, 110)
+        repo = tmp_path / "checkout"
+        (repo / "lab").mkdir(parents=True)
+        (repo / "pyproject.toml").write_text("")
+        proc = lab("run", "--dataset", REPO / "data" / "ord-qa", "--strategy", "bm25", "--max-queries", "3",
+                   "--experiment", "E", "--tracking-root", store,
+                   env={"LAB_REPO_ROOT": str(repo), "LAB_CACHE_DIR": str(tmp_path / "cache")})
+        line = one_error_line(proc)
+        assert proc.returncode == 1 and "the disk holding the store is full" in line, line
+        (full / "filler").unlink()
+        runs = [r for e in client(store).search_experiments() for r in client(store).search_runs([e.experiment_id])]
+        assert all(r.info.status == "FAILED" and r.data.tags["error"] == "the disk holding the store is full"
+                   for r in runs), [(r.info.status, r.data.tags) for r in runs]
+        assert not [p for p in (store / "artifacts").rglob("*") if p.is_file()]
+        assert [p.name for p in repo.iterdir()] == ["lab", "pyproject.toml"] or not (repo / "results").exists()
+
+
+def test_a_result_that_cannot_be_logged_is_saved_under_the_tracking_root_not_the_checkout(tmp_path, pytestconfig):
+    """Artifacts cannot be stored (the store's artifacts folder on a full tmpfs): the result goes to
+    <root>/unlogged/, the run ends FAILED with the cause, the checkout gets nothing."""
+    need_root("a 2 MB tmpfs")
+    root = blank_store(tmp_path, pytestconfig)
+    repo = tmp_path / "checkout"
+    (repo / "lab").mkdir(parents=True)
+    (repo / "pyproject.toml").write_text("")
+    with mounted("-t", "tmpfs", "-o", "size=2m", "tmpfs", target=root / "artifacts") as arts:
+        fill(arts)
+        proc = lab("run", "--dataset", REPO / "data" / "ord-qa", "--strategy", "bm25", "--max-queries", "3",
+                   "--experiment", "E", "--tracking-root", root,
+                   env={"LAB_REPO_ROOT": str(repo), "LAB_CACHE_DIR": str(tmp_path / "cache")})
+    line = one_error_line(proc)
+    saved = sorted((root / "unlogged" / "E").glob("*/result.json"))
+    assert proc.returncode == 1 and len(saved) == 1 and f"saved to {saved[0].parent}" in line, line
+    assert not (repo / "results").exists()
+    (run,) = client(root).search_runs([client(root).get_experiment_by_name("E").experiment_id])
+    assert run.info.status == "FAILED" and run.data.tags["error"], run.data.tags

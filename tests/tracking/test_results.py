@@ -113,7 +113,7 @@ def test_processes_starting_on_a_new_store_at_once_all_log(tmp_path):
 
 
 def _repo_here(folder: Path, monkeypatch) -> None:
-    """Point the repo root (where results/unlogged/ goes) at a tmp folder laid out like the repo."""
+    """Point the repo root at a tmp folder laid out like the repo."""
     (folder / "lab").mkdir(exist_ok=True)
     (folder / "pyproject.toml").write_text("")
     monkeypatch.setenv("LAB_REPO_ROOT", str(folder))
@@ -121,7 +121,8 @@ def _repo_here(folder: Path, monkeypatch) -> None:
 
 def test_a_result_is_never_lost_to_a_logging_error(tmp_path, result, monkeypatch):
     """A store that cannot be written (here: a database file that is not a database): log_result saves the result
-    to results/unlogged/ and raises TrackingError naming the folder; `lab run` prints the result and exits 1."""
+    under the tracking root's folder (unlogged/, not the checkout) and raises TrackingError naming the folder;
+    `lab run` prints the result and exits 1."""
     import json
 
     from lab.core.errors import TrackingError
@@ -135,7 +136,7 @@ def test_a_result_is_never_lost_to_a_logging_error(tmp_path, result, monkeypatch
     message = str(exc.value)
     assert "logging to MLflow" in message and "the result was saved to" in message and "\n" not in message
     folder = Path(message.split("the result was saved to ")[1].split(" (")[0])
-    assert folder.is_dir() and folder.is_relative_to(tmp_path / "results" / "unlogged")
+    assert folder.is_dir() and folder.is_relative_to(root / "unlogged") and not (tmp_path / "results").exists()
     saved = json.loads((folder / "result.json").read_text())
     assert saved["summary"]["ndcg@10"] == pytest.approx(float(result.evaluation.means["ndcg@10"]))
     assert (folder / "per_query.parquet").is_file() and (folder / "run.trec").is_file()
@@ -155,7 +156,7 @@ def test_lab_run_prints_the_result_and_says_where_it_went_when_logging_fails(tmp
                "--experiment", "e", "--tracking-root", str(root)])
     out, err = capsys.readouterr()
     assert rc == 1 and json.loads(out)["ndcg@10"] >= 0
-    assert err.count("\n") == 1 and err.startswith("error: logging to MLflow") and "results/unlogged" in err
+    assert err.count("\n") == 1 and err.startswith("error: logging to MLflow") and f"{root}/unlogged/e/" in err
 
 
 def test_a_logged_run_holds_no_machine_path_and_its_model_is_found_again(store, tmp_path):
