@@ -31,7 +31,7 @@ PROMPT = "Write a short scientific passage that answers the question: {q}"
 
 def scifact_prompts(n: int) -> list[str]:
     with open(REPO / "data" / "scifact" / "queries.jsonl", encoding="utf-8") as f:
-        queries = [json.loads(line)["text"] for line, _ in zip(f, range(n))]
+        queries = [json.loads(line)["text"] for line, _ in zip(f, range(n), strict=False)]
     return [PROMPT.format(q=q) for q in queries]
 
 

@@ -48,11 +48,13 @@ def main() -> None:
     ap.add_argument("--bm25-backend", default=None, help="set params.backend of the bm25 configs (e.g. bm25s-eager)")
     args = ap.parse_args()
     for owner, name, label in ((chunking, "chunk_corpus", "chunk"),
-                               (chunking, "unit_offsets", "chunk: token offsets (within chunk; memo, once per process)"), (chunking, "chunks_to_corpus", "to_corpus"),
+                               (chunking, "unit_offsets",
+                                "chunk: token offsets (within chunk; memo, once per process)"),
+                               (chunking, "chunks_to_corpus", "to_corpus"),
                                (chunking, "relevance_for", "relevance"), (tokenize.Tokenizer, "tokenize", "tokenize"),
-                               (bm25._Bm25sBackend, "__init__", "bm25 eager build"),
-                               (bm25._LazyBm25sBackend, "__init__", "bm25 lazy build"),
-                               (bm25._PositionalBm25sBackend, "__init__", "bm25 chunk index from document tokens"),
+                               (bm25.Bm25sBackend, "__init__", "bm25 eager build"),
+                               (bm25.LazyBm25sBackend, "__init__", "bm25 lazy build"),
+                               (bm25.PositionalBm25sBackend, "__init__", "bm25 chunk index from document tokens"),
                                (bm25, "corpus_positions", "bm25 document tokens (once per process)"),
                                (bm25.BM25Retriever, "warm", "bm25 late index work (the queries' columns)"),
                                (run.IndexedExperiment, "search", "search"),

@@ -11,7 +11,6 @@ import ast
 from pathlib import Path
 
 import pytest
-
 from test_layers import LAYERS
 
 ROOT = Path(__file__).resolve().parents[1]

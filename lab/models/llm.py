@@ -374,11 +374,6 @@ class _BaseLLM:
         with self._acct_lock:
             return dict(self._acct)
 
-    def reset_usage(self) -> None:
-        with self._acct_lock:
-            for k in self._acct:
-                self._acct[k] = 0.0 if k.endswith("seconds") else 0
-
     # --------------------------------------------------------------------------------------- internals
     def _count(self, **amounts) -> None:
         with self._acct_lock:

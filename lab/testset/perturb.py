@@ -97,7 +97,7 @@ _LATIN_WORD = re.compile(r"[A-Za-z]+")
 
 
 # ------------------------------------------------------------------------------------------------ resources
-def _read_table(path: Path) -> dict[str, list[str]]:
+def read_table(path: Path) -> dict[str, list[str]]:
     """``key<TAB>v1|v2`` lines (``.gz`` read transparently) -> {key: [v1, v2]}."""
     if not path.is_file():
         raise ConfigError(f"word list {path} not found; pass an existing file (format: word<TAB>syn1|syn2)")
@@ -141,13 +141,13 @@ class Resources:
     def synonyms(self, language: str) -> dict[str, list[str]]:
         """word -> synonyms for "en" or "zh"."""
         path = self.synonyms_en if language == "en" else self.synonyms_zh
-        return self._get(f"syn-{language}", lambda: _read_table(Path(path)))
+        return self._get(f"syn-{language}", lambda: read_table(Path(path)))
 
     def homophones(self) -> dict[str, str]:
         """character -> the other common characters of the same toned pinyin."""
         def load():
             out = {}
-            for chars in _read_table(Path(self.homophones_zh)).values():
+            for chars in read_table(Path(self.homophones_zh)).values():
                 group = "".join(chars)
                 for c in group:
                     out.setdefault(c, group.replace(c, ""))

@@ -232,7 +232,7 @@ def _is_cjk(ch: str) -> bool:
         or 0x20000 <= o <= 0x2FFFF
 
 
-def _inside_word(text: str, pos: int) -> bool:
+def inside_word(text: str, pos: int) -> bool:
     """True when a cut at ``pos`` would split a word (two letters or digits of a non-CJK script touch)."""
     if pos <= 0 or pos >= len(text):
         return False
@@ -243,9 +243,9 @@ def _inside_word(text: str, pos: int) -> bool:
 _ASCII_CLASSES = np.array([[chr(i).isalnum(), chr(i).isspace()] for i in range(128)], dtype=bool)
 
 
-def _char_classes(text: str) -> np.ndarray:
+def char_classes(text: str) -> np.ndarray:
     """An (len(text), 2) bool array: column 0, the char is a letter or digit of a non-CJK script (what
-    :func:`_inside_word` asks of both sides of a cut); column 1, the char is whitespace (``str.isspace``).
+    :func:`inside_word` asks of both sides of a cut); column 1, the char is whitespace (``str.isspace``).
     Memoised per text in :data:`STRUCTURE` (it does not depend on the chunking)."""
     key = ("char_classes", text)
     found = STRUCTURE.get_many([key])[0]
@@ -350,7 +350,7 @@ def _heading_paths(headings: list[tuple[int, int, str]], starts: list[int]) -> l
 def _word_safe(text: str, starts: np.ndarray, j: int, lo: int) -> int:
     """The largest unit index k in (lo, j] where a cut before unit k splits no word; ``j`` when there is none."""
     k = j
-    while k > lo and _inside_word(text, int(starts[k])):
+    while k > lo and inside_word(text, int(starts[k])):
         k -= 1
     return k if k > lo else j
 
@@ -370,7 +370,7 @@ def fixed_spans(text: str, units: np.ndarray, size: int, overlap: int) -> list[t
         if j >= n:
             break
         nxt = max(i + 1, j - overlap)
-        while nxt < j and _inside_word(text, int(starts[nxt])):  # start the next window at a word start
+        while nxt < j and inside_word(text, int(starts[nxt])):  # start the next window at a word start
             nxt += 1
         i = nxt if nxt < j else j
     return [s for s in spans if s[1] > s[0]] or [(0, len(text))]
@@ -392,14 +392,14 @@ def _structure(fn: Any, text: str, s: int, e: int) -> list[tuple[int, int]]:
     return list(found)
 
 
-def _word_pieces(text: str, units: np.ndarray, s: int, e: int, size: int) -> list[tuple[int, int]]:
+def word_pieces(text: str, units: np.ndarray, s: int, e: int, size: int) -> list[tuple[int, int]]:
     """``[s, e)`` cut into words (at unit boundaries that do not split a word); a word over ``size`` units is cut."""
     starts = units[:, 0]
     i0, i1 = int(np.searchsorted(starts, s, "left")), int(np.searchsorted(starts, e, "left"))
     if i1 <= i0:
         return []
-    classes = _char_classes(text)
-    # a cut before unit k splits no word unless a letter or digit of a non-CJK script is on both sides (_inside_word)
+    classes = char_classes(text)
+    # a cut before unit k splits no word unless a letter or digit of a non-CJK script is on both sides (inside_word)
     pos = starts[i0 + 1:i1]
     inner = (pos > 0) & (pos < len(text))
     left, right = np.where(inner, pos - 1, 0), np.where(inner, pos, 0)
@@ -454,7 +454,7 @@ def _recursive_pieces(text: str, units: np.ndarray, size: int) -> tuple[tuple[tu
             sub: list[tuple[int, int]] = []  # lines, then words of a line over size
             lines = _split(text, ss, se, (m.start() for m in _NEWLINE.finditer(text, ss, se)))
             for (ls, le), n_line in zip(lines, counts(lines), strict=True):
-                sub.extend([(ls, le)] if n_line <= size else _word_pieces(text, units, ls, le, size))
+                sub.extend([(ls, le)] if n_line <= size else word_pieces(text, units, ls, le, size))
             pieces.extend(sub)
             new_group.extend([True] + [False] * (len(sub) - 1))
     i0: list[int] = []

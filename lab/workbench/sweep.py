@@ -1146,8 +1146,3 @@ def _publish(report: SweepReport, spec, overrides: dict | None, root, echo, extr
     except LabError as exc:
         report.publish_error = str(exc)
         echo(f"publish failed: {exc}")
-
-
-def sweep_configs(spec_path: str | Path) -> list[dict]:
-    """The expanded configs of a spec (a convenience for notebooks and tests)."""
-    return expand(load_spec(spec_path))

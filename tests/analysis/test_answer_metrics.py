@@ -1,4 +1,5 @@
-"""lab.analysis.answer_metrics: the pure parts exactly (claims, verdict parsing, precision@k, NaN-safe aggregation), answer
+"""lab.analysis.answer_metrics: the pure parts exactly (claims, verdict parsing, precision@k, NaN-safe aggregation),
+answer
 relevancy with the real MiniLM embedder, the NaN/failure paths through a scripted LLM, MLflow logging, and the real
 SmolLM2 judge (a handful of calls here; the whole hand-labelled fixture in a slow test)."""
 from __future__ import annotations
@@ -26,8 +27,8 @@ from lab.analysis.answer_metrics import (
     score_sample,
     split_claims,
 )
-from lab.experiment.answers import NONCOMMITTAL, AnswerSample
 from lab.core.errors import DataError
+from lab.experiment.answers import NONCOMMITTAL, AnswerSample
 from lab.models.llm import Completion, LLMError
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "answers"
@@ -234,7 +235,8 @@ def test_failed_verdicts_make_the_metric_nan_never_zero_or_one(minilm):
 def test_unparseable_verdicts_of_a_llama_cpp_judge_are_asked_again_under_the_grammar(minilm):
     llm = ScriptedLLM()
     llm.backend = "gguf"
-    row, detail = score_sample(Judge(llm, minilm, n_questions=1), _sample(answer="The dir is /usr/local. A GARBLED claim here."))
+    row, detail = score_sample(Judge(llm, minilm, n_questions=1),
+                               _sample(answer="The dir is /usr/local. A GARBLED claim here."))
     assert row["faithfulness"] == 1.0 and row["status_faithfulness"] == "ok" and row["n_fallback_verdicts"] == 1
     assert detail["answer_claims"][1]["raw"] == "The || grammar: Yes"
     assert row["judge_calls"] == 4 + 1 + 2 + 1  # 4 support, 1 asked again, 2 chunks, 1 question
@@ -352,7 +354,8 @@ def test_real_smollm2_verdicts_are_parsed(smol):
     and the calls are accounted. Whether the verdicts are right is measured on the whole fixture (slow test)."""
     judge = Judge(smol, None)
     vs = judge.support("The default install directory is `/usr/local`.",
-                       ["The default install directory is /usr/local.", "OpenROAD was first released in 1985 by Intel."])
+                       ["The default install directory is /usr/local.",
+                        "OpenROAD was first released in 1985 by Intel."])
     assert all(v in (True, False) for v in vs.values), vs.raw
     assert all(c is not None and not c.cached and c.completion_tokens <= judge.verdict_tokens for c in vs.completions)
 

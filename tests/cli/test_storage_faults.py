@@ -13,7 +13,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-
 from conftest import blank_store
 
 from lab.tracking.store import client, get_or_create_experiment

@@ -8,10 +8,9 @@ import io
 from pathlib import Path
 
 import pytest
-
 from docwriters import RAW, encrypted_pdf, write_doc
-from lab.data.extract import Unreadable, extract, normalise
 
+from lab.data.extract import Unreadable, extract, normalise
 
 
 def _check_offsets(got):
@@ -125,7 +124,8 @@ def _pdf_with_pages(path: Path) -> Path:
 def test_pdf_pages_running_heads_dehyphenation_and_outline_headings(tmp_path):
     got = extract(_pdf_with_pages(tmp_path / "g.pdf").read_bytes(), "pdf")
     assert got.meta["pages"] == 4 and len(got.meta["page_offsets"]) == 4
-    pages = [got.text[a:b].strip() for a, b in zip(got.meta["page_offsets"], got.meta["page_offsets"][1:] + [None])]
+    offsets = got.meta["page_offsets"]
+    pages = [got.text[a:b].strip() for a, b in zip(offsets, offsets[1:] + [None], strict=True)]
     assert pages[1] == "Part 2\nThe result is a\nhyphenated word; a\nwell-known form stays well-known."
     assert "Guide to the Widget" not in got.text and "\n3\n" not in got.text
     assert [h["title"] for h in got.headings] == ["Part 1", "Part 2", "Part 3", "Part 4"]
@@ -149,7 +149,8 @@ def test_text_encodings_are_detected_and_chinese_works_in_every_format(tmp_path)
     assert got.text == latin
     russian = "Привет! Это документ о поиске: как выбрать размер фрагмента для векторного поиска."
     assert extract(russian.encode("cp1251"), "text").text == russian
-    assert extract("\ufeff# 标题\n\n".encode("utf-16-le") + zh.encode("utf-16-le"), "markdown").text == "# 标题\n\n" + zh
+    utf16 = "\ufeff# 标题\n\n".encode("utf-16-le") + zh.encode("utf-16-le")
+    assert extract(utf16, "markdown").text == "# 标题\n\n" + zh
     html_gbk = f'<html><head><meta charset="gbk"><title>中文</title></head><body><h1>检索</h1><p>{zh}</p></body></html>'
     got = extract(html_gbk.encode("gbk"), "html")
     assert got.title == "检索" and zh in got.text

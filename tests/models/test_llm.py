@@ -10,9 +10,22 @@ import pickle
 import pytest
 
 from lab.core.errors import ConfigError
-from lab.models.llm import (LLM, Completion, LLMError, LocalLLM, OpenAILLM, default_threads, generation_params,
-                            idle_cores, load_llm,
-                            normalize_messages, prompt_messages, public_base_url, request_key, smollm2_path)
+from lab.models.llm import (
+    LLM,
+    Completion,
+    LLMError,
+    LocalLLM,
+    OpenAILLM,
+    default_threads,
+    generation_params,
+    idle_cores,
+    load_llm,
+    normalize_messages,
+    prompt_messages,
+    public_base_url,
+    request_key,
+    smollm2_path,
+)
 
 IDENTITY_RE = r"gguf:SmolLM2-135M-Instruct\.Q4_1\.gguf@sha256:[0-9a-f]{16}"
 
@@ -260,7 +273,8 @@ def test_a_json_schema_is_enforced_as_a_grammar(smol):
               "SQLite stores the whole database in one file, so copying the file copies the database.")
     c = smol.complete(prompt, max_tokens=120, response_format=rf)
     got = json.loads(c.text)
-    assert list(got) == ["answer", "question"] and re.match(schema["properties"]["question"]["pattern"], got["question"])
+    assert list(got) == ["answer", "question"]
+    assert re.match(schema["properties"]["question"]["pattern"], got["question"])
     assert 1 <= len(got["answer"]) <= 40 and c.finish_reason == "stop"
     # the grammar keeps the schema's key order: the model writes the first property first (testset's --write-first)
     flipped = {**schema, "properties": dict(reversed(schema["properties"].items())), "required": ["question", "answer"]}

@@ -227,8 +227,8 @@ def test_query_time_llm_faults_reach_json_mlflow_and_leaderboard(faults, tmp_pat
     retries / errors / retry waits of the query phase, and latency excludes the waits."""
     from conftest import blank_store
 
-    from lab.cli.main import main
     from lab.analysis.compare import experiment_leaderboard, format_leaderboard
+    from lab.cli.main import main
     from lab.tracking.store import client
 
     root = blank_store(tmp_path, pytestconfig)

@@ -7,15 +7,14 @@ import random
 
 import pytest
 
-from lab.data.beir import load_dataset, read_queries
-from lab.data.types import Qrels
 from lab.core.errors import ConfigError
 from lab.core.paths import resolve_repo_path
+from lab.data.beir import load_dataset, read_queries
+from lab.data.types import Qrels
 from lab.testset.perturb import (
     CHANGES_FILE,
     PROVENANCE_FILE,
     Resources,
-    _read_table,
     choose_unanswerable,
     edit_distance,
     keyboard_typo,
@@ -24,6 +23,7 @@ from lab.testset.perturb import (
     make_variant,
     perturb_queries,
     read_provenance,
+    read_table,
     typo_text,
     unanswerable_ids,
 )
@@ -125,7 +125,7 @@ def test_chinese_typo_replaces_a_character_with_a_homophone(cmrc_queries, res):
         assert _replay(x.original, x.edits) == x.text
         for e in x.edits:
             assert e["op"] == "homophone"
-            diff = [(a, b) for a, b in zip(e["before"], e["after"]) if a != b]
+            diff = [(a, b) for a, b in zip(e["before"], e["after"], strict=False) if a != b]
             assert len(diff) == 1 and diff[0][1] in hom[diff[0][0]]
         digits = [ch for ch in x.original if ch.isdigit()]
         assert digits == [ch for ch in x.text if ch.isdigit()]
@@ -176,7 +176,7 @@ def test_a_word_list_in_the_wrong_format_names_file_and_line(tmp_path):
     bad = tmp_path / "list.tsv"
     bad.write_text("word\tsyn\nnotab\n", encoding="utf-8")
     with pytest.raises(Exception, match="line 2"):
-        _read_table(bad)
+        read_table(bad)
 
 
 # ------------------------------------------------------------------------------------------------ distractor

@@ -7,11 +7,25 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lab.text.chunking import (Chunker, aggregate_to_docs, chunk_corpus, chunk_id, chunk_to_doc, chunks_to_corpus,
-                          describe_chunking, doc_id_of, load_tokenizer, relevance_for, sentences, span_qrels,
-                          unit_offsets, TOKEN_OFFSETS, tokenizer_identity)
-from lab.data.types import Document, EvidenceSpan, Qrels, Run
 from lab.core.errors import ConfigError
+from lab.data.types import Document, EvidenceSpan, Qrels, Run
+from lab.text.chunking import (
+    TOKEN_OFFSETS,
+    Chunker,
+    aggregate_to_docs,
+    chunk_corpus,
+    chunk_id,
+    chunk_to_doc,
+    chunks_to_corpus,
+    describe_chunking,
+    doc_id_of,
+    load_tokenizer,
+    relevance_for,
+    sentences,
+    span_qrels,
+    tokenizer_identity,
+    unit_offsets,
+)
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 
@@ -56,7 +70,7 @@ def test_offsets_round_trip_and_ids(sample_docs, tokenizer, chunker, unit, size,
         assert c.id == f"{c.doc_id}@{c.start}-{c.end}" and doc_id_of(c.id) == c.doc_id
         assert c.title == doc.title
     if chunker != "none":  # sizes hold, counted as the units are counted
-        units = dict(zip(by_id, unit_offsets([d.text for d in sample_docs], unit, tokenizer)))
+        units = dict(zip(by_id, unit_offsets([d.text for d in sample_docs], unit, tokenizer), strict=False))
         for c in chunks:
             starts = units[c.doc_id][:, 0]
             assert np.searchsorted(starts, c.end) - np.searchsorted(starts, c.start) <= size
@@ -107,7 +121,7 @@ def test_fixed_windows_overlap_exactly_in_words():
     chunks = chunk_corpus([Document("d", text)], "fixed", 10, 3, "words", title_prefix=False, progress=False)
     words = [c.body.split() for c in chunks]
     assert words[0] == [f"w{i}" for i in range(10)]
-    for a, b in zip(words, words[1:]):
+    for a, b in zip(words, words[1:], strict=False):
         assert a[-3:] == b[:3]  # exactly `overlap` units shared
         assert len(a) == 10
     assert words[-1][-1] == "w24"
@@ -125,7 +139,7 @@ def test_fixed_token_windows_do_not_cut_inside_a_word(sample_docs, tokenizer):
                 cut_inside += 1
     assert cut_inside == 0
     # consecutive windows of a document do overlap
-    pairs = [(a, b) for a, b in zip(chunks, chunks[1:]) if a.doc_id == b.doc_id]
+    pairs = [(a, b) for a, b in zip(chunks, chunks[1:], strict=False) if a.doc_id == b.doc_id]
     assert pairs and all(b.start < a.end for a, b in pairs)
 
 
@@ -153,7 +167,7 @@ def test_recursive_overlap_is_whole_sentences():
     for c in chunks:
         assert len(c.body.split()) <= 20
         assert c.body.startswith("Sentence") and c.body.endswith(".")
-    for a, b in zip(chunks, chunks[1:]):
+    for a, b in zip(chunks, chunks[1:], strict=False):
         assert b.start < a.end  # they overlap ...
         assert text[b.start:a.end] in sents  # ... by exactly one whole sentence (5 words <= 6)
     # every sentence is in some chunk
@@ -179,7 +193,7 @@ def test_overlap_never_repeats_a_whole_chunk(sample_docs, tokenizer):
     assert chunks[0].body == "Tiny." and chunks[1].body.startswith("word0")
     for params in [("recursive", 64, 32), ("recursive", 128, 100), ("fixed", 64, 48)]:
         chunks = chunk_corpus(sample_docs, *params, "tokens", tokenizer, progress=False)
-        for a, b in zip(chunks, chunks[1:]):
+        for a, b in zip(chunks, chunks[1:], strict=False):
             if a.doc_id == b.doc_id:
                 assert a.start < b.start and a.end < b.end, (params, a.id, b.id)
 
@@ -191,7 +205,8 @@ def test_sentence_splitter_english_and_chinese():
                    "P < 0.05. the end was near!", "Fig. 2 shows it."]
     zh = "今天天气很好。我们去公园散步吧！你觉得怎么样？他说：“好的。”然后出发了；大家都很开心。"
     got = [zh[s:e] for s, e in sentences(zh)]
-    assert got == ["今天天气很好。", "我们去公园散步吧！", "你觉得怎么样？", "他说：“好的。”", "然后出发了；", "大家都很开心。"]
+    assert got == ["今天天气很好。", "我们去公园散步吧！", "你觉得怎么样？", "他说：“好的。”", "然后出发了；",
+                   "大家都很开心。"]
 
 
 def test_chinese_with_chars_unit():
@@ -364,9 +379,9 @@ def test_token_offsets_are_tokenised_once_per_tokenizer_identity(sample_docs, to
     first = unit_offsets(texts, "tokens", tokenizer)
     again = unit_offsets(texts[:5], "tokens", load_tokenizer())  # another copy of the same tokenizer: memo hits
     assert (TOKEN_OFFSETS.misses, TOKEN_OFFSETS.hits) == (20, 5)
-    for off, ref in zip(first, direct):
+    for off, ref in zip(first, direct, strict=False):
         assert np.array_equal(off, ref[ref[:, 1] > ref[:, 0]])
-    assert all(a is b for a, b in zip(again, first)) and not first[0].flags.writeable
+    assert all(a is b for a, b in zip(again, first, strict=False)) and not first[0].flags.writeable
     cased = load_tokenizer()
     cased.normalizer = None  # no lower-casing nor accent stripping: another identity, its own offsets
     assert tokenizer_identity(cased) != tokenizer_identity(tokenizer)

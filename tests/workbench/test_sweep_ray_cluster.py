@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import blank_store
 
 # Under a loaded 2-core CI machine one node takes up to a minute to start and a config ~30 s; a cluster that cannot
@@ -35,8 +34,7 @@ ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install '
 
 from lab.tracking.server import start_server  # noqa: E402
 from lab.tracking.store import client  # noqa: E402
-from lab.workbench.sweep import (NOTEBOOK_ARTIFACT_DIR, TAG_ERROR, TAG_RAY_NODE,  # noqa: E402
-                                 TAG_RAY_NODE_IP, TAG_ROLE, TAG_STAGED)
+from lab.workbench.sweep import NOTEBOOK_ARTIFACT_DIR, TAG_ERROR, TAG_RAY_NODE, TAG_RAY_NODE_IP, TAG_ROLE, TAG_STAGED  # noqa: E402
 
 NOTEBOOK = Path(__file__).parents[1] / "fixtures" / "notebooks" / "tiny_experiment.ipynb"
 REPO = Path(__file__).resolve().parents[2]
