@@ -24,7 +24,8 @@ os.environ.setdefault("LAB_NO_PROGRESS", "1")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from lab.models.llm import LocalLLM, OpenAILLM, smollm2_path  # noqa: E402
+from lab.models.llm import LocalLLM, OpenAILLM  # noqa: E402
+from lab.models.llm.local import smollm2_path  # noqa: E402
 
 PROMPT = "Write a short scientific passage that answers the question: {q}"
 

@@ -35,7 +35,8 @@ def run_one(dataset: str, model: str, slots: int, threads: int | None, candidate
             embedder, retry_on: str = "text_gates", retries: int = 1) -> dict:
     """One generation of ``candidates`` candidates with ``model`` at ``slots`` slots (the gates' ``embedder``
     loaded once, outside the timings); its figures."""
-    from lab.models.llm import LocalLLM, gguf_path, is_default_llm
+    from lab.models.llm import LocalLLM, is_default_llm
+    from lab.models.llm.factory import gguf_path
     from lab.testset.generate import GenerationConfig, generate_testset
 
     # an opt-in model's GGUF is assembled (once) under the usual cache; the answers are not cached

@@ -62,7 +62,7 @@ from lab.core.paths import resolve_repo_path
 from lab.data.beir import load_dataset
 from lab.data.labels import label_provenance
 from lab.data.trec import read_trec_run
-from lab.text.chunking import doc_id_of
+from lab.text.chunking import doc_id_of, parse_chunk_id
 from lab.tracking.lifecycle import tracked_run
 from lab.tracking.store import (
     RESULT_ARTIFACT,
@@ -358,7 +358,7 @@ def _unit_text(uid: str, corpus) -> str:
         return (d.title + "\n" if d.title else "") + d.text
     doc = _unit_doc(uid, corpus)
     if doc in corpus and "@" in uid:
-        s, e = (int(x) for x in uid.rpartition("@")[2].split("-"))
+        _, s, e = parse_chunk_id(uid) or (doc, 0, 0)
         return corpus[doc].text[s:e]
     return ""
 

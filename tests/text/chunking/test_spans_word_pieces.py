@@ -1,4 +1,5 @@
-"""The recursive chunker's word pieces and char classes (numpy) against the per-unit Python rules they replaced."""
+"""lab.text.chunking.spans: the recursive chunker's word pieces and char classes (numpy) against per-unit Python
+reference rules."""
 from __future__ import annotations
 
 import random
@@ -6,8 +7,9 @@ import random
 import numpy as np
 import pytest
 
-from lab.text import chunking
-from lab.text.chunking import char_classes, inside_word, strip_span, unit_offsets, word_pieces
+from lab.text.chunking import strip_span, unit_offsets
+from lab.text.chunking.spans import word_pieces
+from lab.text.chunking.structure import char_classes, inside_word, is_cjk
 
 ALPHABET = list("abc XYZ 123.,;!?\n\t'’-_éİΣσ中文字ﬁＡ\u0301\u00a0\u2003") + ["word", "e.g.", "  ", "\n\n"]
 
@@ -34,7 +36,7 @@ def _texts(n: int, seed: int = 0) -> list[str]:
 def test_char_classes_match_the_char_rules():
     for text in _texts(200) + ["plain ascii text.", "\ud800 lone surrogate"]:
         classes = char_classes(text)
-        want = [[ch.isalnum() and not chunking._is_cjk(ch), ch.isspace()] for ch in text]
+        want = [[ch.isalnum() and not is_cjk(ch), ch.isspace()] for ch in text]
         assert classes.tolist() == want
 
 
