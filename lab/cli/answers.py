@@ -15,12 +15,11 @@ import yaml
 from lab.analysis.answer_metrics import (
     METRICS,
     Judge,
-    judge_agreement,
-    load_fixture,
     log_answer_metrics,
     run_answer_metrics,
     write_artifacts,
 )
+from lab.analysis.judge_agreement import judge_agreement, load_fixture
 from lab.cli.options import add_max_consecutive_failures, add_tracking_root, non_negative_int, positive_int, write_table
 from lab.core.errors import ConfigError
 from lab.core.flat import nan_to_none

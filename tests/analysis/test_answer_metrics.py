@@ -19,15 +19,13 @@ from lab.analysis.answer_metrics import (
     context_precision,
     evaluate_samples,
     fraction_true,
-    judge_agreement,
-    load_fixture,
     mean_cosine,
     parse_generated_question,
     parse_verdict,
     score_sample,
     split_claims,
 )
-from lab.core.errors import DataError
+from lab.analysis.judge_agreement import judge_agreement, load_fixture
 from lab.experiment.answers import NONCOMMITTAL, AnswerSample
 from lab.models.llm import Completion, LLMError
 
@@ -139,19 +137,6 @@ def test_answer_relevancy_ranks_on_topic_above_off_topic(minilm):
         off = judge.relevancy(case["question"], case["off_topic_questions"])
         assert on > off + 0.2, (case["id"], on, off)
         assert -1.0 <= off < on <= 1.0
-
-
-def test_load_fixture_and_its_errors(tmp_path):
-    verdicts, relevancy = load_fixture(FIXTURE)
-    assert len(verdicts) == 20 and len(relevancy) == 4
-    assert {v["kind"] for v in verdicts} == {"support", "useful"} and {v["expected"] for v in verdicts} == {"yes", "no"}
-    (tmp_path / "verdicts.jsonl").write_text('{"id": "x", "kind": "support", "context": "c", "expected": "maybe"}\n')
-    (tmp_path / "relevancy.jsonl").write_text("")
-    with pytest.raises(DataError, match="line 1, field 'kind/expected'"):
-        load_fixture(tmp_path)
-    (tmp_path / "verdicts.jsonl").write_text('{"id": "x", "kind": "support"}\n')
-    with pytest.raises(DataError, match="line 1, field 'context'"):
-        load_fixture(tmp_path)
 
 
 # ------------------------------------------------------------------------------------------------ scripted judge
@@ -358,22 +343,6 @@ def test_real_smollm2_verdicts_are_parsed(smol):
                         "OpenROAD was first released in 1985 by Intel."])
     assert all(v in (True, False) for v in vs.values), vs.raw
     assert all(c is not None and not c.cached and c.completion_tokens <= judge.verdict_tokens for c in vs.completions)
-
-
-@pytest.mark.slow
-def test_smollm2_judge_agreement_on_the_hand_labelled_fixture(smol, minilm):
-    """SmolLM2-135M against the 20 hand labels and 4 relevancy pairs. Measured here: 16/20 verdicts (0.80; support
-    11/14, useful 5/6; the majority-label baseline is 0.5; P(>= 16/20 | coin) = 0.006) and 4/4 relevancy
-    rankings. Its misses: two invented claims on the passage's own topic called supported, a claim copied from
-    the second of five chunks called unsupported, a useful passage called useless. The bound leaves room for one
-    verdict to flip on another CPU (its yes/no log-probability margins are mostly under 0.5) and stays above
-    chance (P(>= 15/20 | coin) = 0.021)."""
-    verdicts, relevancy = load_fixture(FIXTURE)
-    res = judge_agreement(Judge(smol, minilm), verdicts, relevancy)
-    print({k: v for k, v in res.items() if k != "rows"})
-    assert res["n_failed"] <= 1
-    assert res["agreement"] >= 0.75 > res["chance"]
-    assert res["relevancy_ranked"] >= 3
 
 
 def test_answering_stops_after_n_consecutive_endpoint_failures_and_keeps_what_was_done(tmp_path, always_500,
