@@ -45,13 +45,13 @@ demo: setup
 
 # ruff and mypy (rules, thresholds and the strict layers in pyproject.toml; see docs/lint.md); run before the tests.
 lint: setup
-	$(VENV)/bin/ruff check lab
+	$(VENV)/bin/ruff check lab tests scripts benchmarks
 	$(VENV)/bin/mypy
 
 # ruff first (a second); mypy (about a minute, cold) runs niced beside the tests: its report is printed after
 # them, and a type error fails the run as a failed test does.
 test: setup browser postgres
-	$(VENV)/bin/ruff check lab
+	$(VENV)/bin/ruff check lab tests scripts benchmarks
 	@nice -n 10 $(VENV)/bin/mypy > $(VENV)/mypy.log 2>&1 & mypy_pid=$$!; \
 	$(PY) -m pytest -m "not slow" -q --durations=25; tests_rc=$$?; \
 	wait $$mypy_pid; mypy_rc=$$?; echo "mypy (exit $$mypy_rc):"; cat $(VENV)/mypy.log; \

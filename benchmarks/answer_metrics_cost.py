@@ -81,7 +81,8 @@ def main() -> None:
     t0 = time.perf_counter()
     phase("support (after the answer)", lambda: judge.support(context, claims).completions)
     shared = time.perf_counter() - t0
-    phase("usefulness (one per chunk)", lambda: judge.useful(sample.question, sample.reference, sample.contexts).completions)
+    phase("usefulness (one per chunk)",
+          lambda: judge.useful(sample.question, sample.reference, sample.contexts).completions)
     phase("questions (answer relevancy)", lambda: judge.questions(answer or "I don't know.")[2])
 
     def evicted():

@@ -21,10 +21,10 @@ from pathlib import Path
 os.environ.setdefault("LAB_NO_PROGRESS", "1")
 
 import bm25s  # noqa: E402,F401  (loaded up front: neither bm25s index pays its ~2 s import, numba's)
+
 from lab.data import load_dataset  # noqa: E402
 from lab.retrievers import Context, build  # noqa: E402
 from lab.retrievers.bm25 import doc_text  # noqa: E402
-
 
 CPU: dict[str, float] = {}  # label -> CPU seconds of the last timed call (robust on a shared, loaded machine)
 
@@ -69,7 +69,7 @@ def main() -> None:
     for backend in ("bm25s", "bm25s-eager", "rank_bm25"):
         r = build("bm25", {"backend": backend}, ctx)
         _, t_index = timed(r.index_tokens, corpus_tokens, [d.id for d in docs], label="index")
-        single, t_single = timed(lambda: [r.search_tokens(t, args.k) for t in query_tokens], label="single")
+        single, t_single = timed(lambda r=r: [r.search_tokens(t, args.k) for t in query_tokens], label="single")
         run, t_batch = timed(r.search_batch, queries, args.k, label="batch")  # includes query tokenisation
         res[backend] = {"index": t_index, "single": t_single, "batch": t_batch, "hits": single, "cpu": dict(CPU)}
         n = len(queries)
@@ -78,7 +78,8 @@ def main() -> None:
 
         if backend == "bm25s-eager":  # peer: the library's own retrieve (numpy top-k, no hit filter, no tie rule)
             model = r._backend.model
-            _, t_lib = timed(lambda: model.retrieve(query_tokens, k=args.k, show_progress=False, n_threads=0),
+            _, t_lib = timed(lambda model=model: model.retrieve(query_tokens, k=args.k, show_progress=False,
+                                                                n_threads=0),
                              label="lib")
             print(f"{'':>11}  bm25s.retrieve itself: {len(queries) / t_lib:8.1f} q/s (cpu {n / CPU['lib']:.1f})")
 
@@ -88,10 +89,11 @@ def main() -> None:
     print(f"lazy index / eager index: index {lazy['index'] / eager['index']:.2f}, index + one at a time "
           f"{(lazy['index'] + lazy['single']) / (eager['index'] + eager['single']):.2f} (wall); same hits and scores")
     a, b = res["bm25s"], res["rank_bm25"]
-    same = sum([d for d, _ in x[:10]] == [d for d, _ in y[:10]] for x, y in zip(a["hits"], b["hits"]))
+    same = sum([d for d, _ in x[:10]] == [d for d, _ in y[:10]] for x, y in zip(a["hits"], b["hits"], strict=False))
     print(f"ratio rank_bm25 time / bm25s time: index {b['index'] / a['index']:.2f}, "
           f"one query at a time {b['single'] / a['single']:.0f}, batch {b['batch'] / a['batch']:.0f} (wall); "
-          f"index {b['cpu']['index'] / a['cpu']['index']:.2f}, one at a time {b['cpu']['single'] / a['cpu']['single']:.0f}, "
+          f"index {b['cpu']['index'] / a['cpu']['index']:.2f}, "
+          f"one at a time {b['cpu']['single'] / a['cpu']['single']:.0f}, "
           f"batch {b['cpu']['batch'] / a['cpu']['batch']:.0f} (cpu)")
     print(f"same top 10 for {same}/{len(queries)} queries (differences only among equal scores are allowed; "
           "see tests/comparison/test_bm25_parity.py)")

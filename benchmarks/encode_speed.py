@@ -127,14 +127,14 @@ def main(argv=None) -> int:
         embs[b].encode_passages(texts[:16])
     for r in range(args.rounds):
         for b, emb in embs.items():
-            rows[b]["pps"].append(len(texts) / _timed(lambda: emb.encode_passages(texts)))
+            rows[b]["pps"].append(len(texts) / _timed(lambda emb=emb: emb.encode_passages(texts)))
         print(f"round {r + 1}: " + ", ".join(f"{b} {rows[b]['pps'][-1]:.1f}" for b in embs)
               + f" passages/s; load average {os.getloadavg()[0]:.1f}", flush=True)
     queries, _ = ds.split("test")
     qtexts = [queries[q] for q in list(queries)[: args.queries]]
     for b, emb in embs.items():
         emb.encode_queries(qtexts[:3])
-        lat = [_timed(lambda q=q: emb.encode_queries([q])) for q in qtexts]
+        lat = [_timed(lambda q=q, emb=emb: emb.encode_queries([q])) for q in qtexts]
         rows[b].update(q_p50_ms=1000 * float(np.median(lat)), q_p95_ms=1000 * float(np.percentile(lat, 95)))
     for b, emb in embs.items():
         r = rows[b]

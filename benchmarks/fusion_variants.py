@@ -2,7 +2,8 @@
 
 The two parts are run once each through run_experiment (real retrievers, latency per query measured); every
 variant fuses the same two runs (depth 100) with lab.retrievers.fusion, as `lab run --strategy hybrid --set
-fusion=... --set norm=...` does (tests/retrievers/test_fusion.py checks hybrid equals fusing its parts' runs). A variant's
+fusion=... --set norm=...` does (tests/retrievers/test_fusion.py checks hybrid equals fusing its parts' runs). A
+variant's
 latency is the parts' latencies plus its own fusion time per query. "tuned" rows pick weights by 5-fold
 cross-validation over the queries (lab.retrievers.fusion_cv, seed 0): every query is scored with weights tuned on
 the other folds; the picked weights per fold are printed.
@@ -79,7 +80,7 @@ def main() -> None:
           f"{parts['bm25'].evaluation.means['ndcg@10']:.4f}, dense {parts['dense'].evaluation.means['ndcg@10']:.4f}")
     print("| fusion | nDCG@10 [95% CI] | R@100 | P50 latency | vs hybrid rrf (paired) |")
     print("|---|---|---|---|---|")
-    for label, nd, lo, hi, r100, p50, extra in rows:
+    for label, nd, lo, hi, r100, p50, _extra in rows:
         vs = ""
         if label != "rrf":
             c = compare(evals[label], evals["rrf"], "ndcg@10", seed=args.seed)

@@ -22,7 +22,8 @@ from pathlib import Path
 
 CHILD = ("import json, resource, sys\nfrom lab.data.ingest import ingest\n"
          "rep = ingest(sys.argv[1], sys.argv[2], progress=False)\n"
-         "print(json.dumps({'rss_mib': next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:')) / 1024,"
+         "print(json.dumps({'rss_mib': next(int(l.split()[1]) for l in open('/proc/self/status')"
+         " if l.startswith('VmHWM:')) / 1024,"
          " 'skipped': rep.skipped, 'documents': rep.documents}))\n")
 
 

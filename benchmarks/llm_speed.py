@@ -24,14 +24,15 @@ os.environ.setdefault("LAB_NO_PROGRESS", "1")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from lab.models.llm import LocalLLM, OpenAILLM, smollm2_path  # noqa: E402
+from lab.models.llm import LocalLLM, OpenAILLM  # noqa: E402
+from lab.models.llm.local import smollm2_path  # noqa: E402
 
 PROMPT = "Write a short scientific passage that answers the question: {q}"
 
 
 def scifact_prompts(n: int) -> list[str]:
     with open(REPO / "data" / "scifact" / "queries.jsonl", encoding="utf-8") as f:
-        queries = [json.loads(line)["text"] for line, _ in zip(f, range(n))]
+        queries = [json.loads(line)["text"] for line, _ in zip(f, range(n), strict=False)]
     return [PROMPT.format(q=q) for q in queries]
 
 

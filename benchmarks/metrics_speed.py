@@ -28,7 +28,6 @@ from lab.data.types import Qrels, Run
 from lab.metrics import DEFAULT_METRICS, bootstrap_ci, evaluate, paired_test
 from lab.metrics.ranking import build_arrays, compute_metrics
 
-
 #: The metric names ranx computes (ranx.metrics); DEFAULT_METRICS names outside them (judged@k) are left out.
 RANX_METRICS = frozenset({"hits", "hit_rate", "precision", "recall", "f1", "r-precision", "bpref", "rbp", "mrr", "map",
                           "dcg", "dcg_burges", "ndcg", "ndcg_burges"})
@@ -43,8 +42,8 @@ def make_data(n_queries: int, depth: int, seed: int = 0):
         qid = f"q{i}"
         docs = rng.choice(n_docs, size=depth + 10, replace=False)
         judged = docs[depth // 2 : depth // 2 + int(rng.integers(1, 21))]  # half of them within the hits
-        qrels[qid] = {f"doc{d}": int(g) for d, g in zip(judged, rng.integers(0, 4, size=len(judged)))}
-        run[qid] = {f"doc{d}": float(s) for d, s in zip(rng.permutation(docs[:depth]), rng.random(depth))}
+        qrels[qid] = {f"doc{d}": int(g) for d, g in zip(judged, rng.integers(0, 4, size=len(judged)), strict=False)}
+        run[qid] = {f"doc{d}": float(s) for d, s in zip(rng.permutation(docs[:depth]), rng.random(depth), strict=False)}
     return qrels, run
 
 

@@ -86,7 +86,8 @@ def main() -> None:
         warm_total, warm = one_sweep(spec, work, warm=True)
     print(f"{'kernels':<10} {'configs':>7} {'total s':>8} {'median s/config':>16} {'min':>6} {'max':>6}")
     for name, total, per in (("cold", cold_total, cold), ("prewarmed", warm_total, warm)):
-        print(f"{name:<10} {len(per):>7} {total:>8.1f} {statistics.median(per):>16.2f} {min(per):>6.2f} {max(per):>6.2f}")
+        print(f"{name:<10} {len(per):>7} {total:>8.1f} {statistics.median(per):>16.2f} "
+              f"{min(per):>6.2f} {max(per):>6.2f}")
     print(f"prewarmed / cold: total {warm_total / cold_total:.2f}x, per config (median) "
           f"{statistics.median(warm) / statistics.median(cold):.2f}x; saved {cold_total - warm_total:.1f} s over "
           f"{args.configs} configs ({(cold_total - warm_total) / args.configs:.2f} s a config)")

@@ -29,9 +29,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from lab.core.paths import resolve_repo_path
 from lab.experiment.run import load, run_experiment
 from lab.metrics import compare
-from lab.core.paths import resolve_repo_path
 from lab.retrievers import Context, available
 
 METRICS = ["ndcg@10", "recall@10", "mrr@10", "recall@100"]
@@ -140,7 +140,8 @@ def training_summary(model: str | None) -> str:
     p = t["params"]
     sources = ", ".join(f"{s['dataset']}:{s['split']}" for s in t.get("sources", [])) or f"{t['dataset']}:{t['split']}"
     vals = " ".join(f"{e['val_ndcg@10']:.3f}" for e in t["epochs"] if "val_ndcg@10" in e)
-    return (f"{sources}; loss {p.get('loss', 'listwise')}, in-batch {'all' if p.get('in_batch_negatives') == -1 else p.get('in_batch_negatives', 0)}, "
+    in_batch = 'all' if p.get('in_batch_negatives') == -1 else p.get('in_batch_negatives', 0)
+    return (f"{sources}; loss {p.get('loss', 'listwise')}, in-batch {in_batch}, "
             f"{p['negatives']} BM25 negatives, lr {p['lr']:g}/head {p['head_lr']:g}; {len(t['epochs'])} of "
             f"{p['epochs']} epochs run (stopped early: {t.get('stopped_early', False)}), epoch {t['selected_epoch']} "
             f"kept; validation nDCG@10 per epoch {vals} (BM25 {t['val_first_stage_ndcg@10'] or float('nan'):.3f}); "

@@ -5,11 +5,13 @@ Data (real text, varied; vectors derived, and said so):
   from different source passages, so no two passages are the same text (the same sentence recurs, as in a real
   large corpus). bm25s (Snowball English stemmer, English stopwords, k1 0.9, b 0.4) indexes this text.
 - vectors: the packaged all-MiniLM-L6-v2 (torch backend) encodes the 5,183 SciFact passages (the sample); vector
-  ``i`` is one of them drawn at random plus Gaussian noise (sigma ``--noise`` per dimension), L2-normalised. Encoding 1M passages
+  ``i`` is one of them drawn at random plus Gaussian noise (sigma ``--noise`` per dimension), L2-normalised.
+  Encoding 1M passages
   would take ~11 hours on 2 cores, so at every size the dense indexes search vectors *derived* from the encoder,
   not encodings of each passage. Queries: encoder vectors of SciFact test queries.
 - each (method, size) runs in its own process: index time (wall), peak memory (the process's peak RSS during the
-  build, reset through /proc/self/clear_refs, minus its RSS with the data in memory), single-query latency P50/P95 over ``--queries`` queries (one thread), and for ANN
+  build, reset through /proc/self/clear_refs, minus its RSS with the data in memory), single-query latency
+  P50/P95 over ``--queries`` queries (one thread), and for ANN
   indexes recall@10 against flat (exact) search. HNSW: M 32, efConstruction 80, efSearch 64. IVF-PQ: nlist
   4*sqrt(N), 48 sub-quantisers x 8 bits, trained on min(N, 64*nlist) vectors, nprobe 16.
 - growth exponent: slope of log(cost) against log(N) (least squares over the sizes).
@@ -190,7 +192,8 @@ def child(method: str, n: int, args) -> dict:
         exact = faiss.IndexFlatIP(d)
         exact.add(xb)
         _, truth = exact.search(qv, 10)
-        out["recall@10_vs_flat"] = float(np.mean([len(set(f) & set(t)) / 10 for f, t in zip(found, truth)]))
+        out["recall@10_vs_flat"] = float(np.mean([len(set(f) & set(t)) / 10
+                                                  for f, t in zip(found, truth, strict=False)]))
     return out
 
 
@@ -199,7 +202,7 @@ def _lat(lat: list[float]) -> dict:
 
 
 def exponent(ns, ys) -> float:
-    ok = [(n, y) for n, y in zip(ns, ys) if y and y > 0]
+    ok = [(n, y) for n, y in zip(ns, ys, strict=False) if y and y > 0]
     if len(ok) < 2:
         return float("nan")
     return float(np.polyfit(np.log([n for n, _ in ok]), np.log([y for _, y in ok]), 1)[0])
@@ -254,7 +257,8 @@ def main(argv=None) -> int:
             rows.append(r)
             rec = f"  recall@10 vs flat {r['recall@10_vs_flat']:.3f}" if "recall@10_vs_flat" in r else ""
             print(f"{m:6s} n={n:>9,}  index {r['index_s']:8.2f} s  peak +{r['peak_mb']:8.1f} MB  "
-                  f"query P50 {r['p50_ms']:7.3f} ms  P95 {r['p95_ms']:7.3f} ms{rec}  ({time.perf_counter() - t0:.0f} s)",
+                  f"query P50 {r['p50_ms']:7.3f} ms  P95 {r['p95_ms']:7.3f} ms{rec}  "
+                  f"({time.perf_counter() - t0:.0f} s)",
                   flush=True)
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(rows, indent=1))
@@ -281,7 +285,7 @@ def plot(rows, methods, png: str) -> None:
 
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
     for ax, key, title in zip(axes, ("index_s", "p50_ms", "peak_mb"),
-                              ("index time (s)", "single-query P50 (ms)", "peak memory added (MB)")):
+                              ("index time (s)", "single-query P50 (ms)", "peak memory added (MB)"), strict=False):
         for m in methods:
             rs = [r for r in rows if r["method"] == m and r[key] > 0]
             if rs:

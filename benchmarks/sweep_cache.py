@@ -23,8 +23,8 @@ from pathlib import Path
 
 def main(spec: str = "params/smoke.yaml") -> None:
     from lab.core.paths import resolve_repo_path
-    from lab.workbench.sweep import run_sweep
     from lab.tracking.store import client
+    from lab.workbench.sweep import run_sweep
 
     spec_path = resolve_repo_path(spec)
     with tempfile.TemporaryDirectory(prefix="sweep-cache-") as tmp:

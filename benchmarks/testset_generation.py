@@ -35,7 +35,8 @@ def run_one(dataset: str, model: str, slots: int, threads: int | None, candidate
             embedder, retry_on: str = "text_gates", retries: int = 1) -> dict:
     """One generation of ``candidates`` candidates with ``model`` at ``slots`` slots (the gates' ``embedder``
     loaded once, outside the timings); its figures."""
-    from lab.models.llm import LocalLLM, gguf_path, is_default_llm
+    from lab.models.llm import LocalLLM, is_default_llm
+    from lab.models.llm.factory import gguf_path
     from lab.testset.generate import GenerationConfig, generate_testset
 
     # an opt-in model's GGUF is assembled (once) under the usual cache; the answers are not cached
@@ -51,10 +52,12 @@ def run_one(dataset: str, model: str, slots: int, threads: int | None, candidate
     wall = time.perf_counter() - t0
     u, rep = llm.usage(), res.report
     llm.close()
-    return {"model": model, "slots": slots, "calls": u["calls"], "retry_on": retry_on, "threads": llm.threads_used, "candidates": rep.candidates, "accepted": rep.accepted,
+    return {"model": model, "slots": slots, "calls": u["calls"], "retry_on": retry_on, "threads": llm.threads_used,
+            "candidates": rep.candidates, "accepted": rep.accepted,
             "yield": rep.yield_rate, "wall": wall, "per_min": rep.candidates / wall * 60,
             "accepted_per_min": rep.accepted / wall * 60, "tok_s": u["completion_tokens"] / wall,
-            "errors": int(rep.extra.get("llm_errors", 0)), "gate_retries": int(rep.extra.get("gate_retries", 0)), "load": (load0, os.getloadavg()[0])}
+            "errors": int(rep.extra.get("llm_errors", 0)), "gate_retries": int(rep.extra.get("gate_retries", 0)),
+            "load": (load0, os.getloadavg()[0])}
 
 
 def main(argv=None) -> int:
@@ -93,10 +96,12 @@ def main(argv=None) -> int:
                     print(f"{model}: skipped ({e})")
                     break
                 rows.append(row)
-                print(f"{row['model']} slots {row['slots']} threads {row['threads']} retry on {row['retry_on']}: {row['candidates']} candidates, {row['accepted']} "
+                print(f"{row['model']} slots {row['slots']} threads {row['threads']} retry on {row['retry_on']}: "
+                      f"{row['candidates']} candidates, {row['accepted']} "
                       f"accepted (yield {row['yield']:.1%}), {row['wall']:.1f} s, {row['per_min']:.2f} candidates/min, "
                       f"{row['accepted_per_min']:.2f} accepted/min, {row['tok_s']:.1f} generated tokens/s, "
-                      f"{row['calls']} LLM calls, {row['errors']} backend errors, {row['gate_retries']} retries for a failed text gate (load {row['load'][0]:.2f} -> {row['load'][1]:.2f})",
+                      f"{row['calls']} LLM calls, {row['errors']} backend errors, {row['gate_retries']} retries "
+                      f"for a failed text gate (load {row['load'][0]:.2f} -> {row['load'][1]:.2f})",
                       flush=True)
     for model in dict.fromkeys(r["model"] for r in rows):
         mine = [r for r in rows if r["model"] == model]

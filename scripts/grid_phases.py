@@ -18,7 +18,7 @@ import time
 
 import lab.experiment.run as run
 import lab.retrievers.bm25 as bm25
-import lab.text.chunking as chunking
+import lab.text.chunking.chunker as chunker
 import lab.text.tokenize as tokenize
 from lab.workbench.config import expand, load_spec
 from lab.workbench.halving import experiment_scorer, query_order
@@ -47,12 +47,15 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=0, help="first N queries of halving's order (0: all)")
     ap.add_argument("--bm25-backend", default=None, help="set params.backend of the bm25 configs (e.g. bm25s-eager)")
     args = ap.parse_args()
-    for owner, name, label in ((chunking, "chunk_corpus", "chunk"),
-                               (chunking, "unit_offsets", "chunk: token offsets (within chunk; memo, once per process)"), (chunking, "chunks_to_corpus", "to_corpus"),
-                               (chunking, "relevance_for", "relevance"), (tokenize.Tokenizer, "tokenize", "tokenize"),
-                               (bm25._Bm25sBackend, "__init__", "bm25 eager build"),
-                               (bm25._LazyBm25sBackend, "__init__", "bm25 lazy build"),
-                               (bm25._PositionalBm25sBackend, "__init__", "bm25 chunk index from document tokens"),
+    # each function is wrapped where its caller looks it up (lab.experiment.run, the chunker)
+    for owner, name, label in ((run, "chunk_corpus", "chunk"),
+                               (chunker, "unit_offsets",
+                                "chunk: token offsets (within chunk; memo, once per process)"),
+                               (run, "chunks_to_corpus", "to_corpus"),
+                               (run, "relevance_for", "relevance"), (tokenize.Tokenizer, "tokenize", "tokenize"),
+                               (bm25.Bm25sBackend, "__init__", "bm25 eager build"),
+                               (bm25.LazyBm25sBackend, "__init__", "bm25 lazy build"),
+                               (bm25.PositionalBm25sBackend, "__init__", "bm25 chunk index from document tokens"),
                                (bm25, "corpus_positions", "bm25 document tokens (once per process)"),
                                (bm25.BM25Retriever, "warm", "bm25 late index work (the queries' columns)"),
                                (run.IndexedExperiment, "search", "search"),

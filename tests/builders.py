@@ -12,7 +12,8 @@ REPO = Path(__file__).resolve().parents[1]
 SCIFACT = REPO / "data" / "scifact"
 
 #: a few optimiser steps on ~20 groups: real training, small enough for the fast suite
-TINY_RERANKER = {"epochs": 1, "negatives": 1, "batch_groups": 4, "max_length": 64, "freeze_layers": 4, "val_fraction": 0.2,
+TINY_RERANKER = {"epochs": 1, "negatives": 1, "batch_groups": 4, "max_length": 64, "freeze_layers": 4,
+        "val_fraction": 0.2,
         "val_max_queries": 3, "val_depth": 5, "mine_depth": 10, "lr": 1e-4, "log_every": 1,
         "doc_overlap": "allow"}  # real SciFact: a test claim cites an abstract a training claim cites too
 

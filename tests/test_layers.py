@@ -132,7 +132,7 @@ def _cycles(graph, parent: str) -> list[str]:
         if cycles:
             path = min(cycles, key=len)
             found.append(" -> ".join(path) + f" (units importing each other round: {', '.join(sorted(group))}):\n"
-                         + "\n".join("    " + _line(graph, *edges[a][b]) for a, b in zip(path, path[1:])))
+                         + "\n".join("    " + _line(graph, *edges[a][b]) for a, b in zip(path, path[1:], strict=False)))
     return found
 
 

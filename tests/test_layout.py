@@ -11,7 +11,6 @@ import ast
 from pathlib import Path
 
 import pytest
-
 from test_layers import LAYERS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,25 +42,26 @@ def _defines_something(path: Path) -> bool:
 
 
 def _modules() -> dict[str, Path]:
-    """``layer/module`` -> path, for the modules of every layer (``__init__`` left out)."""
-    return {f"{layer}/{p.stem}": p for layer in LAYERS for p in sorted((LAB / layer).glob("*.py"))
-            if p.stem != "__init__"}
+    """``layer/module`` (``layer/package/module`` inside a package of a layer) -> path, for the modules of every
+    layer (``__init__`` left out)."""
+    return {p.relative_to(LAB).with_suffix("").as_posix(): p for layer in LAYERS
+            for p in sorted((LAB / layer).rglob("*.py")) if p.stem != "__init__"}
 
 
 def _test_file(key: str) -> Path:
-    layer, module = key.split("/")
-    return TESTS / layer / f"test_{module}.py"
+    *folders, module = key.split("/")
+    return TESTS.joinpath(*folders) / f"test_{module}.py"
 
 
 def _test_files() -> list[str]:
-    """``layer/test_x.py`` for the test files of every layer folder."""
-    return [f"{layer}/{p.name}" for layer in LAYERS for p in sorted((TESTS / layer).glob("test_*.py"))]
+    """``layer/test_x.py`` (``layer/package/test_x.py``) for the test files of every layer folder."""
+    return [p.relative_to(TESTS).as_posix() for layer in LAYERS for p in sorted((TESTS / layer).rglob("test_*.py"))]
 
 
 def _names_a_module(rel: str) -> bool:
-    layer, name = rel.split("/")
+    *folders, name = rel.split("/")
     stem = name.removeprefix("test_").removesuffix(".py")
-    modules = {p.stem for p in (LAB / layer).glob("*.py")}
+    modules = {p.stem for p in LAB.joinpath(*folders).glob("*.py")}
     return stem in modules or any(stem.startswith(m + "_") for m in modules)
 
 
@@ -72,7 +72,7 @@ def test_the_layers_are_the_package_folders():
 
 
 def test_every_module_with_behaviour_has_a_test_file_of_its_name():
-    missing = [f"lab/{key}.py -> tests/{key.split('/')[0]}/test_{key.split('/')[1]}.py"
+    missing = [f"lab/{key}.py -> {_test_file(key).relative_to(ROOT)}"
                for key, path in _modules().items()
                if _defines_something(path) and not _test_file(key).is_file() and key not in MODULES_WITHOUT_TESTS]
     assert not missing, "modules without a test file of their name:\n" + "\n".join(missing)
@@ -99,6 +99,6 @@ def test_an_entry_of_the_test_file_list_is_still_needed(entry):
 def test_every_test_folder_is_a_package():
     """Test files of the same name in two layers (tests/cli/test_demo.py, tests/workbench/test_demo.py) collide
     in pytest's default import mode unless each folder is a package: one collection error stops the whole run."""
-    loose = [p.name for p in TESTS.iterdir() if p.is_dir() and any(p.glob("test_*.py"))
+    loose = [p.relative_to(TESTS).as_posix() for p in TESTS.rglob("*") if p.is_dir() and any(p.glob("test_*.py"))
              and not (p / "__init__.py").is_file()]
     assert not loose, f"test folders without __init__.py: {loose}"

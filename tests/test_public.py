@@ -7,9 +7,9 @@ import subprocess
 import sys
 
 import pytest
+from test_layers import LAYERS
 
 import lab
-from test_layers import LAYERS
 
 
 def test_top_level_gives_the_five_calls():

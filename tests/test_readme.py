@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from test_layers import LAYERS
 
 from lab.cli.main import build_parser
-from test_layers import LAYERS
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"

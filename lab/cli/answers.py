@@ -1,5 +1,6 @@
-"""`lab answers` (RAGAS-style answer metrics of a strategy's top-k contexts) and `lab judge-check` (a judge's
-agreement with the hand-labelled fixture): thin commands over lab.analysis.answer_metrics."""
+"""`lab answers`: RAGAS-style answer metrics of a strategy's top-k contexts, or, with ``--check-judge-agreement``,
+the answer judge's agreement with the hand-labelled answer-metrics fixture; a thin command over
+lab.analysis.answer_metrics."""
 from __future__ import annotations
 
 import json
@@ -14,12 +15,11 @@ import yaml
 from lab.analysis.answer_metrics import (
     METRICS,
     Judge,
-    judge_agreement,
-    load_fixture,
     log_answer_metrics,
     run_answer_metrics,
     write_artifacts,
 )
+from lab.analysis.judge_agreement import judge_agreement, load_fixture
 from lab.cli.options import add_max_consecutive_failures, add_tracking_root, non_negative_int, positive_int, write_table
 from lab.core.errors import ConfigError
 from lab.core.flat import nan_to_none
@@ -56,6 +56,12 @@ def _fmt(v: float) -> str:
 
 
 def cmd_answers(args) -> int:
+    if args.check_judge_agreement:
+        return cmd_check_judge_agreement(args)
+    missing = [flag for flag, value in (("--dataset", args.dataset), ("--strategy", args.strategy)) if not value]
+    if missing:
+        raise ConfigError(f"lab answers: {' and '.join(missing)} required (or --check-judge-agreement, which measures "
+                          "the judge on the hand-labelled fixture instead)")
     params = parse_settings(args.set)
     chunking = params.pop("chunking", None)
     ctx = Context(cache_dir=Path(args.cache_dir), progress=not args.no_progress and not args.json, seed=args.seed)
@@ -107,7 +113,9 @@ def _stopped(report, run_id, args) -> int:
     return 1
 
 
-def cmd_judge_check(args) -> int:
+def cmd_check_judge_agreement(args) -> int:
+    """The judge (``--judge``, else ``--llm``) against the hand-labelled answer-metrics fixture: verdict agreement
+    and whether answer relevancy ranks the on-topic answer first."""
     fixture = Path(args.fixture)
     if not fixture.exists() and not fixture.is_absolute():  # the default, run from outside the repository
 
@@ -116,7 +124,7 @@ def cmd_judge_check(args) -> int:
         except ConfigError:
             pass
     verdicts, relevancy = load_fixture(fixture)
-    llm = load_llm(llm_spec(args.judge), cache_dir=args.cache_dir, progress=False, seed=args.seed)
+    llm = load_llm(llm_spec(args.judge or args.llm), cache_dir=args.cache_dir, progress=False, seed=args.seed)
     emb = load_embedder(args.embedder, cache_dir=args.cache_dir, progress=False)
 
     judge = Judge(llm, emb, grammar=args.grammar, seed=args.seed,
@@ -141,13 +149,14 @@ def cmd_judge_check(args) -> int:
 
 
 def add_parsers(sub) -> None:
-    """Add `answers` and `judge-check` to an argparse subparsers object."""
+    """Add `answers` to an argparse subparsers object."""
     cache = os.environ.get("LAB_CACHE_DIR", ".cache")
     a = sub.add_parser("answers", help="RAGAS-style answer metrics (faithfulness, answer relevancy, context "
                                        "precision/recall) of answers generated from a strategy's top-k contexts")
-    a.add_argument("--dataset", required=True, help="a BEIR-layout folder whose queries carry reference answers "
-                                                     "(metadata.answer), e.g. data/ord-qa")
-    a.add_argument("--strategy", required=True, help="a registered strategy (see `lab strategies`)")
+    a.add_argument("--dataset", help="a BEIR-layout folder whose queries carry reference answers "
+                                      "(metadata.answer), e.g. data/ord-qa (required unless --check-judge-agreement)")
+    a.add_argument("--strategy", help="a registered strategy (see `lab strategies`; required unless "
+                                      "--check-judge-agreement)")
     a.add_argument("--set", action="append", metavar="KEY=VALUE", help="strategy param (repeatable); chunking.* "
                                                                         "keys set chunking")
     a.add_argument("--split", default="test")
@@ -156,6 +165,12 @@ def add_parsers(sub) -> None:
                                                   "gemma3-270m (opt-in: make setup-llms), a .gguf path, "
                                                   "openai:MODEL, or an inline mapping")
     a.add_argument("--judge", help="judge LLM spec (default: the answer LLM, sharing one model)")
+    a.add_argument("--check-judge-agreement", action="store_true",
+                   help="answer nothing: measure the judge (--judge, else --llm) against the hand-labelled "
+                        "answer-metrics fixture (--fixture): verdict agreement, and whether answer relevancy ranks "
+                        "the on-topic answer first")
+    a.add_argument("--fixture", default=DEFAULT_FIXTURE,
+                   help="with --check-judge-agreement: folder with verdicts.jsonl and relevancy.jsonl")
     a.add_argument("--embedder", default="all-MiniLM-L6-v2", help="embedder of answer relevancy")
     a.add_argument("--max-queries", type=positive_int, help="only the first N queries (by id)")
     a.add_argument("--answer-tokens", type=positive_int, default=128, help="max tokens of an answer")
@@ -178,14 +193,3 @@ def add_parsers(sub) -> None:
     add_max_consecutive_failures(a)
     a.add_argument("--no-progress", action="store_true")
     a.set_defaults(func=cmd_answers)
-
-    j = sub.add_parser("judge-check", help="agreement of an LLM judge with the hand-labelled answer-metrics fixture")
-    j.add_argument("--judge", default="local", help="judge LLM spec (see `lab answers --llm`)")
-    j.add_argument("--fixture", default=DEFAULT_FIXTURE, help="folder with verdicts.jsonl and relevancy.jsonl")
-    j.add_argument("--embedder", default="all-MiniLM-L6-v2")
-    j.add_argument("--grammar", action="store_true")
-    j.add_argument("--json", action="store_true")
-    j.add_argument("--cache-dir", default=cache)
-    j.add_argument("--seed", type=int, default=0)
-    add_max_consecutive_failures(j)
-    j.set_defaults(func=cmd_judge_check)

@@ -22,7 +22,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 #: The command groups: evaluate / run / strategies, sweep / compare / ui, demo, train-*, report / gate, ingest,
-#: testset, answers / judge-check, robustness, notebook, server.
+#: testset, answers, robustness, notebook, server.
 SUBCOMMAND_MODULES = ("lab.cli.run", "lab.cli.workbench", "lab.cli.demo", "lab.cli.train", "lab.cli.report",
                       "lab.cli.ingest", "lab.cli.testset", "lab.cli.answers", "lab.cli.robustness", "lab.cli.notebook",
                       "lab.cli.server")

@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from lab.text.chunking import unit_offsets
+from lab.text.chunking import parse_chunk_id, unit_offsets
 
 TOKEN_METRICS = ("token_recall", "token_precision", "token_iou")
 
@@ -104,12 +104,8 @@ class UnitCounter:
 
 def chunk_span(cid: str, doc_lengths: Mapping[str, int] | None = None) -> tuple[str, int, int]:
     """(doc id, start, end) of a chunk id ``doc@start-end``; a plain document id spans the whole document."""
-    doc, sep, span = cid.rpartition("@")
-    if sep:
-        s, dash, e = span.partition("-")
-        if dash and s.isdigit() and e.isdigit():
-            return doc, int(s), int(e)
-    return cid, 0, int((doc_lengths or {}).get(cid, 0))
+    parsed = parse_chunk_id(cid)
+    return parsed if parsed is not None else (cid, 0, int((doc_lengths or {}).get(cid, 0)))
 
 
 def token_scores(ranked: Sequence[str], evidence: Iterable[tuple[str, int, int]], k: int,

@@ -10,14 +10,14 @@ baselines (Lucene's BM25Similarity: idf = ln(1 + (N - df + .5)/(df + .5)), tf pa
 dl/avgdl)), without the constant (k1 + 1) factor).
 
 Backends
-- ``bm25s`` (default): bm25s' scores, to the last digit, from an index built lazily (:class:`_LazyBm25sBackend`):
+- ``bm25s`` (default): bm25s' scores, to the last digit, from an index built lazily (:class:`LazyBm25sBackend`):
   indexing counts each term's documents and frequencies (vectorised, numpy), and a term's score column is computed,
   by bm25s' own formula functions in its operation order, the first time a query asks for it. A sweep over many
   indexes then pays only for the columns of the queries it evaluates (successive halving's early rungs: a few
   queries' terms, not the vocabulary). With ``dtype`` other than float64 it is ``bm25s-eager`` (the casts of a
   narrower dtype were not checked to match).
   A chunk corpus that names its source (``Corpus.source``, set by :func:`lab.text.chunking.chunks_to_corpus`) is
-  indexed from its documents' tokens (:class:`_PositionalBm25sBackend`: each document tokenised once per process,
+  indexed from its documents' tokens (:class:`PositionalBm25sBackend`: each document tokenised once per process,
   a chunk's tokens read off its span, a term's chunks found when a query asks for it); the same scores.
 - ``bm25s-eager``: bm25s builds its eager sparse score matrix over the whole vocabulary; a query is the sum of its
   terms' columns. The reference the lazy index is tested against (tests/retrievers/test_bm25_lazy.py).
@@ -86,7 +86,7 @@ class _Backend:
         raise NotImplementedError
 
 
-class _Bm25sBackend(_Backend):
+class Bm25sBackend(_Backend):
     def __init__(self, corpus_tokens, k1, b, variant, delta, dtype, show_progress):
         import bm25s  # heavy (numba, ~2 s): loaded only when this backend is chosen
 
@@ -139,16 +139,16 @@ class _Bm25sBackend(_Backend):
             yield s.indices[lo:hi][keep].astype(np.int64), vals[keep] + baseline[i]
 
 
-class _LazyBm25sBackend(_Backend):
+class LazyBm25sBackend(_Backend):
     """bm25s' scores, to the last digit, with each term's score column computed when a query first asks for it.
 
-    Indexing: the vocabulary in first-seen order (as :class:`_Bm25sBackend` builds it), each document's length, and
+    Indexing: the vocabulary in first-seen order (as :class:`Bm25sBackend` builds it), each document's length, and
     for every term its documents (ascending) and frequencies: a stable sort of the corpus' term ids, no score. A
     term's column is then what bm25s' ``_build_scores_and_indices_for_matrix`` stores for it: ``idf * tfc`` by
     bm25s' own ``_select_idf_scorer`` / ``_select_tfc_scorer`` functions, on float64 arrays (the same IEEE
     operations, elementwise, as bm25s' per-document loop), less the non-occurrence value for bm25l and bm25+.
     Queries sum columns as bm25s' ``get_scores_from_ids`` does (``np.add.at`` per query term, in query order), and
-    a batch multiplies the same sparse matrices :class:`_Bm25sBackend` does, restricted to the queries' terms.
+    a batch multiplies the same sparse matrices :class:`Bm25sBackend` does, restricted to the queries' terms.
     ``lazy_seconds`` sums the time spent computing columns (index work done late: see :meth:`warm`).
     """
 
@@ -192,7 +192,7 @@ class _LazyBm25sBackend(_Backend):
         """Term ``t``'s scores over its documents (:meth:`_posting`), as bm25s stores them."""
         col = self.columns.get(t)
         if col is None:
-            docs, tf = self._posting(t)  # (a posting computed late times itself: see _PositionalBm25sBackend)
+            docs, tf = self._posting(t)  # (a posting computed late times itself: see PositionalBm25sBackend)
             t0 = time.perf_counter()
             idf = self._idf_fn(len(docs), N=self.n_docs)
             tfc = self._tfc_fn(tf_array=tf, l_d=self.lengths[docs],
@@ -237,7 +237,7 @@ class _LazyBm25sBackend(_Backend):
         return cand, scores[cand]
 
     def batch_hits(self, token_lists: list[list[str]]):
-        """:meth:`_Bm25sBackend.batch_hits` on the rows of the queries' terms (ids kept in vocabulary order, so
+        """:meth:`Bm25sBackend.batch_hits` on the rows of the queries' terms (ids kept in vocabulary order, so
         each product sums in the same order)."""
         per_query = [self.query_ids(tokens) for tokens in token_lists]
         used = self._order(sorted(set(np.concatenate(per_query).tolist()))) if per_query else []
@@ -264,7 +264,7 @@ class _LazyBm25sBackend(_Backend):
             yield s.indices[lo:hi][keep].astype(np.int64), vals[keep] + baseline[i]
 
 
-class _PositionalBm25sBackend(_LazyBm25sBackend):
+class PositionalBm25sBackend(LazyBm25sBackend):
     """The lazy index of chunks cut from a corpus' documents, read off the documents' tokens: no chunk tokenised.
 
     Each document is tokenised once per process (:func:`lab.text.tokenize.corpus_positions`: every token's term and
@@ -273,11 +273,11 @@ class _PositionalBm25sBackend(_LazyBm25sBackend):
     the chunk bounds (each chunk's token range, so its length); its prefix (title, heading path) is tokenised as a
     text of its own (``prefix + body`` tokenises as the two apart: the prefix ends with a newline). A chunk that
     fails a check (a bound inside a word or a possessive, a document that is not slice-safe, a text not in the
-    tokenizer's normal form) is tokenised whole, as :class:`_LazyBm25sBackend` does. A term's documents and
+    tokenizer's normal form) is tokenised whole, as :class:`LazyBm25sBackend` does. A term's documents and
     frequencies are found the first time a query asks for it, from its positions in the corpus (the chunks holding
     each position: two ``searchsorted`` over the chunks' token ranges) plus its occurrences in prefixes and in the
     chunks tokenised whole; that work counts in ``lazy_seconds`` with the column. Scores are those of
-    :class:`_LazyBm25sBackend` on the chunks' own tokens, so bm25s' to the last digit: the same lengths, average
+    :class:`LazyBm25sBackend` on the chunks' own tokens, so bm25s' to the last digit: the same lengths, average
     length, documents and frequencies, and the same vocabulary order for batch products (a term's first
     occurrence in the chunks in index order).
     """
@@ -499,7 +499,7 @@ class BM25Retriever(BaseRetriever):
         self.index_tokens(tokens, [d.id for d in docs])
 
     def _index_spans(self, docs: list[Document], source: Corpus) -> None:
-        """Index chunks of ``source``'s documents from the documents' tokens (:class:`_PositionalBm25sBackend`)."""
+        """Index chunks of ``source``'s documents from the documents' tokens (:class:`PositionalBm25sBackend`)."""
         src = list(source)
         texts = [d.text for d in src]
         where = {d.id: i for i, d in enumerate(src)}
@@ -521,7 +521,7 @@ class BM25Retriever(BaseRetriever):
             prefixes.append(t[:k] if good else None)
             chunk_texts.append(t)
         positions = corpus_positions(self.tokenizer, texts)
-        backend = _PositionalBm25sBackend(positions, self.tokenizer, np.array(doc_index, dtype=np.int64),
+        backend = PositionalBm25sBackend(positions, self.tokenizer, np.array(doc_index, dtype=np.int64),
                                           np.array(start, dtype=np.int64), np.array(end, dtype=np.int64),
                                           chunk_texts, prefixes, self.k1, self.b, self.variant, self.delta or 0.0)
         if not backend.lengths.any():
@@ -545,9 +545,9 @@ class BM25Retriever(BaseRetriever):
             raise ConfigError("bm25: no document has a token; check the texts and the language/stopwords settings")
         self._set_ids(doc_ids)
         if self.backend_name == "bm25s" and self.dtype == "float64":
-            self._backend = _LazyBm25sBackend(corpus_tokens, self.k1, self.b, self.variant, self.delta or 0.0)
+            self._backend = LazyBm25sBackend(corpus_tokens, self.k1, self.b, self.variant, self.delta or 0.0)
         elif self.backend_name in ("bm25s", "bm25s-eager"):
-            self._backend = _Bm25sBackend(
+            self._backend = Bm25sBackend(
                 corpus_tokens, self.k1, self.b, self.variant, self.delta or 0.0, self.dtype, self.ctx.progress
             )
         else:
@@ -561,13 +561,13 @@ class BM25Retriever(BaseRetriever):
         Index work done late: a caller that times searches calls this first and counts it as indexing
         (:meth:`lab.experiment.run.IndexedExperiment.search`), so per-query latency stays search alone."""
         self._check()
-        if isinstance(self._backend, _LazyBm25sBackend):  # the positional backend included
+        if isinstance(self._backend, LazyBm25sBackend):  # the positional backend included
             self._backend.warm(self.tokenizer.tokenize([queries[q] for q in queries]))
 
     @property
     def lazy_seconds(self) -> float:
         """Seconds spent computing score columns after :meth:`index` (0 for the eager backends)."""
-        return self._backend.lazy_seconds if isinstance(self._backend, _LazyBm25sBackend) else 0.0
+        return self._backend.lazy_seconds if isinstance(self._backend, LazyBm25sBackend) else 0.0
 
     def _check(self):
         if self._backend is None:
@@ -596,7 +596,7 @@ class BM25Retriever(BaseRetriever):
         self._check()
         qids = list(queries)
         token_lists = self.tokenizer.tokenize([queries[q] for q in qids])
-        if isinstance(self._backend, (_Bm25sBackend, _LazyBm25sBackend)):
+        if isinstance(self._backend, (Bm25sBackend, LazyBm25sBackend)):
             results = self._backend.batch_hits(token_lists)
         else:
             results = (self._backend.hits(t) for t in token_lists)

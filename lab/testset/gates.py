@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
-from typing import Iterable, Sequence
+from typing import Iterable
 
 import numpy as np
 
@@ -445,10 +445,3 @@ def check_text_gates(question: str, answer: str, passage_terms: set[str], cfg: G
                  "repetition": 1.0 if loop else rep,
                  "token_repetition": float(loop is not None), "markup": float(markup is not None),
                  "unknown_identifiers": float(len(unknown))}
-
-
-def first_failure(results: dict[str, bool | None], order: Sequence[str] = GATES) -> str | None:
-    for g in order:
-        if results.get(g) is False:
-            return g
-    return None

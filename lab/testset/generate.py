@@ -106,7 +106,6 @@ from lab.testset.gates import (
     check_text_gates,
     summarize,
     term_coverage,
-    text_length,
 )
 from lab.testset.io import (
     load_units,
@@ -404,10 +403,6 @@ def stratum_of(doc: Document, stratify: str) -> str:
     return m.group(1) if m else document
 
 
-def body_words(text: str) -> int:
-    return text_length(text, "zh" if re.search(r"[\u4e00-\u9fff]", text) else "en")
-
-
 def sample_order(corpus: Corpus, seed: int = 0, stratify: str = "section", min_passage_words: int = 0,
                  max_passage_chars: int = 1000, prose_only: bool = False
                  ) -> tuple[list[Passage], int, dict[str, str], dict[str, int]]:
@@ -483,7 +478,7 @@ class GenerationResult:
     run_id: str | None = None
 
 
-def _gen_params(cfg: GenerationConfig, round_: int, attempt: int, language: str = "en",
+def generation_params(cfg: GenerationConfig, round_: int, attempt: int, language: str = "en",
                 qtype: str | None = None) -> dict:
     """Generation params of a candidate's ``attempt``-th try (0 = first) in ``round_``."""
     params: dict[str, Any] = {"max_tokens": cfg.max_tokens}
@@ -499,7 +494,7 @@ def _gen_params(cfg: GenerationConfig, round_: int, attempt: int, language: str 
     return params
 
 
-def _candidates(order: list[Passage], cfg: GenerationConfig) -> Iterator[Candidate]:
+def passage_candidates(order: list[Passage], cfg: GenerationConfig) -> Iterator[Candidate]:
     i = 0
     for r in range(cfg.rounds):
         for p in order:
@@ -559,7 +554,7 @@ def _safe_map(llm, prompts: list[str], breaker=None, per_prompt: list[dict] | No
     return out
 
 
-def _generate_batch(llm, batch: list[Candidate], cfg: GenerationConfig, report: GateReport, breaker=None,
+def generate_batch(llm, batch: list[Candidate], cfg: GenerationConfig, report: GateReport, breaker=None,
                     retry_if: Callable[[Candidate], bool] | None = None) -> None:
     """Fill ``text``/``qa`` of each candidate: generate, parse, retry unparseable or failed ones. Each try sends
     every candidate still to do at once (each with its own params: round, type, language), so ``concurrency``
@@ -571,7 +566,7 @@ def _generate_batch(llm, batch: list[Candidate], cfg: GenerationConfig, report: 
         if not todo:
             break
         outs = _safe_map(llm, [c.prompt for c in todo], breaker,
-                         per_prompt=[_gen_params(cfg, c.round, attempt, c.language, c.qtype) for c in todo])
+                         per_prompt=[generation_params(cfg, c.round, attempt, c.language, c.qtype) for c in todo])
         for c, (text, error) in zip(todo, outs, strict=True):
             c.tries = attempt + 1
             if error:
@@ -906,7 +901,7 @@ def _generate_all(gen: _Generation, order: list[Passage], guard: np.ndarray, pro
     reached or the endpoint goes down (``gen.stopped``: what is finished is kept, the batch dropped); the run's
     estimate after the first batch. Returns False when a dry run stopped there."""
     cfg = gen.cfg
-    stream = _candidates(order, cfg)
+    stream = passage_candidates(order, cfg)
     kept_vecs = np.zeros((0, gen.models.embedder.dim), dtype=np.float32)
     cap = min(cfg.attempts_cap, len(order) * cfg.rounds)
     pbar = bar(range(cap), desc=f"generate ({gen.units.dataset.name})", total=cap, enabled=progress)
@@ -921,7 +916,7 @@ def _generate_all(gen: _Generation, order: list[Passage], guard: np.ndarray, pro
             break
         t_batch = time.perf_counter()
         try:
-            _generate_batch(gen.model, batch, cfg, gen.report, breaker, retry_if=(
+            generate_batch(gen.model, batch, cfg, gen.report, breaker, retry_if=(
                 (lambda c: _fails_text_gates(c, gen.models, cfg)) if cfg.retry_on == "text_gates" else None))
             gen.report.repaired += sum(1 for c in batch if c.repaired and c.qa is not None)
             _check_batch(batch, gen.models, gen.model, cfg, breaker, gen.units.corpus)

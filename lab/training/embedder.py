@@ -224,7 +224,7 @@ def train_embedder(dataset: str | Path | Dataset, out: str | Path | None = None,
             "eval_split": cfg.eval_split, "eval_fingerprint": eval_fp, "forced": bool(force),
             **_run_figures(g.leak, ex, result, cfg, t_start, selected, base_ndcg), "content_key": key}
     meta["model_sha256"] = fingerprint_folder(out)
-    common.save_metadata(meta, out, mlflow_root, experiment, _log_training)
+    common.save_metadata(meta, out, mlflow_root, experiment, log_training)
     log(f"saved {out} ({meta['train_seconds']:.0f} s training, epoch {selected} kept)")
     return {**meta, "out": str(out), "reused": False}
 
@@ -427,7 +427,7 @@ def _run_figures(leak: dict, ex: _Examples, result: common.Fit, cfg: EmbedderCon
     }
 
 
-def _log_training(meta: dict, out: Path, root, experiment: str) -> str:
+def log_training(meta: dict, out: Path, root, experiment: str) -> str:
     """One MLflow run for the training: params, the loss curve (metric ``train_loss`` by step), validation
     nDCG@10 per epoch, time; tags name the output model so evaluation runs that use it can be found."""
     figures = {"train_seconds": meta["train_seconds"], "steps": meta["steps"]}

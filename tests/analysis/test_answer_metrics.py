@@ -1,4 +1,5 @@
-"""lab.analysis.answer_metrics: the pure parts exactly (claims, verdict parsing, precision@k, NaN-safe aggregation), answer
+"""lab.analysis.answer_metrics: the pure parts exactly (claims, verdict parsing, precision@k, NaN-safe aggregation),
+answer
 relevancy with the real MiniLM embedder, the NaN/failure paths through a scripted LLM, MLflow logging, and the real
 SmolLM2 judge (a handful of calls here; the whole hand-labelled fixture in a slow test)."""
 from __future__ import annotations
@@ -18,16 +19,14 @@ from lab.analysis.answer_metrics import (
     context_precision,
     evaluate_samples,
     fraction_true,
-    judge_agreement,
-    load_fixture,
     mean_cosine,
     parse_generated_question,
     parse_verdict,
     score_sample,
     split_claims,
 )
+from lab.analysis.judge_agreement import judge_agreement, load_fixture
 from lab.experiment.answers import NONCOMMITTAL, AnswerSample
-from lab.core.errors import DataError
 from lab.models.llm import Completion, LLMError
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "answers"
@@ -140,19 +139,6 @@ def test_answer_relevancy_ranks_on_topic_above_off_topic(minilm):
         assert -1.0 <= off < on <= 1.0
 
 
-def test_load_fixture_and_its_errors(tmp_path):
-    verdicts, relevancy = load_fixture(FIXTURE)
-    assert len(verdicts) == 20 and len(relevancy) == 4
-    assert {v["kind"] for v in verdicts} == {"support", "useful"} and {v["expected"] for v in verdicts} == {"yes", "no"}
-    (tmp_path / "verdicts.jsonl").write_text('{"id": "x", "kind": "support", "context": "c", "expected": "maybe"}\n')
-    (tmp_path / "relevancy.jsonl").write_text("")
-    with pytest.raises(DataError, match="line 1, field 'kind/expected'"):
-        load_fixture(tmp_path)
-    (tmp_path / "verdicts.jsonl").write_text('{"id": "x", "kind": "support"}\n')
-    with pytest.raises(DataError, match="line 1, field 'context'"):
-        load_fixture(tmp_path)
-
-
 # ------------------------------------------------------------------------------------------------ scripted judge
 class ScriptedLLM:
     """A test double for the failure paths: answers by rule from the prompt, so the NaN handling is exact.
@@ -234,7 +220,8 @@ def test_failed_verdicts_make_the_metric_nan_never_zero_or_one(minilm):
 def test_unparseable_verdicts_of_a_llama_cpp_judge_are_asked_again_under_the_grammar(minilm):
     llm = ScriptedLLM()
     llm.backend = "gguf"
-    row, detail = score_sample(Judge(llm, minilm, n_questions=1), _sample(answer="The dir is /usr/local. A GARBLED claim here."))
+    row, detail = score_sample(Judge(llm, minilm, n_questions=1),
+                               _sample(answer="The dir is /usr/local. A GARBLED claim here."))
     assert row["faithfulness"] == 1.0 and row["status_faithfulness"] == "ok" and row["n_fallback_verdicts"] == 1
     assert detail["answer_claims"][1]["raw"] == "The || grammar: Yes"
     assert row["judge_calls"] == 4 + 1 + 2 + 1  # 4 support, 1 asked again, 2 chunks, 1 question
@@ -352,25 +339,10 @@ def test_real_smollm2_verdicts_are_parsed(smol):
     and the calls are accounted. Whether the verdicts are right is measured on the whole fixture (slow test)."""
     judge = Judge(smol, None)
     vs = judge.support("The default install directory is `/usr/local`.",
-                       ["The default install directory is /usr/local.", "OpenROAD was first released in 1985 by Intel."])
+                       ["The default install directory is /usr/local.",
+                        "OpenROAD was first released in 1985 by Intel."])
     assert all(v in (True, False) for v in vs.values), vs.raw
     assert all(c is not None and not c.cached and c.completion_tokens <= judge.verdict_tokens for c in vs.completions)
-
-
-@pytest.mark.slow
-def test_smollm2_judge_agreement_on_the_hand_labelled_fixture(smol, minilm):
-    """SmolLM2-135M against the 20 hand labels and 4 relevancy pairs. Measured here: 16/20 verdicts (0.80; support
-    11/14, useful 5/6; the majority-label baseline is 0.5; P(>= 16/20 | coin) = 0.006) and 4/4 relevancy
-    rankings. Its misses: two invented claims on the passage's own topic called supported, a claim copied from
-    the second of five chunks called unsupported, a useful passage called useless. The bound leaves room for one
-    verdict to flip on another CPU (its yes/no log-probability margins are mostly under 0.5) and stays above
-    chance (P(>= 15/20 | coin) = 0.021)."""
-    verdicts, relevancy = load_fixture(FIXTURE)
-    res = judge_agreement(Judge(smol, minilm), verdicts, relevancy)
-    print({k: v for k, v in res.items() if k != "rows"})
-    assert res["n_failed"] <= 1
-    assert res["agreement"] >= 0.75 > res["chance"]
-    assert res["relevancy_ranked"] >= 3
 
 
 def test_answering_stops_after_n_consecutive_endpoint_failures_and_keeps_what_was_done(tmp_path, always_500,

@@ -5,18 +5,16 @@ import math
 import warnings
 
 import pytest
-
 from conftest import blank_store
 
 from lab.analysis.compare import CompareWarning, experiment_leaderboard, format_leaderboard, plot_leaderboard
-from lab.tracking.store import client, get_or_create_experiment
 from lab.tracking.results import log_result
-
+from lab.tracking.store import client, get_or_create_experiment
 
 
 def bm25(params=None, k=10, max_queries=None):
-    from lab.experiment.run import run_experiment
     from lab.core.paths import resolve_repo_path
+    from lab.experiment.run import run_experiment
     from lab.retrievers.base import Context
 
     return run_experiment(resolve_repo_path("data/ord-qa"), "bm25", params or {}, k=k, max_queries=max_queries,
@@ -171,7 +169,8 @@ def test_leaderboard_by_tier(logged, tmp_path, capsys):
             assert row[tier] == pytest.approx(part.mean()) and row[f"{tier} n"] == len(part) == 30
         assert row["all"] == pytest.approx(scores.mean())
     text = format_leaderboard_by(by)
-    assert "ndcg@10 by tier" in text and "(30)" in text and text.splitlines()[-1].startswith("note: tiers come from BM25")
+    assert "ndcg@10 by tier" in text and "(30)" in text
+    assert text.splitlines()[-1].startswith("note: tiers come from BM25")
     assert main(["compare", "--experiment", "cmp", "--root", str(root), "--by", "tier", "--dataset",
                  str(folder)]) == 0
     out = capsys.readouterr().out

@@ -15,8 +15,8 @@ from lab.analysis.compare import (
     format_leaderboard,
     metrics_version_warning,
 )
-from lab.tracking.store import RESULT_ARTIFACT, artifact_file, client
 from lab.tracking.results import log_result
+from lab.tracking.store import RESULT_ARTIFACT, artifact_file, client
 
 
 def test_warning_function():
@@ -32,8 +32,8 @@ def test_warning_function():
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory, pytestconfig):
-    from lab.experiment.run import run_experiment
     from lab.core.paths import resolve_repo_path
+    from lab.experiment.run import run_experiment
     from lab.retrievers.base import Context
 
     root = blank_store(tmp_path_factory.mktemp("mv"), pytestconfig)
@@ -71,7 +71,7 @@ def test_compare_flags_other_and_missing_versions(store, capsys):
     text = format_leaderboard(df)
     assert "metrics v" in text and f"warning: {note}" in text
     ref = df["metrics_version"].iloc[0]  # the best run's version is the reference
-    for rid, version in zip(df["run_id"], df["metrics_version"]):
+    for rid, version in zip(df["run_id"], df["metrics_version"], strict=False):
         row = next(ln for ln in text.splitlines() if rid[:8] in ln)
         assert (" !" in row) == (version != ref or not version), row
 

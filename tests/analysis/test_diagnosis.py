@@ -130,8 +130,8 @@ def test_every_rule_has_a_docstring_and_severity():
 def test_real_ordqa_runs():
     """BM25 on ORD-QA finds most evidence by rank 100 (recall@100 ~0.95) but ranks it low (MRR@10 ~0.60): the
     diagnosis is a ranking gap, not a coverage gap. Retrieving only 3 hits makes it a coverage gap."""
-    from lab.experiment.run import run_experiment
     from lab.core.paths import resolve_repo_path
+    from lab.experiment.run import run_experiment
     from lab.retrievers.base import Context
 
     ds = resolve_repo_path("data/ord-qa")

@@ -15,9 +15,9 @@ import shutil
 import pandas as pd
 import pytest
 
+from lab.analysis.gate import GateWarning, gate_files, read_result, run_gate
 from lab.cli.main import main
 from lab.core.errors import ConfigError, DataError
-from lab.analysis.gate import GateWarning, gate_files, read_result, run_gate
 
 CONFIGS = {"base": ["--set", "k1=1.2"], "near": [], "worse": ["--set", "k1=0.1"]}
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import re
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -70,7 +70,7 @@ def results():
 def _same(new: pd.Series, old: list) -> None:
     got = [None if isinstance(v, float) and math.isnan(v) else v for v in new.tolist()]
     assert len(got) == len(old)
-    for g, o in zip(got, old):
+    for g, o in zip(got, old, strict=False):
         assert (g is None) == (o is None) and (o is None or g == pytest.approx(o, rel=1e-12, abs=1e-15)), (got, old)
 
 

@@ -105,7 +105,7 @@ def test_leaderboard_bars_sorted_best_first_with_error_bars():
     ax = fig.get_axes()[0]
     labels = [t.get_text() for t in ax.get_yticklabels()]
     ys = [t.get_position()[1] for t in ax.get_yticklabels()]
-    assert [lab for _, lab in sorted(zip(ys, labels), reverse=True)] == ["hybrid", "bm25", "dense"]
+    assert [lab for _, lab in sorted(zip(ys, labels, strict=False), reverse=True)] == ["hybrid", "bm25", "dense"]
     assert ax.get_legend() is not None  # the hatched "significantly below best" entry
     _png(fig)
 
@@ -285,7 +285,7 @@ def test_the_overlap_check_can_fail():
     df = _twelve()
     ax.set_xscale("log")
     ax.scatter(df["latency_p50_ms"], df["ndcg@10"])
-    for name, x, y in zip(df["label"], df["latency_p50_ms"], df["ndcg@10"]):
+    for name, x, y in zip(df["label"], df["latency_p50_ms"], df["ndcg@10"], strict=False):
         ax.annotate(name, (x, y), textcoords="offset points", xytext=(5, 4), fontsize="small")
     _, _, boxes = _text_boxes(fig)
     assert any(a.overlaps(b) for i, (_, a) in enumerate(boxes) for _, b in boxes[i + 1:])

@@ -15,8 +15,6 @@ import pandas as pd
 import pytest
 from conftest import blank_store
 
-from lab.cli.main import main
-from lab.core.errors import ConfigError
 from lab.analysis.report import (
     SECTION_IDS,
     chart_label,
@@ -26,6 +24,8 @@ from lab.analysis.report import (
     report_files,
     worst_query_ids,
 )
+from lab.cli.main import main
+from lab.core.errors import ConfigError
 
 PAYLOAD_Q = ' <script>alert("query")</script><img src=x onerror=alert(1)>'
 PAYLOAD_D = "<b onmouseover=alert(2)>evil & bold</b>"
@@ -218,7 +218,8 @@ def test_cli_report_from_files_and_errors(made, tmp_path):
     trec_only = [f for f in made["files"] if f.name.endswith(".trec")]
     code, _, err = lab("report", *trec_only, "--out", tmp_path / "t.html")
     assert code == 2 and "--qrels or --dataset" in err
-    code, text, _ = lab("report", *trec_only, "--dataset", made["ds"], "--out", tmp_path / "t.html", "--metric", "ndcg@10")
+    code, text, _ = lab("report", *trec_only, "--dataset", made["ds"], "--out", tmp_path / "t.html",
+                        "--metric", "ndcg@10")
     assert code == 0 and "means only" not in text
 
 
@@ -226,8 +227,8 @@ def test_report_from_mlflow_is_logged_as_artifact(made, tmp_path, pytestconfig):
     from lab.analysis.compare import experiment_leaderboard
     from lab.experiment.run import run_experiment
     from lab.retrievers.base import Context
-    from lab.tracking.store import client
     from lab.tracking.results import log_result
+    from lab.tracking.store import client
 
     root = blank_store(tmp_path, pytestconfig)
     ids = [log_result(run_experiment(made["ds"], "bm25", p, metrics=["ndcg@10", "recall@100", "mrr@10", "hit_rate@3"],

@@ -31,17 +31,20 @@ CHECK = """<script>
 window.__errors = [];
 window.addEventListener('error', function (e) {
   window.__errors.push(e.message ? String(e.message)
-    : 'resource failed: ' + (e.target && (e.target.tagName + ' ' + String(e.target.src || e.target.href || '').slice(0, 60))));
+    : 'resource failed: '
+      + (e.target && (e.target.tagName + ' ' + String(e.target.src || e.target.href || '').slice(0, 60))));
 }, true);
 var __ce = console.error;
-console.error = function () { window.__errors.push(Array.prototype.join.call(arguments, ' ')); __ce.apply(console, arguments); };
+console.error = function () {
+  window.__errors.push(Array.prototype.join.call(arguments, ' ')); __ce.apply(console, arguments); };
 window.addEventListener('load', function () {
   // synchronous, inside the load handler, so --dump-dom (taken after load) always sees the result
   var imgs = Array.prototype.slice.call(document.images);
   var out = {
     sections: Array.prototype.map.call(document.querySelectorAll('section[id]'), function (s) {
       var r = s.getBoundingClientRect(); return {id: s.id, height: r.height, width: r.width}; }),
-    images: imgs.map(function (i) { return {w: i.naturalWidth, h: i.naturalHeight, shown_w: i.width, complete: i.complete}; }),
+    images: imgs.map(function (i) {
+      return {w: i.naturalWidth, h: i.naturalHeight, shown_w: i.width, complete: i.complete}; }),
     resources: performance.getEntriesByType('resource').map(function (e) { return e.name.slice(0, 60); }),
     viewport: window.innerWidth,
     tables: Array.prototype.map.call(document.querySelectorAll('table.leaderboard'), function (t) {
@@ -136,9 +139,9 @@ def test_the_check_catches_a_broken_page(tmp_path):
 def test_leaderboard_fits_the_page_at_1280_px(tmp_path):
     """Three metrics (22 columns) and sweep-style labels: at a 1280 px window the leaderboard table is no wider than
     its container; a negative control (the same table with its cells forced onto one line) does not fit."""
-    from .test_report import sweep_like_runs
-
     from lab.analysis.report import build_report
+
+    from .test_report import sweep_like_runs
 
     browser()
     path = build_report(sweep_like_runs(), tmp_path / "wide.html", n_resamples=200, n_worst=2).path

@@ -1,15 +1,11 @@
-"""lab.analysis.robustness: the robustness table on a small real example (ORD-QA, BM25, 30 queries) and its statistics."""
+"""lab.analysis.robustness: the robustness table on a small real example (ORD-QA, BM25, 30 queries) and its
+statistics."""
 from __future__ import annotations
-
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from lab.core.errors import ConfigError
-from lab.core.paths import resolve_repo_path
-from lab.testset.perturb import Resources, perturb_dataset
-from lab.retrievers.base import Context
 from lab.analysis.robustness import (
     CLEAN,
     abstention,
@@ -23,6 +19,10 @@ from lab.analysis.robustness import (
     run_robustness,
     write_outputs,
 )
+from lab.core.errors import ConfigError
+from lab.core.paths import resolve_repo_path
+from lab.retrievers.base import Context
+from lab.testset.perturb import Resources, perturb_dataset
 
 ORD_QA = resolve_repo_path("data/ord-qa")
 N = 30
@@ -107,7 +107,8 @@ def test_auroc_and_abstention_by_hand():
                      pd.Series([8.0, 8.0, 8.0, 12.0]), answer_rate=0.95, n_resamples=200)
     assert out["tau"] == pytest.approx(1.95)
     assert out["confident_rate"] == pytest.approx(0.5)  # 3.0 and 10.0 are answered; 1.0 and no hit are not
-    assert out["answer_rate_answerable"] == 1.0 and out["top1_drop"] == pytest.approx(-14 / 3)  # mean of -7, -5, -2 (no hit: left out)
+    assert out["answer_rate_answerable"] == 1.0
+    assert out["top1_drop"] == pytest.approx(-14 / 3)  # mean of -7, -5, -2 (no hit: left out)
     with pytest.raises(ConfigError):
         abstention(clean, clean, clean, answer_rate=1.0)
 

@@ -7,8 +7,15 @@ import json
 import pandas as pd
 import pytest
 
-from lab.analysis.trends import (RECORD_ARTIFACT, TAG_SCHEDULE, TAG_SCHEDULED, TAG_SEQUENCE, latest_scheduled_run_ids,
-                                 schedule_history, scheduled_parents)
+from lab.analysis.trends import (
+    RECORD_ARTIFACT,
+    TAG_SCHEDULE,
+    TAG_SCHEDULED,
+    TAG_SEQUENCE,
+    latest_scheduled_run_ids,
+    schedule_history,
+    scheduled_parents,
+)
 from lab.tracking.store import client, get_or_create_experiment, mlflow_metric_name
 
 

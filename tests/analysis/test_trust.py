@@ -87,6 +87,6 @@ def test_selection_and_a_winner_that_fell_outside_its_dev_ci():
     assert any("below its dev CI" in w and "its lead was partly chosen by the dev queries" in w for w in t["warnings"])
     lines = trust_lines(t, "ndcg@10")
     assert lines[0] == "trust: 52 queries; labels human"
-    assert any(l.startswith("held-out check of the winner (run aaaaaaaa, ndcg@10): dev 0.7000 on 30 queries")
-               for l in lines)
+    assert any(line.startswith("held-out check of the winner (run aaaaaaaa, ndcg@10): dev 0.7000 on 30 queries")
+               for line in lines)
     assert lines[-1].startswith("warning: the winner (run aaaaaaaa) scored 0.3000 on 12 held-out queries")

@@ -28,7 +28,8 @@ def test_the_benchmarks_folder_has_scripts():
 
 
 def _smoke(script: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+    path = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env = {**os.environ, "PYTHONPATH": path,
            "LAB_NO_PROGRESS": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     return subprocess.run([sys.executable, str(REPO / "benchmarks" / script), "--smoke"], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=TIMEOUT_S)

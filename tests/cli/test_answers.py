@@ -1,5 +1,5 @@
-"""lab.cli.answers (`lab answers`, `lab judge-check`): the LLM spec option, the parsers' defaults, and one query
-answered and judged end to end with the packaged SmolLM2 (slow)."""
+"""lab.cli.answers (`lab answers`, `lab answers --check-judge-agreement`): the LLM spec option, the parser's defaults,
+and one query answered and judged end to end with the packaged SmolLM2 (slow)."""
 from __future__ import annotations
 
 import json
@@ -21,8 +21,17 @@ def test_cli_llm_spec_and_parsers():
                                       "--max-queries", "3", "--judge", "openai:gpt-4o-mini"])
     assert (args.k, args.llm, args.judge, args.n_questions, args.experiment) == (
         5, "local", "openai:gpt-4o-mini", 3, "answer_metrics")
-    args = build_parser().parse_args(["judge-check", "--json"])
-    assert args.judge == "local" and args.fixture.endswith("fixtures/answers")
+    args = build_parser().parse_args(["answers", "--check-judge-agreement", "--json"])
+    assert args.check_judge_agreement and args.judge is None and args.llm == "local"
+    assert args.fixture.endswith("fixtures/answers")
+    with pytest.raises(SystemExit):  # the old top-level command is gone: one judge-check command, under lab testset
+        build_parser().parse_args(["judge-check", "--json"])
+
+
+def test_answers_without_dataset_or_strategy_says_what_is_missing(capsys):
+    assert main(["answers", "--strategy", "bm25"]) == 2
+    err = capsys.readouterr().err
+    assert "--dataset required (or --check-judge-agreement" in err and len(err.strip().splitlines()) == 1
 
 
 @pytest.mark.slow

@@ -12,9 +12,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from playwright_chromium import free_port, server, wait_for
 
 from lab.cli.main import main
-from playwright_chromium import free_port, server, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}

@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 import pytest
-
 from docwriters import write_folder, write_site
+
 from lab.cli.main import main
 
 

@@ -14,7 +14,8 @@ from lab.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests" / "fixtures" / "metrics"
-DEFAULT_KEYS = {f"{m}@{k}" for m in ("ndcg", "recall", "precision", "mrr", "map", "hit_rate", "f1") for k in (1, 3, 5, 10, 100)}
+DEFAULT_KEYS = {f"{m}@{k}" for m in ("ndcg", "recall", "precision", "mrr", "map", "hit_rate", "f1")
+                for k in (1, 3, 5, 10, 100)}
 
 
 def test_evaluate_json_has_every_default_metric_and_matches_pytrec_eval(tmp_path, capsys):
@@ -62,15 +63,18 @@ def test_bad_input_is_one_clear_line_not_a_traceback(tmp_path):
 def test_run_bm25_json_on_ord_qa(tmp_path):
     out_run = tmp_path / "bm25.trec"
     proc = subprocess.run([sys.executable, "-m", "lab", "run", "--dataset", str(ROOT / "data" / "ord-qa"),
-                           "--strategy", "bm25", "--out", str(out_run), "--json", "--cache-dir", str(tmp_path / "cache")],
+                           "--strategy", "bm25", "--out", str(out_run), "--json",
+                           "--cache-dir", str(tmp_path / "cache")],
                           capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     res = json.loads(proc.stdout)
-    for key in ("ndcg@10", "recall@100", "mrr@10", "latency_p50_ms", "latency_p95_ms", "latency_p99_ms", "index_seconds"):
+    for key in ("ndcg@10", "recall@100", "mrr@10", "latency_p50_ms", "latency_p95_ms", "latency_p99_ms",
+                "index_seconds"):
         assert key in res
     assert 0.5 < res["ndcg@10"] < 0.8  # SOURCE.md: plain BM25 got 0.603 on ord-qa
     # the written run is plain TREC and evaluates to the same figures
-    proc2 = subprocess.run([sys.executable, "-m", "lab", "evaluate", str(ROOT / "data/ord-qa/qrels/test.tsv"), str(out_run),
+    proc2 = subprocess.run([sys.executable, "-m", "lab", "evaluate", str(ROOT / "data/ord-qa/qrels/test.tsv"),
+                            str(out_run),
                             "--json"], capture_output=True, text=True)
     assert proc2.returncode == 0, proc2.stderr
     assert json.loads(proc2.stdout)["ndcg@10"] == pytest.approx(res["ndcg@10"], abs=1e-9)
@@ -88,7 +92,8 @@ def test_run_bm25_json_on_ord_qa(tmp_path):
     # 2. wrong types
     (["--strategy", "bm25", "--set", "k1=abc"], "param k1='abc' is not valid; k1 takes a number >= 0"),
     (["--strategy", "dense", "--set", "batch_size=abc"], "batch_size='abc' is not valid; batch_size takes an integer"),
-    (["--strategy", "rerank", "--set", "alpha=abc"], "alpha='abc' is not valid; alpha takes a number between 0 and 1, or null"),
+    (["--strategy", "rerank", "--set", "alpha=abc"],
+     "alpha='abc' is not valid; alpha takes a number between 0 and 1, or null"),
     (["--strategy", "hybrid", "--set", "rrf_k=abc"], "rrf_k='abc' is not valid; rrf_k takes an integer >= 0"),
     # 3. split and metrics
     (["--strategy", "bm25", "--split", "nosuch"], "no qrels for split 'nosuch'; available: ['test']"),

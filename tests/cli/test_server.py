@@ -2,7 +2,6 @@
 it starts: tests/tracking/test_server.py)."""
 from __future__ import annotations
 
-
 import pytest
 
 from lab.cli.main import build_parser, main

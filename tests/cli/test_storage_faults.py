@@ -13,7 +13,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-
 from conftest import blank_store
 
 from lab.cli.main import main

@@ -36,7 +36,7 @@ N_DOCS, N_QUERIES = 1000, 50
 def read_slice():
     """SciFact's first 1,000 docs (file order) and first 50 test queries, read directly from the files."""
     with gzip.open(DATA / "corpus.jsonl.gz", "rt", encoding="utf-8") as fh:
-        docs = [json.loads(line) for _, line in zip(range(N_DOCS), fh)]
+        docs = [json.loads(line) for _, line in zip(range(N_DOCS), fh, strict=False)]
     test_ids = [ln.split("\t")[0] for ln in (DATA / "qrels" / "test.tsv").read_text().splitlines()[1:]]
     texts = {}
     for line in (DATA / "queries.jsonl").read_text(encoding="utf-8").splitlines():
@@ -88,7 +88,7 @@ def top10(scores: np.ndarray) -> list[int]:
 def assert_same_top10(a: np.ndarray, b: np.ndarray, where: str):
     """Same top 10, except that docs may swap where their scores are equal to TOL."""
     ta, tb = top10(a), top10(b)
-    for i, (x, y) in enumerate(zip(ta, tb)):
+    for i, (x, y) in enumerate(zip(ta, tb, strict=False)):
         if x != y:
             assert abs(a[x] - a[y]) <= TOL and abs(b[x] - b[y]) <= TOL, f"{where}: rank {i + 1}: {x} vs {y}"
 
@@ -107,9 +107,9 @@ def test_equivalent_variants_agree(data, variant):
     delta = 1.0
     model, scale = PAIRS[variant](ct, delta)
     ours, ref = bm25s_scores(ct, qt, variant, delta), rank_scores(model, qt, scale)
-    worst = max(float(np.max(np.abs(a - b))) for a, b in zip(ours, ref))
+    worst = max(float(np.max(np.abs(a - b))) for a, b in zip(ours, ref, strict=False))
     assert worst <= TOL, f"{variant}: max |score difference| {worst:.3g}"
-    for i, (a, b) in enumerate(zip(ours, ref)):
+    for i, (a, b) in enumerate(zip(ours, ref, strict=False)):
         assert_same_top10(a, b, f"{variant} query {i}")
 
 
@@ -118,14 +118,14 @@ def test_bm25l_does_not_agree(data):
     _, _, ct, qt = data
     ours = bm25s_scores(ct, qt, "bm25l", 0.5)
     ref = rank_scores(rank_bm25.BM25L(ct, k1=K1, b=B, delta=0.5), qt)
-    differing = sum(top10(a) != top10(b) for a, b in zip(ours, ref))
+    differing = sum(top10(a) != top10(b) for a, b in zip(ours, ref, strict=False))
     assert differing > 0
 
 
 def test_bm25plus_delta_never_changes_the_ranking(data):
     _, _, ct, qt = data
     with_delta, without = bm25s_scores(ct, qt, "bm25+", 1.0), bm25s_scores(ct, qt, "bm25+", 0.0)
-    for a, b in zip(with_delta, without):
+    for a, b in zip(with_delta, without, strict=False):
         shift = a - b
         assert np.ptp(shift) <= TOL  # one constant per query
         assert top10(a) == top10(b)
@@ -147,7 +147,7 @@ def test_retriever_backends_agree(data, tmp_path):
         for q in qs:
             ra, rb = a.ranked(q), b.ranked(q)
             assert len(ra) == len(rb), (variant, q)
-            for (da, sa), (db, sb) in zip(ra, rb):
+            for (da, sa), (db, sb) in zip(ra, rb, strict=False):
                 assert abs(sa - sb) <= TOL, (variant, q, da, db)
                 assert da == db or abs(a[q][da] - a[q].get(db, -1)) <= TOL, (variant, q, da, db)
 
@@ -162,5 +162,5 @@ def test_okapi_default_epsilon_is_not_robertson(data):
     ours = bm25s_scores(ct, qt, "robertson")
     default = rank_scores(rank_bm25.BM25Okapi(ct, k1=K1, b=B), qt, 1 / (K1 + 1))
     eps0 = rank_scores(rank_bm25.BM25Okapi(ct, k1=K1, b=B, epsilon=0.0), qt, 1 / (K1 + 1))
-    assert max(float(np.max(np.abs(a - b))) for a, b in zip(ours, eps0)) <= TOL
-    assert max(float(np.max(np.abs(a - b))) for a, b in zip(ours, default)) > 0.01
+    assert max(float(np.max(np.abs(a - b))) for a, b in zip(ours, eps0, strict=False)) <= TOL
+    assert max(float(np.max(np.abs(a - b))) for a, b in zip(ours, default, strict=False)) > 0.01

@@ -1,6 +1,7 @@
 """Parity of lab.retrievers.fusion with ranx's ``fuse`` (ranx 0.3.x, ranx/fusion and ranx/normalization).
 
-Method and norm names: ours -> ranx. weighted -> wsum, combsum -> sum (comb_sum), combmnz -> mnz (comb_mnz; weighted: wmnz),
+Method and norm names: ours -> ranx. weighted -> wsum, combsum -> sum (comb_sum), combmnz -> mnz (comb_mnz;
+weighted: wmnz),
 rrf -> rrf; minmax -> min-max, zscore -> zmuv, sum -> sum, max -> max, rank -> rank.
 Checked: the same fused scores (1e-9) and the same nDCG@10 (1e-6) for every method x norm ranx shares, on runs
 without tied scores and without constant-score queries, with documents missing from some runs. The two documented
@@ -36,7 +37,7 @@ def random_runs(seed: int, n_runs: int = 3, n_queries: int = 25):
             depth = int(rng.integers(3, 61))
             docs = rng.choice(len(pool), size=depth, replace=False)
             vals = rng.permutation(depth) + rng.random(depth) * 0.5 + 0.1
-            scores[f"q{q}"] = {pool[d]: float(v * (r + 1) * 3.7) for d, v in zip(docs, vals)}
+            scores[f"q{q}"] = {pool[d]: float(v * (r + 1) * 3.7) for d, v in zip(docs, vals, strict=False)}
         runs.append(Run(scores, name=f"r{r}"))
     for q in range(n_queries):
         judged = rng.choice(len(pool), size=20, replace=False)

@@ -19,8 +19,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from docwriters import FORMATS, write_doc
+
 from lab.data.ingest import ingest
 from lab.experiment.run import run_experiment
 from lab.retrievers import Context

@@ -71,7 +71,7 @@ def random_case(seed: int, ties: bool = False):
             scores = rng.integers(0, 5, size=len(docs)).astype(float)
         else:
             scores = rng.permutation(len(docs)) + rng.random()
-        run[qid] = {pool[d]: float(s) for d, s in zip(docs, scores)}
+        run[qid] = {pool[d]: float(s) for d, s in zip(docs, scores, strict=False)}
     for i in range(int(rng.integers(0, 3))):
         run[f"only_run_{i}"] = {pool[0]: 1.0, pool[1]: 0.5}
     return qrels, run

@@ -111,7 +111,7 @@ def _writer(root, seed, n_keys, rounds, big, out_q):
             c.put_json(c.key("json", "w", str(r % 7)), {"r": r % 7})
             c.put_bytes(c.key("big", "w", "one"), big)
         out_q.put(("ok", seed))
-    except BaseException as e:  # report to the parent, which fails the test
+    except BaseException as e:  # noqa: BLE001 - any failure in the child is reported to the parent, which fails the test
         out_q.put(("error", repr(e)))
 
 

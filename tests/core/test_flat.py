@@ -7,8 +7,18 @@ import math
 import pytest
 
 from lab.core.errors import ConfigError
-from lab.core.flat import (canonical_json, config_hash, flatten, flatten_values, format_value, nan_to_none,
-                           plain_copy, set_dotted, unflatten, varying_keys)
+from lab.core.flat import (
+    canonical_json,
+    config_hash,
+    flatten,
+    flatten_values,
+    format_value,
+    nan_to_none,
+    plain_copy,
+    set_dotted,
+    unflatten,
+    varying_keys,
+)
 
 CONFIG = {"strategy": "bm25", "params": {"k1": 1.2, "b": 0.75, "stem": True}, "chunking": {}, "tags": ["a", "b"]}
 

@@ -7,10 +7,10 @@ import warnings
 from pathlib import Path
 
 import pytest
-
 from builders import assert_bad_file
-from lab.data import DataWarning, load_dataset, load_dataset_report, read_corpus, read_queries
+
 from lab.core.errors import DataError
+from lab.data import DataWarning, load_dataset, load_dataset_report, read_corpus, read_queries
 
 FIX = Path(__file__).parents[1] / "fixtures" / "data"
 BAD = FIX / "bad"

@@ -15,6 +15,7 @@ from docwriters import prose, site_page, write_doc, write_site
 from lab.data import cleanup
 from lab.data.ingest import ingest
 
+
 def _corpus(out: Path) -> dict[str, dict]:
     return {d["_id"]: d for d in map(json.loads, (out / "corpus.jsonl").read_text().splitlines())}
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from lab.core.errors import DataError
 from lab.data import DataWarning, cmrc_answer_spans, load_dataset, read_corpus, read_evidence, read_queries
 from lab.data.evidence import read_evidence_report, squad_answer_spans_report
-from lab.core.errors import DataError
 
 FIX = Path(__file__).parents[1] / "fixtures" / "data"
 BAD = FIX / "bad"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from lab.data import dataset_files, fingerprint, fingerprint_texts, load_dataset
 from lab.core.errors import DataError
+from lab.data import dataset_files, fingerprint, fingerprint_texts, load_dataset
 
 FIX = Path(__file__).parents[1] / "fixtures" / "data"
 DATA = Path(__file__).resolve().parents[2] / "data"

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import json
 
-
 from docwriters import write_doc, write_folder
-from lab.data.ingest import document_id, ingest
 
+from lab.data.ingest import document_id, ingest
 
 # ------------------------------------------------------------------------------------------------ the folder
 

@@ -7,8 +7,17 @@ import gzip
 import pytest
 
 from lab.core.errors import DataError
-from lab.data.io import (as_id, as_int, as_text, decode, iter_jsonl, numbered_lines, parse_json_object, read_bytes,
-                         read_text)
+from lab.data.io import (
+    as_id,
+    as_int,
+    as_text,
+    decode,
+    iter_jsonl,
+    numbered_lines,
+    parse_json_object,
+    read_bytes,
+    read_text,
+)
 
 
 def test_read_bytes_decompresses_gz_and_reads_other_files_as_they_are(tmp_path):

@@ -50,7 +50,8 @@ def test_a_generated_set_names_its_generator_and_prompt_but_no_path():
 def test_a_judged_set_with_its_card_is_mixed_and_names_the_judge(tmp_path):
     card = {"n_pairs": 40, "kappa": 0.12, "kappa_ci": [-0.05, 0.3]}
     folder = _set(tmp_path, {"kind": "annotation", "judge": {"identity": "gguf:judge@1", "prompt_version": "umbrela-v1",
-                                                            "card": card, "summary": "kappa 0.12 [-0.05, 0.30] on 40 pairs"}},
+                                                            "card": card,
+                                                            "summary": "kappa 0.12 [-0.05, 0.30] on 40 pairs"}},
                   ["human", "human", "judged"])
     prov = label_provenance(folder, "test")
     # the sidecar names 3 rows, the 4th takes the set's default (human)

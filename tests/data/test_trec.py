@@ -5,11 +5,11 @@ import warnings
 from pathlib import Path
 
 import pytest
-
 from builders import assert_bad_file
+
+from lab.core.errors import DataError
 from lab.data import DataWarning, Qrels, Run, read_qrels, read_trec_run, write_trec_qrels, write_trec_run
 from lab.data.trec import detect_qrels_format
-from lab.core.errors import DataError
 
 BAD = Path(__file__).parents[1] / "fixtures" / "data" / "bad"
 TINY = Path(__file__).parents[1] / "fixtures" / "data" / "tiny"

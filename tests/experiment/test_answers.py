@@ -1,9 +1,12 @@
-"""lab.experiment.answers: fitting retrieved contexts into the prompt, the answer prompt, reference answers, and one real
+"""lab.experiment.answers: fitting retrieved contexts into the prompt, the answer prompt, reference answers, and one
+real
 SmolLM2 generation (a handful of tokens)."""
 from __future__ import annotations
 
 import pytest
 
+from lab.core.errors import DataError
+from lab.data.types import Corpus, Document, Queries, Run
 from lab.experiment.answers import (
     ANSWER_PROMPT,
     CHARS_PER_TOKEN,
@@ -27,8 +30,6 @@ from lab.experiment.answers import (
     truncate_text,
     unescape_newlines,
 )
-from lab.data.types import Corpus, Document, Queries, Run
-from lab.core.errors import DataError
 from lab.models.llm import Completion, LLMError
 
 
@@ -128,7 +129,9 @@ def test_reference_answers_and_samples_from_ord_qa():
 
 
 def test_completion_cost_counts_only_generated_tokens():
-    mk = lambda cached: Completion("t", 10, 5, 0.5, cached, "m", "stop", 2.0)
+    def mk(cached):
+        return Completion("t", 10, 5, 0.5, cached, "m", "stop", 2.0)
+
     cost = completion_cost([mk(False), mk(True), None])
     assert cost == {"calls": 2, "cache_hits": 1, "prompt_tokens": 10, "completion_tokens": 5, "seconds": 1.0,
                     "gen_seconds": 4.0}

@@ -12,9 +12,9 @@ import pytest
 from conftest import blank_store
 
 from lab.cli.main import main
-from lab.experiment.trec import trec_result
 from lab.core.errors import DataError
 from lab.core.paths import resolve_repo_path
+from lab.experiment.trec import trec_result
 
 DATASET = str(resolve_repo_path("data/ord-qa"))
 

@@ -17,7 +17,8 @@ def test_rbo_by_hand():
     # uneven: S = [a], L = [a, b]: X_1 = 1, X_2 = 1 (S against L's top 2), X_s = 1, s = 1, l = 2, p = 0.5
     # (0.5 / 0.5) * (1 * 0.5 + 1/2 * 0.25 + 1 * (2 - 1) / (1 * 2) * 0.25) + ((1 - 1) / 2 + 1 / 1) * 0.25 = 1.0
     assert rbo(["a"], ["a", "b"], 0.5) == pytest.approx(1.0)
-    assert rbo(list("ab"), list("ba"), 0.9) < 1.0 and rbo(list("ab"), list("ba"), 0.9) == rbo(list("ba"), list("ab"), 0.9)
+    assert rbo(list("ab"), list("ba"), 0.9) < 1.0
+    assert rbo(list("ab"), list("ba"), 0.9) == rbo(list("ba"), list("ab"), 0.9)
     with pytest.raises(ValueError, match="strictly between 0 and 1"):
         rbo(["a"], ["a"], 1.0)
 

@@ -181,7 +181,7 @@ def random_case(seed: int, ties: bool = False):
         n = int(rng.integers(0, 130))
         docs = list(dict.fromkeys(list(judged[: n // 2]) + list(rng.permutation(len(pool)))))[:n]
         scores = rng.integers(0, 4, size=len(docs)) if ties else rng.random(len(docs))
-        run[qid] = {pool[d]: float(s) for d, s in zip(docs, scores)}
+        run[qid] = {pool[d]: float(s) for d, s in zip(docs, scores, strict=False)}
     run["not_judged"] = {pool[0]: 1.0}
     return qrels, run, tiers
 

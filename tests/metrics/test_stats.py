@@ -169,7 +169,8 @@ def test_binary_metrics_get_a_wilson_interval_that_does_not_collapse():
     df = pd.DataFrame({"hit_rate@10": np.ones(12), "ndcg@10": np.linspace(0.2, 1.0, 12)})
     ci = bootstrap_ci(df, seed=0).set_index("metric")
     assert ci.attrs["interval"] == {"hit_rate@10": "wilson", "ndcg@10": "percentile bootstrap"}
-    assert ci.loc["hit_rate@10", "ci_low"] == pytest.approx(0.7575, abs=1e-4) and ci.loc["hit_rate@10", "ci_high"] == 1.0
+    assert ci.loc["hit_rate@10", "ci_low"] == pytest.approx(0.7575, abs=1e-4)
+    assert ci.loc["hit_rate@10", "ci_high"] == 1.0
     lo, hi = wilson_interval(3, 4)
     assert lo == pytest.approx(0.3006, abs=1e-4) and hi == pytest.approx(0.9544, abs=1e-4)  # textbook values
     assert wilson_interval(0, 0) == (0.0, 1.0)

@@ -9,8 +9,16 @@ import pytest
 import torch
 
 from lab.core.errors import ConfigError
-from lab.models.crossencoder import (DEFAULT_MAX_LENGTH, TRAINING_FILE, default_max_length, passage_text,
-                                     read_training_metadata, resolve_model, text_sha, weights_sha256)
+from lab.models.crossencoder import (
+    DEFAULT_MAX_LENGTH,
+    TRAINING_FILE,
+    default_max_length,
+    passage_text,
+    read_training_metadata,
+    resolve_model,
+    text_sha,
+    weights_sha256,
+)
 
 
 def test_passage_text_is_title_then_text_stripped():

@@ -17,8 +17,7 @@ import pytest
 from lab.core.cache import Cache
 from lab.core.errors import ConfigError
 from lab.models.llm import LocalLLM, default_llm_hint, load_llm
-from lab.models.packaged_gguf import (GEMMA, QWEN, assemble_parts, find_packaged, packaged_gguf_path,
-                                      part_paths)
+from lab.models.packaged_gguf import GEMMA, QWEN, assemble_parts, find_packaged, packaged_gguf_path, part_paths
 from lab.models.weights import file_sha256
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,8 +10,17 @@ import pytest
 
 from lab.core.errors import ConfigError
 from lab.data.types import Corpus, Document, Queries
-from lab.retrievers.base import (BaseRetriever, ExtraKeys, Retriever, available, build, declared_params,
-                                 param_problems, register, unregister)
+from lab.retrievers.base import (
+    BaseRetriever,
+    ExtraKeys,
+    Retriever,
+    available,
+    build,
+    declared_params,
+    param_problems,
+    register,
+    unregister,
+)
 from lab.retrievers.params import any_value, type_text
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from lab.data.types import Corpus, Document, Qrels, Queries
 from lab.core.errors import ConfigError
+from lab.data.types import Corpus, Document, Qrels, Queries
 from lab.retrievers import Context, available, build
 from lab.retrievers.bm25 import BM25Retriever, doc_text
 
@@ -25,7 +25,8 @@ def ctx(tmp_path):
 
 def corpus(*texts, titles=None) -> Corpus:
     titles = titles or [""] * len(texts)
-    return Corpus({f"d{i + 1}": Document(f"d{i + 1}", t, title) for i, (t, title) in enumerate(zip(texts, titles))})
+    return Corpus({f"d{i + 1}": Document(f"d{i + 1}", t, title)
+                   for i, (t, title) in enumerate(zip(texts, titles, strict=False))})
 
 
 TOY = corpus("apple banana apple", "banana cherry", "cherry date elderberry fig")

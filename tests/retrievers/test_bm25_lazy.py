@@ -13,7 +13,7 @@ from lab.data import load_dataset
 from lab.data.types import Corpus, Document, Queries
 from lab.experiment.run import prepare_experiment
 from lab.retrievers import Context, build
-from lab.retrievers.bm25 import _Bm25sBackend, _LazyBm25sBackend, _PositionalBm25sBackend
+from lab.retrievers.bm25 import Bm25sBackend, LazyBm25sBackend, PositionalBm25sBackend
 from lab.text.chunking import Chunk, chunk_corpus, chunk_id, chunks_to_corpus
 from lab.text.tokenize import Tokenizer
 
@@ -54,7 +54,7 @@ def _indexed(corpus, backend, params, tmp_path):
 def test_lazy_scores_equal_eager_to_the_last_digit(data, params, request, tmp_path):
     corpus, queries = request.getfixturevalue(data)
     lazy, eager = _indexed(corpus, "bm25s", params, tmp_path), _indexed(corpus, "bm25s-eager", params, tmp_path)
-    assert isinstance(lazy._backend, _LazyBm25sBackend) and isinstance(eager._backend, _Bm25sBackend)
+    assert isinstance(lazy._backend, LazyBm25sBackend) and isinstance(eager._backend, Bm25sBackend)
     one, ref = lazy.search(queries, 100), eager.search(queries, 100)
     assert sum(len(h) for h in ref.scores.values()) > 0
     assert one.scores == ref.scores  # dicts of floats: equal ids and equal doubles
@@ -76,7 +76,7 @@ def test_columns_only_for_the_terms_asked(ordqa, tmp_path):
 
 def test_narrow_dtype_uses_the_eager_matrix(ordqa, tmp_path):
     corpus, _ = ordqa
-    assert isinstance(_indexed(corpus, "bm25s", {"dtype": "float32"}, tmp_path)._backend, _Bm25sBackend)
+    assert isinstance(_indexed(corpus, "bm25s", {"dtype": "float32"}, tmp_path)._backend, Bm25sBackend)
 
 
 def test_late_index_work_counts_as_indexing(tmp_path):
@@ -106,7 +106,7 @@ def test_chunks_read_off_document_tokens_score_as_eager(data, chunking, params, 
     positional = _indexed(chunks_to_corpus(chunks, source=corpus), "bm25s", params, tmp_path)
     eager = _indexed(chunks_to_corpus(chunks), "bm25s-eager", params, tmp_path)
     backend = positional._backend
-    assert isinstance(backend, _PositionalBm25sBackend)
+    assert isinstance(backend, PositionalBm25sBackend)
     assert backend.ok.mean() > 0.75  # most chunks read off the documents (the rest tokenised whole: ORD-QA's
     # identifiers with underscores are cut by fixed windows, SciFact's non-NFKC or sigma texts)
     assert positional.index_stats == eager.index_stats
@@ -142,7 +142,7 @@ def test_hostile_texts_cut_anywhere_score_as_eager(tmp_path):
     for params in (SETTINGS[0], SETTINGS[6]):
         positional = _indexed(chunks_to_corpus(chunks, source=source), "bm25s", params, tmp_path)
         eager = _indexed(chunks_to_corpus(chunks), "bm25s-eager", params, tmp_path)
-        assert isinstance(positional._backend, _PositionalBm25sBackend)
+        assert isinstance(positional._backend, PositionalBm25sBackend)
         assert 0 < positional._backend.ok.sum() < len(chunks)  # both paths taken
         assert positional.index_stats == eager.index_stats
         assert positional.search(queries, 100).scores == eager.search(queries, 100).scores
@@ -175,7 +175,7 @@ def test_headings_and_a_corpus_no_span_can_be_read_off(tmp_path):
         chunks = chunk_corpus(corpus, chunker="recursive", size=4, overlap=1, size_unit="words", progress=False)
         positional = _indexed(chunks_to_corpus(chunks, source=corpus), "bm25s", {}, tmp_path)
         eager = _indexed(chunks_to_corpus(chunks), "bm25s-eager", {}, tmp_path)
-        assert isinstance(positional._backend, _PositionalBm25sBackend)
+        assert isinstance(positional._backend, PositionalBm25sBackend)
         assert positional.index_stats == eager.index_stats
         assert positional.search(queries, 100).scores == eager.search(queries, 100).scores
         assert positional.search_batch(queries, 100).scores == eager.search_batch(queries, 100).scores

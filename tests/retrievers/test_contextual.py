@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from lab.text.chunking import chunk_corpus, chunks_to_corpus
-from lab.data.types import Corpus
 from lab.core.errors import ConfigError
+from lab.data.types import Corpus
 from lab.retrievers import Context, build
 from lab.retrievers.base import param_problems
 from lab.retrievers.contextual import PROMPT, documents_of, excerpt
+from lab.text.chunking import chunk_corpus, chunks_to_corpus
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 

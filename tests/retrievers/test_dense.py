@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lab.data.types import Corpus, Document, Queries, Run
 from lab.core.errors import ConfigError
+from lab.data.types import Corpus, Document, Queries, Run
 from lab.retrievers import Context, build
 from lab.retrievers.dense import DenseRetriever, build_index, faiss_threads, passage_text
 
@@ -139,7 +139,7 @@ def test_hnsw_recall_against_exact_search_on_random_vectors():
     q /= np.linalg.norm(q, axis=1, keepdims=True)
     _, exact = build_index(x, "flat").search(q, 10)
     _, approx = build_index(x, "hnsw", M=16, ef_construction=100, ef_search=64).search(q, 10)
-    recall = np.mean([len(set(a) & set(e)) / 10 for a, e in zip(approx, exact)])
+    recall = np.mean([len(set(a) & set(e)) / 10 for a, e in zip(approx, exact, strict=False)])
     assert recall >= 0.95
     assert (exact[:, 0] == np.arange(100)).mean() >= 0.99  # each noisy copy finds its source
 

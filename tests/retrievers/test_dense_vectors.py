@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lab.data.types import Corpus, Document
 from lab.core.errors import ConfigError
+from lab.data.types import Corpus, Document
 from lab.retrievers import Context, build
 
 DOCS = {
@@ -30,7 +30,7 @@ def test_same_hits_as_search_one(dense):
     vecs = dense.embedder.encode_queries(queries)
     out = dense.search_vectors(vecs, 3)
     assert len(out) == 2 and out[0][0][0] == "d1" and out[1][0][0] == "d3"
-    for q, hits in zip(queries, out):
+    for q, hits in zip(queries, out, strict=False):
         expect = dense.search_one(q, 3)
         assert [d for d, _ in hits] == [d for d, _ in expect]
         assert np.allclose([s for _, s in hits], [s for _, s in expect], atol=1e-5)

@@ -1,9 +1,11 @@
-"""lab.retrievers.entities: normalisation, the phrase chunker, jieba nouns, lenient parsing of LLM lists, grounding, and the
+"""lab.retrievers.entities: normalisation, the phrase chunker, jieba nouns, lenient parsing of LLM lists, grounding,
+and the
 LLM extractor on the real packaged SmolLM2 (two generations)."""
 from __future__ import annotations
 
 import pytest
 
+from lab.core.errors import ConfigError
 from lab.retrievers.entities import (
     PHRASE_STOPWORDS,
     PROMPT_VERSION,
@@ -21,7 +23,6 @@ from lab.retrievers.entities import (
     phrase_runs,
     unique_keys,
 )
-from lab.core.errors import ConfigError
 
 
 @pytest.fixture(scope="module")
@@ -160,7 +161,7 @@ def test_llm_extractor_on_real_smollm2(tmp_path):
     assert llm.usage()["generated"] == 2 and ex.stats["texts"] == 2
     assert 0 <= ex.stats["failures"] <= 2 and ex.stats["items_kept"] <= ex.stats["items"]
     fallback = PhraseExtractor(cache_dir=tmp_path)
-    for text, keys in zip(texts, got):
+    for text, keys in zip(texts, got, strict=False):
         assert keys, "an extractor always returns entities for a text that has some"
         prepared = text.lower()
         joined = f" {' '.join(ex._words(prepared))} "

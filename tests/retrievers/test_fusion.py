@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from lab.data.types import Run
 from lab.core.errors import ConfigError
+from lab.data.types import Run
 from lab.retrievers import Context, build
 from lab.retrievers.fusion import HybridRetriever, combmnz, combsum, fuse, normalise, rrf, weighted
 

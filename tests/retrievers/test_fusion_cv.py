@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from lab.data.types import Qrels, Run
 from lab.core.errors import ConfigError
+from lab.data.types import Qrels, Run
 from lab.retrievers.fusion import fuse
 from lab.retrievers.fusion_cv import assign_folds, tune_fusion, weight_grid
 

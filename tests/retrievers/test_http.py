@@ -14,11 +14,11 @@ import time
 
 import pytest
 
-from lab.data.types import Corpus, Document
 from lab.core.errors import ConfigError
-from lab.retrievers.base import Context, build
 from lab.core.net import public_url
+from lab.data.types import Corpus, Document
 from lab.experiment.serve import StrategyServer, make_app
+from lab.retrievers.base import Context, build
 from lab.retrievers.http import HttpRetrieverError, ResponseError, fill_template, parse_hits
 
 SECRET = "tok-SECRET-6c1f0e9a7b"
@@ -31,8 +31,8 @@ def ctx():
 
 @pytest.fixture(scope="module")
 def ordqa():
-    from lab.experiment.run import load
     from lab.core.paths import resolve_repo_path
+    from lab.experiment.run import load
 
     return load(resolve_repo_path("data/ord-qa"), progress=False)
 
@@ -95,7 +95,8 @@ class Faults:
         if scenario == "busy" and n == 1:
             return web.Response(status=429, text="slow down", headers={"Retry-After": "1"})
         if scenario == "malformed" and qid in self.FAIL_ALWAYS:
-            return web.Response(status=200, text='{"hits": [{"id": "install_0", "score": 1.0}', content_type="application/json")
+            return web.Response(status=200, text='{"hits": [{"id": "install_0", "score": 1.0}',
+                                content_type="application/json")
         if scenario == "badshape" and qid in self.FAIL_ALWAYS:
             return web.json_response({"answer": "OpenROAD is ...", "sources": 3})
         if scenario == "auth":
@@ -302,8 +303,8 @@ def test_unknown_ids_are_counted_and_can_be_mapped_by_text(faults, bm25, ordqa):
 
 def test_token_from_environment_is_sent_and_never_logged(faults, ordqa, monkeypatch, tmp_path, blank_mlflow_root):
     from lab.experiment.run import run_experiment
-    from lab.tracking.store import RESULT_ARTIFACT, artifact_file, client
     from lab.tracking.results import log_result
+    from lab.tracking.store import RESULT_ARTIFACT, artifact_file, client
 
     monkeypatch.delenv("RAGLAB_TEST_TOKEN", raising=False)
     params = {"url": faults.url("auth"), "headers_env": {"Authorization": "Bearer $RAGLAB_TEST_TOKEN"}, **FAST}

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from lab.core.errors import ConfigError
-from lab.experiment.run import load, run_experiment
 from lab.core.paths import resolve_repo_path
+from lab.experiment.run import load, run_experiment
 from lab.retrievers import Context, build
 from lab.retrievers.hyde import HYDE_PROMPT, PROMPT_VERSION, clean_passage, mean_vector
 

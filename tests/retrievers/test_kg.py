@@ -11,8 +11,8 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from lab.data.types import Corpus, Document, Queries
 from lab.core.errors import ConfigError
+from lab.data.types import Corpus, Document, Queries
 from lab.retrievers.base import Context, build
 from lab.retrievers.kg import (
     CHUNK,

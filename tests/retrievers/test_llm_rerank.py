@@ -35,14 +35,16 @@ def test_prompt_numbers_and_cuts_passages():
 
 def test_params_are_checked():
     assert "step=0 is not valid" in param_problems("llm_rerank", {"step": 0})[0]
-    assert "first_stage_params: unknown param 'k2'" in param_problems("llm_rerank", {"first_stage_params": {"k2": 1}})[0]
+    problems = param_problems("llm_rerank", {"first_stage_params": {"k2": 1}})
+    assert "first_stage_params: unknown param 'k2'" in problems[0]
     with pytest.raises(ConfigError, match="step=6 > window=5"):
         build("llm_rerank", {"window": 5, "step": 6})
 
 
 @pytest.mark.slow
 def test_real_run_on_ordqa_with_the_packaged_model(tmp_path):
-    """(slow: 2 min on two loaded cores.) Two ORD-QA queries, BM25's top 5 in one window: the head is a permutation of BM25's top 5, the tail keeps
+    """(slow: 2 min on two loaded cores.) Two ORD-QA queries, BM25's top 5 in one window: the head is a permutation
+    of BM25's top 5, the tail keeps
     BM25's order, the LLM cost is reported as query-time cost, and every window is either parsed or counted."""
     from lab.experiment.run import run_experiment
 

@@ -108,7 +108,8 @@ def test_lab_strategies_lists_declared_params(capsys):
 
     assert main(["strategies", "--params"]) == 0
     out = capsys.readouterr().out
-    assert "bm25\n  backend: one of 'bm25s', 'bm25s-eager', 'rank_bm25' (default 'bm25s')\n  k1: a number >= 0 (default 0.9)" in out
+    assert ("bm25\n  backend: one of 'bm25s', 'bm25s-eager', 'rank_bm25' (default 'bm25s')\n"
+            "  k1: a number >= 0 (default 0.9)") in out
     assert "  alpha: a number between 0 and 1, or null (default None)" in out
     assert "hyde\n" in out and "... and the params of dense" in out
 

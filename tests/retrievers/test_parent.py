@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from lab.text.chunking import chunk_corpus, chunks_to_corpus, doc_id_of, relevance_for
-from lab.data.types import Corpus, Run
 from lab.core.errors import ConfigError
+from lab.data.types import Corpus, Run
 from lab.retrievers import Context, build
 from lab.retrievers.base import param_problems
+from lab.text.chunking import chunk_corpus, chunks_to_corpus, doc_id_of, relevance_for
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 

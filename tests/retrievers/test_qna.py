@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from lab.data.types import Corpus, Document
 from lab.core.errors import ConfigError
+from lab.data.types import Corpus, Document
 from lab.retrievers.base import Context, build
 from lab.retrievers.qna import (
     PROMPT_VERSION,

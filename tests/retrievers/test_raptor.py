@@ -32,7 +32,8 @@ def blobs(sizes=(12, 9, 15), dim=16, seed=0) -> np.ndarray:
     """Well-separated Gaussian blobs (one per size), rows in blob order."""
     rng = np.random.default_rng(seed)
     centres = rng.normal(size=(len(sizes), dim)) * 10
-    return np.vstack([c + rng.normal(scale=0.3, size=(n, dim)) for c, n in zip(centres, sizes)]).astype(np.float32)
+    return np.vstack([c + rng.normal(scale=0.3, size=(n, dim))
+                      for c, n in zip(centres, sizes, strict=False)]).astype(np.float32)
 
 
 # ------------------------------------------------------------------------------------------------ clustering
@@ -111,7 +112,9 @@ def ordqa_leaves(tmp_path_factory):
     ids = ds.corpus.ids[:24]
     texts = [passage_text(ds.corpus[i].title, ds.corpus[i].text) for i in ids]
     dense = build("dense", {}, Context(cache_dir=tmp_path_factory.mktemp("emb"), progress=False))
-    embed = lambda t: dense.embeddings.encode(dense.embedder, t, kind="passage")
+    def embed(t):
+        return dense.embeddings.encode(dense.embedder, t, kind="passage")
+
     return ids, texts, embed(texts), embed
 
 
@@ -148,7 +151,9 @@ def test_build_tree_level_cap_root_rule_and_unusable_summaries(ordqa_leaves):
     assert len(tree.levels) == 2 and tree.sizes()[1] == math.ceil(24 / 3)  # stopped by max_levels
     tree = build_tree(ids, texts, vectors, embed, first_sentences, clustering="kmeans", root_size=24, seed=0)
     assert tree.sizes() == [24]  # already at most root_size: no summary level
-    none = lambda clusters, level: [None] * len(clusters)
+    def none(clusters, level):
+        return [None] * len(clusters)
+
     tree = build_tree(ids[:9], texts[:9], vectors[:9], embed, none, clustering="kmeans", cluster_size=3,
                       root_size=3, seed=0)
     check_tree(tree, ids[:9], 3, 3)

@@ -70,7 +70,8 @@ def test_rerank_reorders_the_first_stage_top_n_by_the_cross_encoder(tiny, tmp_pa
         assert set(got[:5]) == set(top5)  # the head is the first stage's top 5, reordered
         assert got[5:] == [d for d, _ in first.ranked(qid)][5:20]  # the tail keeps the first stage's order
         direct = scorer.model.predict([(test_q[qid], r._docs[d]) for d in top5], activation_fn=torch.nn.Identity())
-        assert got[:5] == [d for _, d in sorted(zip(direct, top5), key=lambda t: (t[0], t[1]), reverse=True)]
+        want = sorted(zip(direct, top5, strict=False), key=lambda t: (t[0], t[1]), reverse=True)
+        assert got[:5] == [d for _, d in want]
         assert [run[qid][d] for d in got[:5]] == pytest.approx(sorted(direct, reverse=True), abs=1e-4)
     assert set(run.latency) == set(test_q) and all(t > 0 for t in run.latency.values())  # timed per query
     d = r.describe()
@@ -88,12 +89,14 @@ def test_cross_encoder_scores_are_cached(tiny, tmp_path):
     r1.index(corpus)
     a = r1.search(test_q, 10)
     assert r1.scorer().misses == 4 * len(test_q) and r1.scorer().hits == 0
-    r2 = build("rerank", {"model": str(model), "top_n": 4, "max_length": 64, "cache_scores": True}, ctx)  # a fresh process would do this
+    # a fresh process would do this
+    r2 = build("rerank", {"model": str(model), "top_n": 4, "max_length": 64, "cache_scores": True}, ctx)
     r2.index(corpus)
     b = r2.search(test_q, 10)
     assert r2.scorer().hits == 4 * len(test_q) and r2.scorer().misses == 0
     assert list(a) == list(b) and all(a[q] == pytest.approx(b[q]) for q in a)
-    r3 = build("rerank", {"model": str(model), "top_n": 4, "max_length": 48, "cache_scores": True}, ctx)  # another identity
+    # another identity
+    r3 = build("rerank", {"model": str(model), "top_n": 4, "max_length": 48, "cache_scores": True}, ctx)
     r3.index(corpus)
     r3.search(test_q, 10)
     assert r3.scorer().hits == 0
@@ -190,13 +193,13 @@ def test_biencoder_rerank_orders_the_head_by_the_models_cosine(tiny, tmp_path):
         qv = st.encode([test_q[qid]], normalize_embeddings=True)
         dv = st.encode([r._docs[d] for d in docs], normalize_embeddings=True)
         cos = (dv @ qv[0]).tolist()
-        expected = [d for _, d in sorted(zip(cos, docs), key=lambda t: (t[0], t[1]), reverse=True)]
+        expected = [d for _, d in sorted(zip(cos, docs, strict=False), key=lambda t: (t[0], t[1]), reverse=True)]
         # The scorer runs on the default backend (openvino; bf16 on CPUs with AVX512-BF16/AMX), whose cosines differ
         # from torch's by up to ~2e-3 (bf16 keeps 8 significant bits; 1.1e-3 seen here): scores are compared to
         # 5e-3, and the order may differ from torch's only between passages whose torch cosines are that close.
         tol = 5e-3
         got = [d for d, _ in run.ranked(qid)]
-        torch_cos = dict(zip(docs, cos))
+        torch_cos = dict(zip(docs, cos, strict=False))
         assert sorted(got) == sorted(expected)
         assert all(torch_cos[a] >= torch_cos[b] - tol for i, a in enumerate(got) for b in got[i + 1:])
         assert [run[qid][d] for d in got] == pytest.approx([torch_cos[d] for d in got], abs=tol)
@@ -216,7 +219,7 @@ def test_biencoder_rerank_orders_the_head_by_the_models_cosine(tiny, tmp_path):
         docs = [d for d, _ in first.ranked(qid, 8)]
         qv = st.encode([test_q[qid]], normalize_embeddings=True)
         dv = st.encode([t._docs[d] for d in docs], normalize_embeddings=True)
-        want = dict(zip(docs, (dv @ qv[0]).tolist()))
+        want = dict(zip(docs, (dv @ qv[0]).tolist(), strict=False))
         assert [trun[qid][d] for d in docs] == pytest.approx([want[d] for d in docs], abs=1e-5)
     with pytest.raises(ConfigError, match="applies to reranker=biencoder"):
         build("rerank", {"backend": "torch"}, ctx)

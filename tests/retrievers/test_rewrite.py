@@ -5,15 +5,25 @@ from __future__ import annotations
 
 import pytest
 
-from lab.data.types import Corpus, Document, Queries
 from lab.core.errors import ConfigError
-from lab.experiment.run import load, run_experiment
 from lab.core.paths import resolve_repo_path
+from lab.data.types import Corpus, Document, Queries
+from lab.experiment.run import load, run_experiment
 from lab.retrievers import Context, build
 from lab.retrievers.fusion import rrf
-from lab.retrievers.rewrite import (MULTI_QUERY_PROMPT, MULTI_QUERY_PROMPT_VERSION, STEP_BACK_PROMPT_VERSION,
-                                    clean_item, generation_seconds, is_echo, normalise_query, parse_rewrites,
-                                    parse_step_back, prompt_template, split_items)
+from lab.retrievers.rewrite import (
+    MULTI_QUERY_PROMPT,
+    MULTI_QUERY_PROMPT_VERSION,
+    STEP_BACK_PROMPT_VERSION,
+    clean_item,
+    generation_seconds,
+    is_echo,
+    normalise_query,
+    parse_rewrites,
+    parse_step_back,
+    prompt_template,
+    split_items,
+)
 
 ORDQA = resolve_repo_path("data/ord-qa")
 Q = "How to introduce randomness to global routing for solution exploration?"

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from ordqa_slices import mini_ordqa
 
-from lab.data.beir import load_dataset
 from lab.core.errors import DataError
+from lab.data.beir import load_dataset
 from lab.metrics import evaluate
 from lab.retrievers.base import Context, build
 from lab.testset.annotate import ANNOTATION_COLUMNS, export_annotation, import_annotation, meta_path, shuffled
@@ -76,7 +76,8 @@ def test_grades_and_tiers_come_back_as_qrels_for_weighted_recall(sheet, tmp_path
 
     def judge(i, r):  # per query: first candidate core 3, second auxiliary 2, third edge 1, fourth 0, rest unjudged
         k = rank_in_q[r["qid"]] = rank_in_q.get(r["qid"], -1) + 1
-        r["grade"], r["tier"] = {0: ("3", "core"), 1: ("2", "auxiliary"), 2: ("1", "Edge"), 3: ("0", "")}.get(k, ("", ""))
+        grades = {0: ("3", "core"), 1: ("2", "auxiliary"), 2: ("1", "Edge"), 3: ("0", "")}
+        r["grade"], r["tier"] = grades.get(k, ("", ""))
 
     filled = _fill(base / "sheet.csv", tmp_path / "filled.csv", judge)
     rep = import_annotation(filled, tmp_path / "judged", tracking_root=None)

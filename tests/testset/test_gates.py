@@ -5,9 +5,24 @@ import numpy as np
 import pytest
 
 from lab.core.errors import ConfigError
-from lab.testset.gates import (GATES, GateConfig, GateReport, answer_after_echo, check_text_gates, non_answer, greedy_duplicates, is_question,
-                               identifiers, length_ok, markup_in, repeated_in_token, repetition, same_language,
-                               term_coverage, unknown_identifiers)
+from lab.testset.gates import (
+    GATES,
+    GateConfig,
+    GateReport,
+    answer_after_echo,
+    check_text_gates,
+    greedy_duplicates,
+    identifiers,
+    is_question,
+    length_ok,
+    markup_in,
+    non_answer,
+    repeated_in_token,
+    repetition,
+    same_language,
+    term_coverage,
+    unknown_identifiers,
+)
 from lab.text.tokenize import Tokenizer
 
 PASSAGE = ("The set_wire_rc command sets the resistance and capacitance used to estimate delay of routing wires. "

@@ -8,15 +8,29 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from builders import mini_dataset
 
+from lab.core.errors import ConfigError
 from lab.data.beir import load_dataset
 from lab.data.types import Corpus, Document
-from lab.core.errors import ConfigError
-from builders import mini_dataset
 from lab.testset.gates import GATES
-from lab.testset.generate import (DIFFICULTY, PROMPT_VERSION, QUESTION_MIX, GenerationConfig, _gen_params,
-                                  build_prompt, difficulty, generate_testset, parse_qa, parse_yes_no, qa_schema,
-                                  question_type, sample_order, shown_passage, stratum_of)
+from lab.testset.generate import (
+    DIFFICULTY,
+    PROMPT_VERSION,
+    QUESTION_MIX,
+    GenerationConfig,
+    build_prompt,
+    difficulty,
+    generate_testset,
+    generation_params,
+    parse_qa,
+    parse_yes_no,
+    qa_schema,
+    question_type,
+    sample_order,
+    shown_passage,
+    stratum_of,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 GENERATED = REPO / "data" / "ord-qa-generated"
@@ -27,7 +41,8 @@ def test_prompt_in_both_languages():
     assert "must not directly contain the key words" in en and en.endswith("The gzip command compresses files.")
     assert '{"question": "...", "answer": "..."}' in en
     zh = build_prompt("段落", "zh")
-    assert zh.startswith("给定以下文档段落，生成一个用户可能会问的、恰好需要这段信息才能回答的问题") and "问题不能直接包含段落中的关键词" in zh
+    assert zh.startswith("给定以下文档段落，生成一个用户可能会问的、恰好需要这段信息才能回答的问题")
+    assert "问题不能直接包含段落中的关键词" in zh
 
 
 def test_shown_passage_cuts_at_a_boundary():
@@ -90,17 +105,17 @@ def test_sample_order_is_stratified_seeded_and_skips_short_units():
 
 def test_generation_params_per_round_and_retry():
     cfg = GenerationConfig(n=5, seed=3)
-    assert _gen_params(cfg, 0, 0)["temperature"] == 0.0 and _gen_params(cfg, 0, 0)["seed"] == 3
-    r1, retry = _gen_params(cfg, 1, 0), _gen_params(cfg, 0, 1)
+    assert generation_params(cfg, 0, 0)["temperature"] == 0.0 and generation_params(cfg, 0, 0)["seed"] == 3
+    r1, retry = generation_params(cfg, 1, 0), generation_params(cfg, 0, 1)
     assert (r1["temperature"], r1["seed"]) == (0.7, 4) and (retry["temperature"], retry["seed"]) == (0.7, 1003)
-    schema = _gen_params(cfg, 0, 0)["response_format"]["json_schema"]["schema"]
+    schema = generation_params(cfg, 0, 0)["response_format"]["json_schema"]["schema"]
     assert schema == qa_schema("en") and list(schema["properties"]) == ["question", "answer"]  # the default
     answer = schema["properties"]["answer"]  # no answer that is itself a question; short enough not to loop
     assert re.search(answer["pattern"], "It closes the handle.") and answer["maxLength"] == 120
     for bad in ("Is it closed?", "关闭了吗？", "x" * 121, ""):
         assert not re.search(answer["pattern"], bad), bad
-    assert "response_format" not in _gen_params(GenerationConfig(json_mode="prompt"), 0, 0)
-    first = _gen_params(GenerationConfig(write_first="answer"), 0, 0)["response_format"]["json_schema"]["schema"]
+    assert "response_format" not in generation_params(GenerationConfig(json_mode="prompt"), 0, 0)
+    first = generation_params(GenerationConfig(write_first="answer"), 0, 0)["response_format"]["json_schema"]["schema"]
     assert list(first["properties"]) == first["required"] == ["answer", "question"]
     assert first["properties"] == schema["properties"]  # the same fields, only their order differs
     with pytest.raises(ConfigError, match="write_first='both': use one of"):
@@ -118,7 +133,7 @@ def test_a_batch_of_mixed_types_is_in_flight_at_once(tmp_path):
     import threading
 
     from lab.testset.gates import GateReport
-    from lab.testset.generate import Candidate, _generate_batch
+    from lab.testset.generate import Candidate, generate_batch
 
     class Slow:
         concurrency = 8
@@ -143,10 +158,10 @@ def test_a_batch_of_mixed_types_is_in_flight_at_once(tmp_path):
     assert len(set(types)) > 2
     batch = [Candidate(i, f"u{i}", i % 2, "en", f"{t}:{i}", "passage", qtype=t) for i, t in enumerate(types)]
     llm = Slow()
-    _generate_batch(llm, batch, cfg, GateReport(config={}))
+    generate_batch(llm, batch, cfg, GateReport(config={}))
     assert llm.most == 8 and all(c.qa is not None and c.tries == 1 for c in batch)
     for c in batch:
-        assert llm.seen[c.prompt] == _gen_params(cfg, c.round, 0, "en", c.qtype)
+        assert llm.seen[c.prompt] == generation_params(cfg, c.round, 0, "en", c.qtype)
 
 
 def test_a_retry_after_a_failed_text_gate_replaces_the_answer_only_when_it_parses():
@@ -154,7 +169,7 @@ def test_a_retry_after_a_failed_text_gate_replaces_the_answer_only_when_it_parse
     the retry temperature; a second sample that does not parse leaves the first answer in place, and one that
     parses replaces it. Without ``retry_if`` (retry_on="parse") a parsed answer is never generated again."""
     from lab.testset.gates import GateReport
-    from lab.testset.generate import Candidate, _generate_batch
+    from lab.testset.generate import Candidate, generate_batch
 
     class Scripted:
         concurrency = 1
@@ -172,33 +187,38 @@ def test_a_retry_after_a_failed_text_gate_replaces_the_answer_only_when_it_parse
     cfg = GenerationConfig(n=2, retries=1)
     batch = [Candidate(0, "u0", 0, "en", "p0", "passage"), Candidate(1, "u1", 0, "en", "p1", "passage")]
     llm, report = Scripted({"p0": good, "p1": "not json at all"}), GateReport(config={})
-    _generate_batch(llm, batch, cfg, report, retry_if=lambda c: c.qa["answer"] == "x")
+    generate_batch(llm, batch, cfg, report, retry_if=lambda c: c.qa["answer"] == "x")
     assert [t for _, t in llm.calls] == [0.0, 0.0, 0.7, 0.7] and report.extra["gate_retries"] == 2
     assert batch[0].qa["answer"] == "the page size" and batch[0].tries == 2 and batch[0].text == good
     assert batch[1].qa["answer"] == "x" and batch[1].tries == 2  # the retry did not parse: the first answer stays
     assert report.retries == 2
     plain = [Candidate(0, "u0", 0, "en", "p0", "passage")]
     llm = Scripted({"p0": good})
-    _generate_batch(llm, plain, cfg, GateReport(config={}))
+    generate_batch(llm, plain, cfg, GateReport(config={}))
     assert len(llm.calls) == 1 and plain[0].qa["answer"] == "x" and plain[0].tries == 1
     with pytest.raises(ConfigError, match="retry_on"):
         GenerationConfig(retry_on="always")
 
 
 def test_tiny_real_generation_counts_every_candidate(tmp_path):
-    """Two real SmolLM2 calls on a folder with only corpus.jsonl: whatever the model writes, every candidate is
-    counted once, the set loads, and each accepted question's evidence span lies inside the passage it came from."""
+    """Two real SmolLM2 calls on a folder with only corpus.jsonl: every candidate is counted once, the set loads,
+    and each accepted question's evidence span lies inside the passage it came from. Greedy decoding with the pinned
+    model and llama.cpp build writes the same two candidates every time: one accepted ("What is the difference
+    between the ABC and the Blif in the RMP?") and one dropped at `answerable` ("The answer is not provided, but
+    you can find it in the passage.")."""
     cfg = GenerationConfig(n=2, max_attempts=2, retries=0, min_passage_words=5)
     res = generate_testset(mini_dataset(tmp_path, corpus_only=True), tmp_path / "gen", config=cfg,
                            cache_dir=tmp_path / "cache", progress=False, tracking_root=None)
     rep = res.report
     assert rep.candidates == 2 and rep.accepted + sum(rep.dropped_at.values()) == rep.candidates
+    assert rep.accepted == 1 and rep.dropped_at["answerable"] == 1
     for g in GATES:
         assert rep.passed[g] + rep.failed[g] <= rep.candidates
     lines = (res.folder / "candidates.jsonl").read_text(encoding="utf-8").splitlines()
     assert len(lines) == 2 and {json.loads(ln)["round"] for ln in lines} == {0}
     prov = res.provenance
-    assert prov["llm"]["identity"].startswith("gguf:SmolLM2-135M-Instruct") and prov["prompt"]["version"] == PROMPT_VERSION
+    assert prov["llm"]["identity"].startswith("gguf:SmolLM2-135M-Instruct")
+    assert prov["prompt"]["version"] == PROMPT_VERSION
     assert prov["seed"] == 0 and prov["llm_usage"]["calls"] == 2 and prov["units"]["n_units"] == 3
     assert json.loads((res.folder / "gate_report.json").read_text())["candidates"] == 2
     assert prov["topic_model"]["name"] == "multilingual-e5-small" and not prov["topic_model"]["same_as_default_dense"]
@@ -212,22 +232,19 @@ def test_tiny_real_generation_counts_every_candidate(tmp_path):
         c = json.loads(ln)
         s, e = c["passage_span"]
         assert 0 <= s < e  # a window of the unit's text, not its first characters by construction
-    if rep.accepted:  # SmolLM2 passes the gates on these passages (llama.cpp b-version dependent)
-        ds = load_dataset(res.folder, progress=False)
-        assert len(ds.corpus) == 3 and len(ds.queries) == rep.accepted
-        assert prov["source_units"] == [ds.queries.metadata[q]["source_unit"] for q in ds.queries]
-        assert {e.query_id for e in ds.evidence} == set(ds.queries)  # one evidence span per question
-        for q in ds.queries:
-            meta = ds.queries.metadata[q]
-            assert meta["difficulty"] == difficulty(meta["bm25_rank"], meta["evidence_overlap"]) in DIFFICULTY
-            assert meta["question_type"] in QUESTION_MIX
-        for e in ds.evidence:
-            meta = ds.queries.metadata[e.query_id]
-            ps, pe = meta["passage_span"]
-            assert e.doc_id == meta["source_unit"] and ps <= e.start < e.end <= pe
-            assert ds.corpus[e.doc_id].text[ps:pe] == meta["passage"]
-    else:
-        assert not (res.folder / "queries.jsonl").exists() and prov["source_units"] == []
+    ds = load_dataset(res.folder, progress=False)
+    assert len(ds.corpus) == 3 and len(ds.queries) == rep.accepted == 1
+    assert prov["source_units"] == [ds.queries.metadata[q]["source_unit"] for q in ds.queries]
+    assert {e.query_id for e in ds.evidence} == set(ds.queries)  # one evidence span per question
+    for q in ds.queries:
+        meta = ds.queries.metadata[q]
+        assert meta["difficulty"] == difficulty(meta["bm25_rank"], meta["evidence_overlap"]) in DIFFICULTY
+        assert meta["question_type"] in QUESTION_MIX
+    for e in ds.evidence:
+        meta = ds.queries.metadata[e.query_id]
+        ps, pe = meta["passage_span"]
+        assert e.doc_id == meta["source_unit"] and ps <= e.start < e.end <= pe
+        assert ds.corpus[e.doc_id].text[ps:pe] == meta["passage"]
 
 
 @pytest.mark.skipif(not GENERATED.is_dir(), reason="data/ord-qa-generated not built (lab testset generate)")
@@ -284,14 +301,14 @@ def test_max_consecutive_failures_is_checked():
 def test_chinese_passages_get_the_chinese_prompt_and_windows_reach_the_end():
     """Questions follow the passage's language: a Chinese window is sent with the Chinese prompt, an English one
     with the English prompt; windows cover the whole document, not its first characters."""
-    from lab.testset.generate import _candidates
+    from lab.testset.generate import passage_candidates
 
     zh = "# 线电阻\n\n" + "set_wire_rc 命令设置用于估计布线延迟的电阻和电容，时钟网络和数据网络可以分别设置。" * 30
     en = "# Wire RC\n\n" + "The set_wire_rc command sets the resistance and capacitance of routing wires. " * 40
     corpus = Corpus({"zh": Document("zh", zh), "en": Document("en", en)})
     cfg = GenerationConfig(n=1, rounds=1, min_passage_words=10)
     passages, _, _, _ = sample_order(corpus, 0, "doc", 10, cfg.max_passage_chars)
-    cands = list(_candidates(passages, cfg))
+    cands = list(passage_candidates(passages, cfg))
     assert {c.unit_id for c in cands} == {"zh", "en"} and len(cands) == len(passages) > 2
     for c in cands:
         assert c.language == c.unit_id and c.prompt.endswith(c.passage)
@@ -440,4 +457,5 @@ def test_a_small_set_does_not_write_a_full_batch_first():
     assert next_batch_size(GenerationConfig(n=1)) == 2
     assert next_batch_size(GenerationConfig(n=100), accepted=0) == 8
     assert next_batch_size(GenerationConfig(n=100), accepted=99) == 2
-    assert next_batch_size(GenerationConfig(n=1), slots=4) == 4 and next_batch_size(GenerationConfig(n=100), slots=12) == 12
+    assert next_batch_size(GenerationConfig(n=1), slots=4) == 4
+    assert next_batch_size(GenerationConfig(n=100), slots=12) == 12

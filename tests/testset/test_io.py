@@ -6,11 +6,19 @@ from pathlib import Path
 
 import pytest
 
+from lab.core.errors import ConfigError, DataError
 from lab.data.beir import load_dataset
 from lab.data.types import Corpus, Document
-from lab.core.errors import ConfigError, DataError
-from lab.testset.io import (load_units, parse_chunking, read_csv, read_provenance, read_tiers, write_beir_set,
-                            write_csv, write_tiers)
+from lab.testset.io import (
+    load_units,
+    parse_chunking,
+    read_csv,
+    read_provenance,
+    read_tiers,
+    write_beir_set,
+    write_csv,
+    write_tiers,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 ORDQA = REPO / "data" / "ord-qa"

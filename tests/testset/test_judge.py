@@ -13,8 +13,19 @@ from ordqa_slices import mini_ordqa
 
 from lab.cli.main import main
 from lab.data.beir import load_dataset
-from lab.testset.judge import (GRAMMAR_TOKENS, PROMPT, PROMPT_VERSION, JudgeConfig, format_report, human_agreement,
-                               judge_dataset, make_prompt, parse_grade, prompt_sha256, sidecar_path)
+from lab.testset.judge import (
+    GRAMMAR_TOKENS,
+    PROMPT,
+    PROMPT_VERSION,
+    JudgeConfig,
+    format_report,
+    human_agreement,
+    judge_dataset,
+    make_prompt,
+    parse_grade,
+    prompt_sha256,
+    sidecar_path,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -82,10 +93,12 @@ def test_trust_report_and_score_changes(judged):
     if r["known_positives_graded"]:
         assert 0.0 <= r["recall_known_positives"] <= 1.0
     row = r["strategies"]["bm25"]
-    # after judging, every pooled document of bm25's top 3 that got a grade is judged
-    assert row["judged@2_after"] >= row["judged@2_before"]
-    assert row["judged@2_after"] == pytest.approx(1.0) or r["ungraded"] > 0  # every pooled pair got a label
-    assert row["ndcg@2_after_condensed"] >= 0.0
+    # grammar "always": every pooled pair gets a grade, so after judging all of bm25's top 2 is judged, and the
+    # condensed list (judged documents only) is the whole list
+    assert r["ungraded"] == 0 and r["graded"] == r["pool_pairs"]
+    assert row["judged@2_before"] < row["judged@2_after"] == pytest.approx(1.0)
+    assert row["ndcg@2_after_condensed"] == pytest.approx(row["ndcg@2_after"])
+    assert row["judged@2_after_condensed"] == pytest.approx(1.0)
 
 
 def test_rerun_is_answered_from_the_cache_and_in_place_keeps_sources(judged, tmp_path):
@@ -139,8 +152,16 @@ def test_cli_judge_with_annotation_sheet_logs_to_mlflow(judged, tmp_path, capsys
     assert run.data.params["judge"].startswith("gguf:SmolLM2") and "labels_added" in run.data.metrics
     assert "bm25.judged_at_2_after" in run.data.metrics
     agree = out["report"]["human_agreement"]
-    assert agree["pairs"] >= 1
-    assert agree["kappa"] is None or math.isnan(agree["kappa"]) or -1 <= agree["kappa"] <= 1
+    # the sheet's grades are the labels the first run kept; the judge's grade of each pooled pair is in the sidecar
+    both = [(s["grade"], s["judge_grade"]) for s in side if s.get("judge_grade") is not None]
+    assert agree["pairs"] == len(both) >= 1
+    assert agree["exact_agreement"] == pytest.approx(sum(h == j for h, j in both) / len(both))
+    observed = sum(h == j for h, j in both) / len(both)
+    chance = sum(sum(h == g for h, _ in both) * sum(j == g for _, j in both) for g in range(4)) / len(both) ** 2
+    if chance < 1:  # Cohen's kappa by hand
+        assert agree["kappa"] == pytest.approx((observed - chance) / (1 - chance))
+    else:  # both sides gave one and the same grade: kappa is undefined
+        assert agree["kappa"] is None or math.isnan(agree["kappa"])
 
 
 @pytest.mark.parametrize("argv, message", [

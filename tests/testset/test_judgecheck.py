@@ -13,8 +13,19 @@ from lab.cli.main import main
 from lab.data.types import Run
 from lab.metrics.agreement import cohen_kappa, kappa_interval
 from lab.metrics.stats import wilson_interval
-from lab.testset.judgecheck import (CARD, INJECTION, PAIRS, below_floor, card_figures, content_words, draw_pairs,
-                                    inject, represent, stuff, summary)
+from lab.testset.judgecheck import (
+    CARD,
+    INJECTION,
+    PAIRS,
+    below_floor,
+    card_figures,
+    content_words,
+    draw_pairs,
+    inject,
+    represent,
+    stuff,
+    summary,
+)
 
 CARD_KEYS = {"n_pairs", "kappa", "weighted_kappa", "recall_of_positives", "false_positive_rate", "confusion",
              "stress", "consistency", "judge", "seconds"}
@@ -137,7 +148,7 @@ def test_every_figure_recomputes_from_pairs_jsonl(checked):
     first = {(r["query_id"], r["doc_id"], r["kind"]): r["grade"] for r in base_rows}
     reps = [r for r in graded if r["kind"] == "repeat" and (r["query_id"], r["doc_id"], r["repeat_of"]) in first]
     check(card["consistency"], share(reps, lambda r: r["grade"] == first[r["query_id"], r["doc_id"], r["repeat_of"]]))
-    tp = sum(x and y for x, y in zip(a, b))
+    tp = sum(x and y for x, y in zip(a, b, strict=False))
     assert card["confusion"]["known_relevant"]["judged_relevant"] == tp
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from lab.data.beir import load_dataset
 from lab.core.errors import DataError
-from lab.testset.logs import read_log_rows, import_logs
+from lab.data.beir import load_dataset
+from lab.testset.logs import import_logs, read_log_rows
 
 REPO = Path(__file__).resolve().parents[2]
 FAQ = REPO / "tests" / "fixtures" / "testset" / "openroad_faq.csv"

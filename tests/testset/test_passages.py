@@ -11,8 +11,8 @@ BODY = " ".join(f"Sentence {i} explains one more detail of the placer." for i in
 def _check_cover(doc: Document, passages, max_chars: int):
     text = doc.text
     assert all(p.text == text[p.start:p.end] and len(p.text) <= max_chars for p in passages)
-    assert all(a.end <= b.start for a, b in zip(passages, passages[1:]))  # in order, no overlap
-    covered = "".join(text[a.end:b.start] for a, b in zip(passages, passages[1:]))
+    assert all(a.end <= b.start for a, b in zip(passages, passages[1:], strict=False))  # in order, no overlap
+    covered = "".join(text[a.end:b.start] for a, b in zip(passages, passages[1:], strict=False))
     assert not covered.strip()  # only whitespace between consecutive windows: the whole text is covered
     for p in passages:  # never inside a word
         assert p.start == 0 or not (text[p.start - 1].isalnum() and text[p.start].isalnum())

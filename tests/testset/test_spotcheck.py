@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from lab.data.beir import load_dataset
 from lab.core.errors import DataError
+from lab.data.beir import load_dataset
 from lab.testset.io import read_provenance
 from lab.testset.spotcheck import REVIEW_COLUMNS, export_review, import_review, read_review, wilson_interval
 
@@ -60,7 +60,8 @@ def test_export_is_a_seeded_sample_excel_can_open(review_set, tmp_path):
     assert list(rows[0]) == list(REVIEW_COLUMNS) and [r["qid"] for r in rows] == out["qids"]
     ds = load_dataset(review_set, progress=False)
     first = rows[0]
-    assert first["question"] == ds.queries[first["qid"]] and first["answer"] == ds.queries.metadata[first["qid"]]["answer"]
+    assert first["question"] == ds.queries[first["qid"]]
+    assert first["answer"] == ds.queries.metadata[first["qid"]]["answer"]
     assert first["passage"] == ds.corpus[first["unit_id"]].text and first["grade"] == "1" and first["verdict"] == ""
     assert export_review(review_set, tmp_path / "again.csv", sample=10, seed=0)["qids"] == out["qids"]
     assert export_review(review_set, tmp_path / "other.csv", sample=10, seed=1)["qids"] != out["qids"]
@@ -85,7 +86,8 @@ def test_import_applies_verdicts_and_reports_acceptance_and_ci(review_set, tmp_p
     assert after.queries[q[1]] == "Which command sets the routing alpha?"
     assert after.queries.metadata[q[1]]["original_question"] == before.queries[q[1]]
     assert after.queries.metadata[q[0]]["review"] == "keep" and 2 in after.qrels["test"][q[3]].values()
-    assert len(after.qrels["test"]) == 89 and load_dataset(review_set, progress=False).queries[q[1]] == before.queries[q[1]]
+    assert len(after.qrels["test"]) == 89
+    assert load_dataset(review_set, progress=False).queries[q[1]] == before.queries[q[1]]
     ci = rep["ci"]
     assert ci["strategy"] == "bm25" and ci["metric"] == "recall@10" and ci["n_queries"] == 89
     assert ci["ci_low"] < ci["mean"] < ci["ci_high"] and 0.02 < ci["half_width"] < 0.2
@@ -106,7 +108,8 @@ def test_bad_rows_name_file_line_field_and_change_nothing(review_set, tmp_path, 
     _fill(tmp_path / "review.csv", {0: {"verdict": "drop"}, 2: cells})
     with pytest.raises(DataError) as e:
         import_review(review_set, tmp_path / "review.csv", out=tmp_path / "set2", tracking_root=None, ci_strategy=None)
-    assert e.value.line == _record_start_lines(tmp_path / "review.csv")[2] and e.value.field == field and message in str(e.value)
+    assert e.value.line == _record_start_lines(tmp_path / "review.csv")[2]
+    assert e.value.field == field and message in str(e.value)
     assert str(tmp_path / "review.csv") in str(e.value) and not (tmp_path / "set2").exists()
 
 

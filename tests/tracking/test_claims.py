@@ -7,7 +7,6 @@ import threading
 import time
 
 import pytest
-
 from conftest import blank_store
 
 from lab.tracking import claims
@@ -135,7 +134,6 @@ def http_store(tmp_path_factory, pytestconfig):
     from pathlib import Path
 
     from mlflow import MlflowClient
-
     from playwright_chromium import free_port
 
     base = tmp_path_factory.mktemp("http")

@@ -4,7 +4,6 @@ steps leave no run RUNNING when they fail."""
 from __future__ import annotations
 
 import pytest
-
 from conftest import blank_store
 
 from lab.core.errors import ConfigError
@@ -135,7 +134,8 @@ def _training_meta() -> dict:
     return {"params": {"loss": "listwise", "epochs": 1}, "base_model": "m", "dataset": "tiny", "split": "train",
             "eval_dataset": "tiny", "eval_split": "test", "forced": False, "n_groups": 2, "n_pairs": 2,
             "n_train_queries": 2, "n_val_queries": 1, "selected_epoch": 1, "stopped_early": False,
-            "sources": [{"dataset": "tiny", "split": "train"}], "leakage": {"shared_query_ids": 0, "doc_overlap": "allow"},
+            "sources": [{"dataset": "tiny", "split": "train"}],
+            "leakage": {"shared_query_ids": 0, "doc_overlap": "allow"},
             "loss_curve": [{"step": 1, "epoch": 1, "loss": 0.7}], "epochs": [{"epoch": 1, "train_loss": 0.7,
                                                                                "val_ndcg@10": 0.5}],
             "train_seconds": 1.0, "total_seconds": 2.0, "steps": 1, "chance_loss": 0.69, "recommended_alpha": 1.0,
@@ -152,7 +152,7 @@ def test_a_training_logger_that_raises_leaves_no_running_run(store, tmp_path, mo
     if trainer == "reranker":
         from lab.training.reranker import log_training
     else:
-        from lab.training.embedder import _log_training as log_training
+        from lab.training.embedder import log_training
 
     def broken(*a, **k):
         raise RuntimeError("metrics step failed on purpose")

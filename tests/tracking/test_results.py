@@ -8,7 +8,6 @@ import pandas as pd
 import pytest
 
 import lab
-
 from lab.core.flat import config_hash
 from lab.tracking.results import log_result
 from lab.tracking.store import client, load_per_query, log_params, mlflow_metric_name
@@ -99,7 +98,8 @@ def test_processes_starting_on_a_new_store_at_once_all_log(tmp_path):
     script.write_text(CONCURRENT)
     start = time.time() + 12  # room for 4 interpreters to import lab and run BM25 on 2 shared cores
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    procs = [subprocess.Popen([sys.executable, str(script), str(Path(__file__).resolve().parents[2] / "data" / "ord-qa"),
+    procs = [subprocess.Popen([sys.executable, str(script),
+                               str(Path(__file__).resolve().parents[2] / "data" / "ord-qa"),
                                str(root), str(start)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               env=env) for _ in range(4)]
     outs = [p.communicate(timeout=300) for p in procs]

@@ -10,8 +10,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lab.tracking.store import (client, git_commit, log_figure, metric_name_from_mlflow, mlflow_metric_name,
-                                storage_fault, tracking_uri)
+from lab.tracking.store import (
+    client,
+    git_commit,
+    log_figure,
+    metric_name_from_mlflow,
+    mlflow_metric_name,
+    storage_fault,
+    tracking_uri,
+)
 
 
 def test_metric_names_map_at_sign_one_way():

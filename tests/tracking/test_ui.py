@@ -15,11 +15,10 @@ import time
 from pathlib import Path
 
 import pytest
-
-from lab.tracking.ui import (VIEW_KEY, VIEW_TAG_PREFIX, base_url, column_id, runs_url, set_runs_view,
-                           view_columns)
-from lab.tracking.store import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, client, get_or_create_experiment
 from playwright_chromium import chromium, free_port, screenshot, server, wait_for
+
+from lab.tracking.store import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, client, get_or_create_experiment
+from lab.tracking.ui import VIEW_KEY, VIEW_TAG_PREFIX, base_url, column_id, runs_url, set_runs_view, view_columns
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -159,9 +158,8 @@ def test_ui_serves_the_store(store):
     import time
     import urllib.request
 
-    from lab.tracking.ui import UI_ENV, ui_command
-
     from lab.tracking.store import get_or_create_experiment
+    from lab.tracking.ui import UI_ENV, ui_command
 
     get_or_create_experiment("ui-check", store)
     with socket.socket() as s:

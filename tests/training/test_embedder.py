@@ -7,12 +7,19 @@ import math
 from dataclasses import replace
 
 import pytest
-
-from lab.data.types import Qrels, Queries
-from lab.core.errors import ConfigError
-from lab.training.embedder import EmbedderConfig, Pair, content_key, guard, mnrl_loss, no_duplicate_batches, train_embedder
 from builders import TINY_EMBEDDER, write_tiny_dataset
 
+from lab.core.errors import ConfigError
+from lab.data.types import Qrels, Queries
+from lab.training.embedder import (
+    EmbedderConfig,
+    Pair,
+    content_key,
+    guard,
+    mnrl_loss,
+    no_duplicate_batches,
+    train_embedder,
+)
 
 
 def quiet(*a):
@@ -124,6 +131,7 @@ def test_doc_overlap_refused_by_default_with_the_way_out(tmp_path):
 
 def test_tiny_finetune_saves_reuses_and_serves_dense_ft(tmp_path, pytestconfig):
     from conftest import blank_store
+
     from lab.experiment.run import run_experiment
     from lab.models.embedders import load_embedder
     from lab.retrievers.base import Context

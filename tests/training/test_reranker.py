@@ -13,10 +13,11 @@ import math
 from pathlib import Path
 
 import pytest
+from builders import TINY_RERANKER, train_tiny, write_tiny_dataset
 
-from lab.data.types import Qrels, Queries
 from lab.core.errors import ConfigError
 from lab.core.paths import public_path
+from lab.data.types import Qrels, Queries
 from lab.training.reranker import (
     Group,
     TrainConfig,
@@ -34,8 +35,6 @@ from lab.training.reranker import (
     split_validation,
     train_reranker,
 )
-
-from builders import TINY_RERANKER, train_tiny, write_tiny_dataset
 
 REPO = Path(__file__).resolve().parents[2]
 SCIFACT = REPO / "data" / "scifact"
@@ -61,7 +60,8 @@ def write_generated_set(folder: Path, real: Path, n: int = 12) -> Path:
     qs = {f"gen-{i + 1:04d}": (f"What does the study '{d.title.rstrip('.')}' show?", d.id) for i, d in enumerate(docs)}
     qs["gen-dup"] = (test_q[first_test], docs[0].id)
     with open(folder / "queries.jsonl", "w", encoding="utf-8") as f:
-        f.writelines(json.dumps({"_id": q, "text": t, "metadata": {"source_unit": d}}) + "\n" for q, (t, d) in qs.items())
+        f.writelines(json.dumps({"_id": q, "text": t, "metadata": {"source_unit": d}}) + "\n"
+                     for q, (t, d) in qs.items())
     (folder / "qrels" / "test.tsv").write_text(
         "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t1\n" for q, (_, d) in qs.items()), encoding="utf-8")
     return folder
@@ -182,7 +182,8 @@ def test_leakage_guard_refuses_and_force_overrides(tmp_path):
 def test_training_on_the_evaluation_split_is_refused(tmp_path):
     data = write_tiny_dataset(tmp_path / "d", n_train=2, n_other=5)
     with pytest.raises(ConfigError, match="evaluation split"):
-        train_reranker(data, tmp_path / "m", TrainConfig(**TINY_RERANKER), split="test", log=lambda *a: None, mlflow_root=None)
+        train_reranker(data, tmp_path / "m", TrainConfig(**TINY_RERANKER), split="test", log=lambda *a: None,
+                       mlflow_root=None)
 
 
 def test_cli_train_reranker_refuses_leak_and_names_the_fix(tmp_path, capsys):
@@ -234,7 +235,7 @@ def test_in_batch_extras_skip_judged_and_duplicate_passages():
     # q1 and q2 are one question (same text): each other's positives are judged for it; q4's passage is text A
     assert out == [["c"], ["c"], ["a", "b"], ["b", "c"]]
     one = in_batch_extras(batch, text, passages, judged, 1, random.Random(0))
-    assert [len(x) for x in one] == [1, 1, 1, 1] and all(set(x) <= set(y) for x, y in zip(one, out))
+    assert [len(x) for x in one] == [1, 1, 1, 1] and all(set(x) <= set(y) for x, y in zip(one, out, strict=False))
     assert in_batch_extras(batch, text, passages, judged, 0, random.Random(0)) == [[], [], [], []]
 
 
@@ -270,6 +271,7 @@ def test_pairwise_in_batch_training_on_a_generated_set_plus_extra_source_logged_
     split, doc overlap dropped) plus the real training split, pairwise loss, all in-batch negatives, early
     stopping, an MLflow run."""
     from conftest import blank_store
+
     from lab.data.beir import load_dataset
     from lab.models.crossencoder import text_sha
     from lab.retrievers.base import Context

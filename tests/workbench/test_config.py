@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from lab.core.errors import ConfigError
 from lab.core.flat import config_hash, flatten, nan_to_none, set_dotted, unflatten, varying_keys
 from lab.workbench.config import expand, label, load_spec, parse_spec
-from lab.core.errors import ConfigError
 
 NOTEBOOK = Path(__file__).parents[1] / "fixtures" / "notebooks" / "tiny_experiment.ipynb"
 

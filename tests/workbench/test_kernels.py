@@ -26,7 +26,8 @@ def _notebook(path, cells: list[str]) -> str:
 def test_notebook_imports_takes_top_level_imports_only(tmp_path):
     nb = _notebook(tmp_path / "a.ipynb", [
         "x = 1",
-        "from __future__ import annotations\nimport os\n%matplotlib inline\nimport json as js\nfrom pathlib import Path",
+        "from __future__ import annotations\nimport os\n%matplotlib inline\nimport json as js\n"
+        "from pathlib import Path",
         "def f():\n    import csv\nif x:\n    import email\nimport os",
         "this is not python (",
     ])

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from conftest import blank_store
 
-from lab.workbench.sweep import run_sweep
 from lab.tracking.store import client
+from lab.workbench.sweep import run_sweep
 
 NOTEBOOK = Path(__file__).parents[1] / "fixtures" / "notebooks" / "tiny_experiment.ipynb"
 

@@ -9,11 +9,11 @@ import subprocess
 import threading
 
 import pytest
-
-import lab
 from conftest import blank_store
 
+import lab
 from lab.core.errors import ConfigError
+from lab.core.paths import resolve_repo_path
 from lab.workbench.monitoring import (
     PublishError,
     Sample,
@@ -26,7 +26,6 @@ from lab.workbench.monitoring import (
     sanitize_name,
     write_textfile,
 )
-from lab.core.paths import resolve_repo_path
 
 SECRET = "pgw-SECRET-77aa0b1c2d"
 
@@ -207,12 +206,12 @@ def test_experiment_samples_are_the_logged_numbers(logged, tmp_path, gateway, re
 def test_sweep_publish_key_writes_the_file(logged, tmp_path):
     """A sweep whose configs all finished earlier (resume) still publishes them: what a scheduled sweep does."""
     from lab.core.flat import config_hash
-    from lab.workbench.config import expand, load_spec
     from lab.experiment.run import run_experiment
     from lab.retrievers.base import Context
-    from lab.workbench.sweep import run_sweep
-    from lab.tracking.store import client, get_or_create_experiment
     from lab.tracking.results import log_result
+    from lab.tracking.store import client, get_or_create_experiment
+    from lab.workbench.config import expand, load_spec
+    from lab.workbench.sweep import run_sweep
 
     root = logged[0]
     prom = tmp_path / "textfile" / "sweep.prom"

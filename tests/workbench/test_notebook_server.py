@@ -15,10 +15,10 @@ import shutil
 import time
 from pathlib import Path
 
+from playwright_chromium import chromium, free_port, screenshot, server, wait_for
 
 from lab.cli.main import main
 from lab.workbench.notebook_server import KERNEL_NAME, jupyterlab_command, jupyterlab_env, lab_url
-from playwright_chromium import chromium, free_port, screenshot, server, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOK = "03_strategy_comparison.ipynb"

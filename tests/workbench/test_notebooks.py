@@ -46,7 +46,8 @@ def test_repo_root_is_found_from_anywhere_inside_and_paths_resolve_against_it(tm
     assert resolve_repo_path("data/scifact") == ROOT / "data" / "scifact"
     assert resolve_repo_path(tmp_path) == tmp_path
     assert resolve_repo_path("x/y", root=tmp_path) == tmp_path / "x" / "y"
-    assert results_dir("a", "b", root=tmp_path) == tmp_path / "results" / "a" / "b" and (tmp_path / "results/a/b").is_dir()
+    assert results_dir("a", "b", root=tmp_path) == tmp_path / "results" / "a" / "b"
+    assert (tmp_path / "results/a/b").is_dir()
     with pytest.raises(ConfigError, match="pyproject.toml"):
         repo_root(tmp_path)
     monkeypatch.setenv("LAB_REPO_ROOT", str(tmp_path))
@@ -91,7 +92,8 @@ def test_setup_is_one_call_of_the_workbench_function(path):
 
 # ------------------------------------------------------------------------------------------------ .ipynb / .py pairs
 PAIR_FORMAT = "py:percent"
-SYNC = "run: jupytext --sync notebooks/*.ipynb (the newer file of each pair wins), then python scripts/strip_notebooks.py"
+SYNC = ("run: jupytext --sync notebooks/*.ipynb (the newer file of each pair wins), "
+        "then python scripts/strip_notebooks.py")
 
 
 def pair_differences(ipynb: Path) -> list[str]:
@@ -111,7 +113,7 @@ def pair_differences(ipynb: Path) -> list[str]:
         out.append(f"{py.name} is not what `jupytext --to {PAIR_FORMAT}` writes from {ipynb.name}")
     if len(nb.cells) != len(text_nb.cells):
         out.append(f"{ipynb.name} has {len(nb.cells)} cells, {py.name} {len(text_nb.cells)}")
-    for i, (a, b) in enumerate(zip(nb.cells, text_nb.cells)):
+    for i, (a, b) in enumerate(zip(nb.cells, text_nb.cells, strict=False)):
         for what, x, y in (("type", a.cell_type, b.cell_type), ("source", a.source, b.source),
                            ("metadata", dict(a.metadata), dict(b.metadata))):
             if x != y:
@@ -250,9 +252,9 @@ def test_parameters_cells_follow_the_contract():
 def test_params_spec_configs_are_notebook_parameters(spec_path):
     """Every key a sweep injects is a parameter of its notebook, every strategy is registered, every chunking
     config is valid: a spec that would fail at execution time fails here in a second."""
+    from lab.retrievers import available
     from lab.text.chunking import describe_chunking
     from lab.workbench.config import RESERVED_PARAMS, expand, load_spec
-    from lab.retrievers import available
 
     spec = load_spec(spec_path)
     configs = expand(spec)
@@ -278,9 +280,9 @@ def test_demo_is_wired_into_the_cli():
 # ------------------------------------------------------------------------------------------------ executions
 @pytest.fixture(scope="module")
 def kernel():
-    from jupyter_client.kernelspec import KernelSpecManager
-
     import sys
+
+    from jupyter_client.kernelspec import KernelSpecManager
 
     specs = KernelSpecManager().find_kernel_specs()
     if KERNEL not in specs:
@@ -383,7 +385,8 @@ def test_01_logs_source_links_a_faq_log(tmp_path, kernel, store):
     assert run.info.status == "FINISHED" and run.data.params["source"] == "logs"
     assert m["logs_rows"] == 20 and m["logs_linked"] + m["logs_unlinked"] + m["logs_duplicates"] == 20
     assert m["queries"] == m["logs_linked"] > 0 and m["documents"] == 290
-    assert (tmp_path / "faq-set" / "unlinked.jsonl").is_file() and (tmp_path / "faq-set" / "qrels" / "test.tsv").is_file()
+    assert (tmp_path / "faq-set" / "unlinked.jsonl").is_file()
+    assert (tmp_path / "faq-set" / "qrels" / "test.tsv").is_file()
     assert len(outputs(nb, "image/png")) == 3
 
 
@@ -525,8 +528,7 @@ def test_03_strategy_comparison_interactive(tmp_path, kernel, store):
 
 
 def test_04_embedding_comparison_on_chunks(tmp_path, kernel, store, scifact_slice):
-    from builders import TINY_EMBEDDER
-    from builders import write_tiny_dataset
+    from builders import TINY_EMBEDDER, write_tiny_dataset
 
     train_data = write_tiny_dataset(tmp_path / "train-data")
     finetuned = {"MiniLM tiny fine-tune": {"train_dataset": str(train_data), "out": str(tmp_path / "models" / "ft"),

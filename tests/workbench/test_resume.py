@@ -8,15 +8,14 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from builders import ordqa_sweep_env
 from conftest import blank_store
 
 import lab
 from lab.core.errors import DataError
+from lab.tracking.store import TAG_MODELS, client
 from lab.workbench.resume import TAG_REASON, reuse_decision, run_identity
 from lab.workbench.sweep import run_sweep
-from lab.tracking.store import TAG_MODELS, client
 
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOK = Path(__file__).parents[1] / "fixtures" / "notebooks" / "tiny_experiment.ipynb"

@@ -1,4 +1,5 @@
-"""lab.workbench.schedule: the README's example as a scheduled job. A copy of data/ord-qa, the bm25 sweep of notebook 03 run
+"""lab.workbench.schedule: the README's example as a scheduled job. A copy of data/ord-qa, the bm25 sweep of notebook
+03 run
 with `lab sweep SPEC --scheduled` (real Papermill executions, real MLflow store): a baseline, an unchanged rerun
 (reused, seconds), half the documents replaced by "obsolete page" (rerun, the drop from 0.5826 flagged with its
 paired test, exit 1, Prometheus gauges), `lab compare --previous`, the trends, and sweeps that cannot finish."""
@@ -9,11 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
-
 from builders import ordqa_sweep_env
 
-from lab.cli.main import main
 from lab.analysis.trends import TAG_SCHEDULE, TAG_SEQUENCE, schedule_history, scheduled_parents
+from lab.cli.main import main
 from lab.core.errors import ConfigError
 from lab.tracking.store import client
 
@@ -124,7 +124,8 @@ def test_a_sweep_that_cannot_finish_fails_loudly_and_leaves_the_previous_results
     spec.write_text(SPEC.format(dataset=env["kb"], strategy="http",
                                 extra=", params: {url: 'http://127.0.0.1:9/retrieve', retries: 0, timeout: 2}"))
     rc = main(["sweep", str(spec), "--scheduled", "--schedule", "nightly", "--root", str(env["root"]),
-               "--no-progress", "--output-dir", str(env["base"] / "executed"), "--prometheus", str(env["prom"]), "--report-dir", str(env["reports"])])
+               "--no-progress", "--output-dir", str(env["base"] / "executed"), "--prometheus", str(env["prom"]),
+               "--report-dir", str(env["reports"])])
     assert rc == 1
     err = capsys.readouterr().err
     assert "did not finish" in err and "nothing compared or published" in err
@@ -159,8 +160,8 @@ def test_the_ci_schedule_and_the_cron_line_run_a_command_we_have():
     import yaml
 
     from lab.cli.main import build_parser
-    from lab.workbench.config import expand, load_spec
     from lab.retrievers import available
+    from lab.workbench.config import expand, load_spec
 
     doc = yaml.safe_load((REPO / ".github/workflows/scheduled-sweep.yml").read_text())
     on = doc.get("on", doc.get(True))

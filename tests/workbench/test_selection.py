@@ -91,7 +91,8 @@ def test_a_sweep_without_the_holdout_does_not_reuse_held_out_runs(swept):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--holdout", "0.95"], "error: --holdout=0.95: expected a fraction of the queries to hold out, a number in (0, 0.9)"),
+    (["--holdout", "0.95"],
+     "error: --holdout=0.95: expected a fraction of the queries to hold out, a number in (0, 0.9)"),
     (["--holdout", "0.05"], "error: --holdout=0.05: leaves "),
     (["--halving", "--holdout", "0"], "error: --holdout=0.0: expected a fraction"),
 ])
@@ -125,7 +126,8 @@ def test_halving_selects_on_dev_and_logs_the_held_out_check(tmp_path, monkeypatc
     store = tmp_path / "mlruns"
     out = run_halving_sweep(spec, metric="ndcg@10", eta=2, min_queries=20, echo=None, tracking_root=str(store))
     sel = out["selection"]
-    assert out["n_queries"] == out["n_dev_queries"] == sel["dev_queries"] and sel["holdout_queries"] == 90 - sel["dev_queries"]
+    assert out["n_queries"] == out["n_dev_queries"] == sel["dev_queries"]
+    assert sel["holdout_queries"] == 90 - sel["dev_queries"]
     assert out["rungs"][-1]["n_queries"] == sel["dev_queries"]  # the last rung is every dev query, no held-out one
     assert sel["dev_score"] == pytest.approx(out["rungs"][-1]["scores"][0])
     cl = client(str(store))
@@ -145,7 +147,7 @@ def test_compare_overlap_reads_the_runs_rankings(swept, capsys):
     (pair,) = doc["overlap"]
     cl = client(root)
     runs = {}
-    for row, tmp in zip(doc["rows"], ("a", "b")):
+    for row, tmp in zip(doc["rows"], ("a", "b"), strict=False):
         runs[row["label"]] = read_trec_run(artifact_file(row["run_id"], RUN_ARTIFACT, swept["base"] / tmp, root, cl))
     want = overlap_table(runs).iloc[0]
     assert pair["rbo"] == pytest.approx(want.rbo) and 0 < pair["rbo"] < 1 and pair["n_queries"] == 40

@@ -13,16 +13,14 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from conftest import blank_store
 
-from lab.core.flat import config_hash
-from lab.workbench.config import expand, load_spec
 from lab.core.errors import ConfigError
-from lab.tracking.store import TAG_PARENT, TAG_ROLE
+from lab.core.flat import config_hash
+from lab.tracking.store import TAG_PARENT, TAG_ROLE, client
+from lab.workbench.config import expand, load_spec
 from lab.workbench.sweep import ERROR_ARTIFACT, run_sweep
 from lab.workbench.sweep.stale import sweep_lock
-from lab.tracking.store import client
 
 NOTEBOOK = Path(__file__).parents[1] / "fixtures" / "notebooks" / "tiny_experiment.ipynb"
 REPO = Path(__file__).resolve().parents[2]
@@ -68,7 +66,7 @@ def test_sweep_runs_every_config_and_records_the_failure(first):
     assert parent.data.tags[TAG_ROLE] == "parent" and parent.info.status == "FAILED"  # not every config finished
     runs = {r.info.run_id: r for r in children(root, "engine")}
     assert len(runs) == 3
-    for o, config in zip(rep.outcomes, configs):
+    for o, config in zip(rep.outcomes, configs, strict=False):
         run = runs[o.run_id]
         assert run.data.tags[TAG_PARENT] == rep.parent_run_id
         assert run.data.tags["config_hash"] == o.config_hash == config_hash(config)

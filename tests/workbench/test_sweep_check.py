@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from lab.workbench.config import expand, load_spec
 from lab.core.errors import ConfigError
+from lab.workbench.config import expand, load_spec
 from lab.workbench.sweep import run_sweep
 from lab.workbench.sweep_check import key_lines, notebook_parameters, validate_sweep
 

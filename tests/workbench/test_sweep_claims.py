@@ -12,9 +12,8 @@ from pathlib import Path
 from conftest import blank_store
 
 from lab.core.flat import config_hash
-from lab.tracking.store import client
+from lab.tracking.store import TAG_ROLE, client
 from lab.workbench.config import expand, load_spec
-from lab.tracking.store import TAG_ROLE
 
 NOTEBOOK = Path(__file__).parents[1] / "fixtures" / "notebooks" / "tiny_experiment.ipynb"
 REPO = Path(__file__).resolve().parents[2]

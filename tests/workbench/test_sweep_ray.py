@@ -7,13 +7,11 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import blank_store
 
 from lab.core.flat import config_hash
+from lab.tracking.store import TAG_PARENT, client
 from lab.workbench.config import expand, load_spec
-from lab.tracking.store import TAG_PARENT
-from lab.tracking.store import client
 
 ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'raglab[ray]'")
 

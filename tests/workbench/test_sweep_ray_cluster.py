@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import blank_store
 
 # Under a loaded 2-core CI machine one node takes up to a minute to start and a config ~30 s; a cluster that cannot
@@ -33,10 +32,9 @@ pytestmark = pytest.mark.timeout(900, method="signal")
 
 ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'raglab[ray]'")
 
-from lab.tracking.server import start_server  # noqa: E402
-from lab.tracking.store import client  # noqa: E402
 from lab.tracking.lifecycle import TAG_ERROR  # noqa: E402
-from lab.tracking.store import TAG_ROLE  # noqa: E402
+from lab.tracking.server import start_server  # noqa: E402
+from lab.tracking.store import TAG_ROLE, client  # noqa: E402
 from lab.workbench.sweep import NOTEBOOK_ARTIFACT_DIR  # noqa: E402
 from lab.workbench.sweep.ray_executor import TAG_RAY_NODE, TAG_RAY_NODE_IP, TAG_STAGED  # noqa: E402
 

@@ -10,7 +10,7 @@ import pandas as pd
 from lab.analysis.leaderboard import CI_RESAMPLES, N_RESAMPLES, TEST_COLUMNS, leaderboard
 from lab.analysis.report.runs import RunData
 from lab.core.errors import ConfigError
-from lab.text.chunking import doc_id_of
+from lab.text.chunking import doc_id_of, parse_chunk_id
 
 #: Metrics of the report when none are named: the README's headline columns.
 
@@ -116,7 +116,7 @@ def _unit_text(uid: str, corpus) -> str:
         return (d.title + "\n" if d.title else "") + d.text
     doc = _unit_doc(uid, corpus)
     if doc in corpus and "@" in uid:
-        s, e = (int(x) for x in uid.rpartition("@")[2].split("-"))
+        _, s, e = parse_chunk_id(uid) or (doc, 0, 0)
         return corpus[doc].text[s:e]
     return ""
 

@@ -1,4 +1,4 @@
-"""lab.models.llm, HTTP backend: a real OpenAI-compatible server, and the fault paths against one that misbehaves.
+"""lab.models.llm.http: a real OpenAI-compatible server, and the fault paths against one that misbehaves.
 
 The real server is llama.cpp's own HTTP server (xllamacpp.Server listens on 127.0.0.1) serving the packaged SmolLM2
 GGUF, locked with an API key, so a request without the right key fails: the backend's Authorization header is
@@ -19,7 +19,9 @@ from pathlib import Path
 import pytest
 
 from lab.core.errors import ConfigError
-from lab.models.llm import LLMError, LocalLLM, OpenAILLM, load_llm, smollm2_path
+from lab.models.llm import LLMError, LocalLLM, OpenAILLM, load_llm
+from lab.models.llm.http import public_base_url
+from lab.models.llm.local import smollm2_path
 
 SERVER_KEY = "sk-test-llamacpp-0123456789abcdef"
 SECRET = "sk-proj-SECRETSECRET-9f8e7d6c5b4a"
@@ -227,14 +229,14 @@ def test_query_time_llm_faults_reach_json_mlflow_and_leaderboard(faults, tmp_pat
     retries / errors / retry waits of the query phase, and latency excludes the waits."""
     from conftest import blank_store
 
-    from lab.cli.main import main
     from lab.analysis.compare import experiment_leaderboard, format_leaderboard
+    from lab.cli.main import main
     from lab.tracking.store import client
 
     root = blank_store(tmp_path, pytestconfig)
     llm = (f"{{backend: openai, base_url: '{faults.url('flaky500-mq')}', model: m, max_retries: 3, backoff_s: 0.4, "
            "max_backoff_s: 0.4}")
-    data = str(Path(__file__).resolve().parents[2] / "data" / "ord-qa")
+    data = str(Path(__file__).resolve().parents[3] / "data" / "ord-qa")
     rc = main(["run", "--dataset", data, "--strategy", "multi_query", "--set", f"llm={llm}", "--set", "base=bm25",
                "--max-queries", "3", "--json", "--no-progress", "--experiment", "faults", "--tracking-root", str(root),
                "--cache-dir", str(tmp_path / "cache")])
@@ -418,3 +420,9 @@ def test_dict_spec_with_key_env_and_refusal_of_inline_keys(faults, monkeypatch):
 def test_identity_hides_url_credentials():
     llm = OpenAILLM("m", "http://user:pw@127.0.0.1:8000/v1/?token=abc", cache_dir=None)
     assert llm.identity == "openai:http://127.0.0.1:8000/v1#m"
+
+
+def test_public_base_url():
+    assert public_base_url("https://u:secret@example.com:8443/v1/?k=v#f") == "https://example.com:8443/v1"
+    with pytest.raises(ConfigError):
+        public_base_url("ftp://example.com")
