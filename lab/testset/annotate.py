@@ -99,7 +99,7 @@ def export_annotation(dataset, out_csv: str | Path, strategies: Sequence[str] = 
         r = build(name, {}, ctx)
         r.index(units.corpus)
         runs[name] = r.search_batch(queries, depth if pilot_qrels is None else max(depth, 10))
-    if pilot_qrels is not None:  # --queries auto: size the sample from the pilot, then draw among the new queries
+    if pilot is not None and pilot_qrels is not None:  # --queries auto: size the sample, draw new queries only
         sizing = pilot_queries_needed(runs, judge_qrels, pilot_qrels, list(queries), half_width=pilot.half_width)
         fresh = [q for q in queries if q not in pilot_qrels]
         more = len(fresh) if sizing["more"] is None else min(sizing["more"], len(fresh))
