@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lab.analysis.labels import short_labels, table_labels
 from lab.core.errors import ConfigError, DataError
 from lab.core.paths import resolve_repo_path
 from lab.data.beir import qrels_files
@@ -195,20 +196,22 @@ def ppi_warnings(block: Mapping, judge: str | None = None) -> list[str]:
     ranking PPI reverses against the judge's alone, and a human subset not known to be a uniform sample."""
     out = []
     who = judge or "the judge"
+    short = dict(zip([r["run"] for r in block["runs"]], short_labels([str(r["label"]) for r in block["runs"]]),
+                     strict=True))
     metric = block["metric"]
     biased = [r for r in block["runs"] if r["judge_bias"]["ci"][0] > 0 or r["judge_bias"]["ci"][1] < 0]
     if biased:
         worst = max(biased, key=lambda r: abs(r["judge_bias"]["mean"]))
         lo, hi = worst["judge_bias"]["ci"]
         out.append(f"{who} is biased on {metric}: judge minus people {worst['judge_bias']['mean']:+.4f} "
-                   f"[{lo:+.4f}, {hi:+.4f}] on {block['n_human']} human-graded queries for {worst['label']} "
+                   f"[{lo:+.4f}, {hi:+.4f}] on {block['n_human']} human-graded queries for {short[worst['run']]} "
                    f"({len(biased)} of {len(block['runs'])} runs have a bias interval that excludes 0): read the "
                    "PPI column, not the judge's")
     runs = block["runs"]
     flips = [(a, b) for i, a in enumerate(runs) for b in runs[i + 1:]
              if a["judge_only"]["mean"] < b["judge_only"]["mean"]]
     if flips:
-        shown = "; ".join(f"{a['label']} ahead of {b['label']}" for a, b in flips[:3])
+        shown = "; ".join(f"{short[a['run']]} ahead of {short[b['run']]}" for a, b in flips[:3])
         out.append(f"PPI reverses the judge-only ranking of {len(flips)} pair(s) of runs on {metric} "
                    f"({shown}{'; ...' if len(flips) > 3 else ''}): the judge's own ranking is not the people's")
     if block.get("human_labels", {}).get("sample") != "uniform":
@@ -220,20 +223,22 @@ def ppi_warnings(block: Mapping, judge: str | None = None) -> list[str]:
 def ppi_lines(block: Mapping) -> list[str]:
     """The PPI block as text lines under a leaderboard (one per run, then the differences and the sample size)."""
     m = block["metric"]
+    names = dict(zip([r["run"] for r in block["runs"]], table_labels([str(r["label"]) for r in block["runs"]],
+                                                                      width=40), strict=True))
     lines = [f"prediction-powered {m} ({block['n_human']} queries graded by people, {block['n_judged']} judged "
-             f"only; {block['method']}):"]
+             f"only; {block['method']}); every query of the set counts, one with no relevant document under a "
+             "label set scoring 0 (the table above leaves those out):"]
     lines.append(f"  {'run':<40} {'judge only':>10} {'people only [95% CI]':>28} {'PPI [95% CI]':>28} "
                  f"{'judge bias':>10} {'eff. n':>7}")
     for r in block["runs"]:
         h, p = r["human_only"], r["ppi"]
-        lines.append(f"  {str(r['label'])[:40]:<40} {r['judge_only']['mean']:>10.4f} "
+        lines.append(f"  {names[r['run']]:<40} {r['judge_only']['mean']:>10.4f} "
                      f"{h['mean']:>8.4f} [{h['ci'][0]:.4f}, {h['ci'][1]:.4f}]  "
                      f"{p['mean']:>8.4f} [{p['ci'][0]:.4f}, {p['ci'][1]:.4f}]  {r['judge_bias']['mean']:>+10.4f} "
                      f"{r['effective_human_queries']:>7.0f}")
-    labels = {r["run"]: r["label"] for r in block["runs"]}
     for d in block["diffs"]:
         p = d["ppi"]
-        lines.append(f"  {str(labels[d['run']])[:40]} minus the best: {p['mean']:+.4f} [{p['ci'][0]:+.4f}, "
+        lines.append(f"  {names[d['run']]} minus the best: {p['mean']:+.4f} [{p['ci'][0]:+.4f}, "
                      f"{p['ci'][1]:+.4f}], p {p['p_value']:.3g}, p adj {p['p_adjusted']:.3g}")
     need = block.get("human_queries_needed")
     if need:
@@ -255,13 +260,10 @@ def _dataset_folder(run, root, cl, override: str | Path | None) -> Path:
     except Exception:  # noqa: BLE001 - no result artifact: fall back to data/<dataset>
         path = None
     for cand in [path, f"data/{run.data.params.get('dataset', '')}"]:
-        if cand:
-            try:
-                folder = resolve_repo_path(cand)
-            except ConfigError:
-                folder = Path(cand)
-            if (Path(folder) / "qrels").is_dir():
-                return Path(folder)
+        if cand:  # as given from the working directory, else under the repository root
+            for folder in (Path(cand).expanduser(), resolve_repo_path(cand)):
+                if (folder / "qrels").is_dir():
+                    return folder
     raise ConfigError(f"run {run.info.run_id[:8]}: its dataset folder is not here; pass --dataset with the set the "
                       "runs were scored on")
 
