@@ -273,13 +273,20 @@ def experiment_ppi(df, human_qrels: str | Path, root="mlruns", dataset: str | Pa
     """:func:`ppi_block` of the runs of a leaderboard ``df`` (lab.analysis.compare.experiment_leaderboard): each
     run's ``run.trec`` and the qrels of its dataset folder (from its logged result, else data/<dataset>; or
     ``dataset``), people's grades from ``human_qrels`` (:func:`read_human_labels`)."""
-    if not target_halfwidth > 0:
-        raise ConfigError(f"--target-halfwidth {target_halfwidth}: must be > 0, e.g. 0.02")
     if df.empty:
         raise ConfigError("--human-qrels: no finished runs to correct")
+    return runs_ppi(list(df["run_id"]), list(df["label"]), df.attrs.get("metric") or df.columns[1], human_qrels,
+                    root, dataset, alpha, target_halfwidth, judge)
+
+
+def runs_ppi(run_ids: Sequence[str], labels: Sequence[str], metric: str, human_qrels: str | Path, root="mlruns",
+             dataset: str | Path | None = None, alpha: float = 0.05, target_halfwidth: float = TARGET_HALFWIDTH,
+             judge: str | None = None) -> dict:
+    """:func:`ppi_block` of MLflow runs (their ids and labels, best first): see :func:`experiment_ppi`."""
+    if not target_halfwidth > 0:
+        raise ConfigError(f"--target-halfwidth {target_halfwidth}: must be > 0, e.g. 0.02")
     cl = client(root)
-    metric = df.attrs.get("metric") or df.columns[1]
-    first = cl.get_run(df["run_id"].iloc[0])
+    first = cl.get_run(run_ids[0])
     split = first.data.params.get("split", "test")
     human = read_human_labels(human_qrels, split)
     folder = _dataset_folder(first, root, cl, dataset)
@@ -289,7 +296,7 @@ def experiment_ppi(df, human_qrels: str | Path, root="mlruns", dataset: str | Pa
     judge_qrels = {q: dict(d) for q, d in read_qrels(files[split]).qrels.items()}
     check_human_subset(human, list(judge_qrels), str(folder))
     runs = []
-    for rid, label in zip(df["run_id"], df["label"], strict=True):
+    for rid, label in zip(run_ids, labels, strict=True):
         with tempfile.TemporaryDirectory(prefix="lab-ppi-") as tmp:
             runs.append((str(rid), str(label), read_trec_run(artifact_file(rid, RUN_ARTIFACT, tmp, root, cl))))
     return ppi_block(runs, judge_qrels, human, metric=metric, alpha=alpha, target_halfwidth=target_halfwidth,
@@ -308,13 +315,24 @@ def check_ppi_options(human_qrels: str | Path, target_halfwidth: float, split: s
 def add_ppi(df, human_qrels: str | Path, root="mlruns", dataset: str | Path | None = None,
             target_halfwidth: float = TARGET_HALFWIDTH) -> dict:
     """Put :func:`experiment_ppi` of the leaderboard ``df`` into its trust object (``trust.ppi``) and its warnings
-    into ``trust.warnings`` and ``df.attrs["warnings"]``; returns the block."""
+    into ``trust.warnings``; returns the block."""
+    if df.empty:
+        raise ConfigError("--human-qrels: no finished runs to correct")
     trust = df.attrs.get("trust") or {}
-    labels = trust.get("labels") or {}
-    judge = labels.get("judge") or labels.get("generator")
-    block = experiment_ppi(df, human_qrels, root, dataset, alpha=float(df.attrs.get("alpha") or 0.05),
-                           target_halfwidth=target_halfwidth, judge=judge)
+    block = add_ppi_to_trust(trust, list(df["run_id"]), list(df["label"]), df.attrs.get("metric") or df.columns[1],
+                             human_qrels, root, dataset, target_halfwidth, float(df.attrs.get("alpha") or 0.05))
+    df.attrs["trust"] = trust
+    return block
+
+
+def add_ppi_to_trust(trust: dict, run_ids: Sequence[str], labels: Sequence[str], metric: str,
+                     human_qrels: str | Path, root="mlruns", dataset: str | Path | None = None,
+                     target_halfwidth: float = TARGET_HALFWIDTH, alpha: float = 0.05) -> dict:
+    """:func:`runs_ppi` put into a trust object (lab.analysis.trust): ``trust["ppi"]``, its warnings appended to
+    ``trust["warnings"]``, the judge named from ``trust["labels"]``. Returns the block."""
+    names = trust.get("labels") or {}
+    block = runs_ppi(run_ids, labels, metric, human_qrels, root, dataset, alpha, target_halfwidth,
+                     names.get("judge") or names.get("generator"))
     trust["ppi"] = block
     trust["warnings"] = [*(trust.get("warnings") or []), *block["warnings"]]
-    df.attrs["trust"] = trust
     return block

@@ -222,3 +222,15 @@ def test_auto_sample_from_a_pilot_draws_new_queries_only(judged, tmp_path, capsy
     assert main(["testset", "export-annotation", "--dataset", str(ds), "--queries", "auto", "--out",
                  str(tmp_path / "x.csv"), "--no-mlflow"]) == 2
     assert "--queries auto and --pilot FILE go together" in capsys.readouterr().err
+
+
+def test_report_html_shows_the_prediction_powered_leaderboard(judged, tmp_path, capsys):
+    out = tmp_path / "r.html"
+    assert main(["report", "--experiment", "ppi", "--root", str(judged["root"]), "--human-qrels",
+                 str(judged["base"] / "people"), "--out", str(out), "--no-log"]) == 0
+    page = out.read_text(encoding="utf-8")
+    assert "prediction-powered ndcg@10 (30 queries graded by people" in page and "minus the best" in page
+    capsys.readouterr()
+    assert main(["report", "--experiment", "ppi", "--root", str(judged["root"]), "--human-qrels",
+                 str(tmp_path / "none.tsv"), "--out", str(tmp_path / "x.html"), "--no-log"]) == 2
+    assert "no such file" in capsys.readouterr().err and not (tmp_path / "x.html").exists()
