@@ -26,6 +26,7 @@ from lab.analysis.compare import (
 )
 from lab.analysis.gate import DEFAULT_MAX_DROP
 from lab.analysis.leaderboard import to_records
+from lab.analysis.ppi import TARGET_HALFWIDTH, add_ppi, check_ppi_options, ppi_lines
 from lab.analysis.trust import trust_lines
 from lab.cli.options import add_correction_option, add_tracking_root, positive_int, split_names
 from lab.core.atomic import atomic_path, write_text_atomic
@@ -88,7 +89,8 @@ def _board_text(df, experiment: str, metric: str, long_labels: bool = False) -> 
     lines = [f"experiment {experiment!r}, {len(df)} finished runs, by {metric}"]
     if df.attrs.get("trust"):
         lines += trust_lines(df.attrs["trust"], metric)
-    return "\n".join([*lines, format_leaderboard(df, long_labels=long_labels)])
+    ppi = (df.attrs.get("trust") or {}).get("ppi")
+    return "\n".join([*lines, format_leaderboard(df, long_labels=long_labels), *(ppi_lines(ppi) if ppi else [])])
 
 
 def _print_sweep_board(experiment: str, root, metric: str = "ndcg@10") -> None:
@@ -149,12 +151,16 @@ def cmd_compare(args) -> int:
     if args.alpha is not None and not 0 < args.alpha < 1:
         raise ConfigError(f"--alpha {args.alpha}: the significance level must lie strictly between 0 and 1, e.g. 0.05")
     groups = query_groups(args.dataset, args.by) if args.by and args.dataset else None  # checked before any work
+    if args.human_qrels:  # checked before any work: the file, its grades, at least 10 queries, the half-width
+        check_ppi_options(args.human_qrels, args.target_halfwidth)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CompareWarning)  # printed with the table
         df = experiment_leaderboard(experiment, metric=metrics[0], root=args.tracking_root, parent_run_id=args.parent,
                                    alpha=0.05 if args.alpha is None else args.alpha, correction=args.correction)
     if args.by and groups is None and not df.empty:
         groups = query_groups(existing_or_repo_path(f"data/{df['dataset'].iloc[0]}"), args.by)
+    if args.human_qrels and not df.empty:
+        add_ppi(df, args.human_qrels, args.tracking_root, args.dataset, args.target_halfwidth)
     for note in df.attrs.get("warnings", []):
         print(f"warning: {note}", file=sys.stderr)
     info = sys.stderr if args.json else sys.stdout  # with --json, stdout holds the JSON alone
@@ -324,8 +330,15 @@ def add_parsers(sub) -> None:
                    help="also the metric per group of queries: tier (difficulty easy / medium / hard) or type "
                         "(question type), as `lab testset generate` records them in the queries' metadata")
     c.add_argument("--dataset", metavar="DIR",
-                   help="with --by: the test set folder whose queries carry the groups (default data/<the runs' "
-                        "dataset>)")
+                   help="with --by: the test set folder whose queries carry the groups; with --human-qrels: the set "
+                        "the runs were scored on (default: the folder each run logged, else data/<the runs' dataset>)")
+    c.add_argument("--human-qrels", metavar="FILE",
+                   help="people's grades on a uniform random sample of the queries (BEIR tsv or TREC qrels, or a set "
+                        "from `lab testset import-annotation`): adds the prediction-powered leaderboard (judge "
+                        "corrected by people, PPI++; JSON key trust.ppi); at least 10 queries")
+    c.add_argument("--target-halfwidth", type=float, default=TARGET_HALFWIDTH, metavar="H",
+                   help="with --human-qrels: the CI half-width the top-two difference should reach; prints how many "
+                        "human-graded queries that needs (default 0.02)")
     c.add_argument("--long-labels", action="store_true",
                    help="name the rows by their whole config (strategy=rerank, params.model=...) instead of the short "
                         "labels of the charts (rerank · biencoder MiniLM · α 0.5); --json always holds the whole label")

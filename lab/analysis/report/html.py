@@ -14,6 +14,7 @@ import pandas as pd
 from lab.analysis import diagnosis as dg
 from lab.analysis.labels import short_labels
 from lab.analysis.plots import trend_lines
+from lab.analysis.ppi import ppi_lines
 from lab.analysis.trust import trust_lines
 
 #: Metrics of the report when none are named: the README's headline columns.
@@ -224,8 +225,9 @@ def render_trust(trust: Mapping | None, metric: str) -> str:
     lines = trust_lines(trust, metric)
     facts = [line for line in lines if not line.startswith("warning: ")]
     warns = [line.removeprefix("warning: ") for line in lines if line.startswith("warning: ")]
+    ppi = "<pre>" + esc("\n".join(ppi_lines(trust["ppi"]))) + "</pre>" if trust.get("ppi") else ""
     return ('<div class="trust"><h3>How far to trust this leaderboard</h3><ul>'
-            + "".join(f"<li>{esc(line)}</li>" for line in facts) + "</ul>"
+            + "".join(f"<li>{esc(line)}</li>" for line in facts) + "</ul>" + ppi
             + ('<ul class="notes">' + "".join(f"<li>warning: {esc(w)}</li>" for w in warns) + "</ul>" if warns else "")
             + "</div>")
 
