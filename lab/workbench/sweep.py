@@ -70,6 +70,7 @@ from lab.analysis.compare import CompareWarning, experiment_leaderboard, plot_le
 from lab.analysis.labels import short_labels
 from lab.analysis.plots import quality_vs_latency
 from lab.analysis.report import build_report, runs_from_mlflow
+from lab.core import phases
 from lab.core.errors import ConfigError, LabError
 from lab.core.flat import config_hash, flatten, varying_keys
 from lab.core.paths import repo_root, resolve_repo_path, results_dir
@@ -97,6 +98,7 @@ from lab.workbench import monitoring
 from lab.workbench.config import SweepSpec, expand, label, load_spec
 from lab.workbench.kernels import WarmKernels, shutdown
 from lab.workbench.monitoring import parse_publish
+from lab.workbench.phase_watch import watch_phases
 from lab.workbench.resume import TAG_REASON, Decision, RunIdentity, decide, run_identity
 from lab.workbench.selection import check_holdout, holdout_decisions, holdout_tags, record_selection, selection_line
 from lab.workbench.sweep_check import validate_sweep
@@ -211,6 +213,7 @@ class SweepTask:
     warm_next: bool = True  # a pool or Ray worker warms a kernel after this config (_mark_last)
     staged: bool = False  # notebook and dataset are relative to a Ray working_dir (_stage_for_ray)
     runtime_env: dict | None = None  # a Ray runtime_env sent with this task (a Ray session the caller started)
+    phase_dir: str | None = None  # where the config reports its phases (lab.workbench.phase_watch)
 
     def outcome(self, status: str, **fields) -> ConfigOutcome:
         """This config's :class:`ConfigOutcome` with ``status`` (notebook: this task's output path unless given)."""
@@ -298,6 +301,8 @@ def execute_config(task: SweepTask, kernels=None, more: bool = False) -> ConfigO
     when another sweep's run of the same key wins the election, this one yields (its run is deleted), waits for
     the winner and returns SKIPPED with the winner's run id and ``reason`` naming it; a winner that ends without
     finishing is claimed again (up to :data:`CLAIM_ROUNDS` rounds, then FAILED). See :func:`_execute_once`."""
+    phases.bind(task.phase_dir)
+    phases.announce(task.index, task.label, str(task.config.get("strategy") or ""))
     out = task.outcome("FAILED")
     for _ in range(CLAIM_ROUNDS):
         try:
@@ -486,6 +491,7 @@ def _execute_warm(task: SweepTask) -> ConfigOutcome:
     among the last (``warm_next``, :func:`_mark_last`); a kernel warmed for nothing is shut down when the worker
     exits, and a config that finds none runs on a cold kernel (tag ``sweep.kernel=cold``)."""
     key = (task.kernel_name or default_kernel(), task.notebook)
+    phases.bind(task.phase_dir)  # before a kernel starts here: it inherits where to report
     if not _WORKER_KERNELS:
         atexit.register(lambda: [k.close() for k, _ in _WORKER_KERNELS.values()])
     kernels, warming = _WORKER_KERNELS.get(key, (None, False))
@@ -996,14 +1002,18 @@ def _execute(plan: SweepPlan, opts: SweepOptions, tasks: list[SweepTask],
     """Step 4: run the tasks on the chosen executor behind a progress bar; every config's outcome in expansion
     order (the ones not run: SKIPPED, their finished run standing for them)."""
     outcomes = {i: _decided_outcome(plan, i, d, "SKIPPED") for i, d in enumerate(decisions) if d.run_id is not None}
-    stream: Iterator[ConfigOutcome] = iter(())
-    if tasks and opts.executor == "ray":
-        stream = _run_ray(tasks, opts.jobs, opts.ray_address, opts.warm_kernels)
-    elif tasks:
-        stream = _run_local(tasks, opts.jobs, opts.warm_kernels)
-    pbar = bar(stream, desc=f"sweep {plan.spec.name}", total=len(tasks), enabled=opts.progress and bool(tasks),
-               unit="config")
-    _collect_outcomes(pbar, decisions, outcomes, opts.echo)
+    lines = not opts.progress or not sys.stderr.isatty()  # no bar to show phases on: one line per phase
+    with watch_phases(plan.spec.name, lines, opts.echo) as watch:
+        tasks = [replace(t, phase_dir=watch.folder) for t in tasks]
+        stream: Iterator[ConfigOutcome] = iter(())
+        if tasks and opts.executor == "ray":
+            stream = _run_ray(tasks, opts.jobs, opts.ray_address, opts.warm_kernels)
+        elif tasks:
+            stream = _run_local(tasks, opts.jobs, opts.warm_kernels)
+        pbar = bar(stream, desc=f"sweep {plan.spec.name}", total=len(tasks), enabled=opts.progress and bool(tasks),
+                   unit="config")
+        watch.bar = pbar
+        _collect_outcomes(pbar, decisions, outcomes, opts.echo)
     return [outcomes[i] for i in range(len(plan.configs))]
 
 
