@@ -43,7 +43,7 @@ def channel() -> str | None:
     return os.environ.get(ENV) or None
 
 
-def _append(path: str, record: dict) -> None:
+def _append(path: str, record: dict[str, object]) -> None:
     line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
     try:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
