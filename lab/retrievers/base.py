@@ -97,7 +97,8 @@ class BaseRetriever:
 
     def search(self, queries: Queries, k: int = 100) -> Run:
         scores, latency = {}, {}
-        for qid in progress(list(queries), desc=f"search {self.name}", enabled=self.ctx.progress):
+        for qid in progress(list(queries), desc=f"search {self.name}", enabled=self.ctx.progress, phase="searching",
+                            unit="query"):
             t0 = time.perf_counter()
             hits = self.search_one(queries[qid], k)
             latency[qid] = time.perf_counter() - t0

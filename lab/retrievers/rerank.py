@@ -11,7 +11,9 @@
   top N by cosine similarity; passage vectors go through the embedding cache, so they are encoded once;
   ``describe()`` names the backend and inference precision that ran.
 
-``hybrid_rerank`` is ``rerank`` with ``first_stage="hybrid"`` (composition, not a copy).
+``hybrid_rerank`` is ``rerank`` with ``first_stage="hybrid"`` (composition, not a copy). Configs of one process
+that differ only in their second stage index one first stage and search each query in it once
+(:mod:`lab.retrievers.shared_stage`).
 
 Conventions
 - The first stage retrieves ``max(top_n, k)`` hits; the top ``top_n`` are rescored and ranked first; the
@@ -47,6 +49,7 @@ from lab.models.embedders import load_embedder, torch_threads
 from lab.models.weights import weights_path
 from lab.retrievers.base import BaseRetriever, Context, build, register
 from lab.retrievers.params import COUNT, between, one_of
+from lab.retrievers.shared_stage import shared_embedder, shared_first_stage
 
 RERANKERS = ("cross-encoder", "biencoder")
 _ALIASES = {"crossencoder": "cross-encoder", "cross_encoder": "cross-encoder", "ce": "cross-encoder",
@@ -116,7 +119,8 @@ class RerankRetriever(BaseRetriever):
         self.alpha_param = None if alpha is None else float(alpha)
         self.allow_trained_queries = bool(allow_trained_queries)
         self.cache_scores = bool(cache_scores)
-        self.first = build(first_stage, dict(first_stage_params or {}), self.ctx)
+        self.first_params = dict(first_stage_params or {})
+        self.first = build(first_stage, self.first_params, self.ctx)
         self.first_stage = first_stage
         self.model_name = model if model is not None or kind == "cross-encoder" else DEFAULT_BIENCODER
         self.max_length = None if max_length is None else int(max_length)
@@ -155,7 +159,8 @@ class RerankRetriever(BaseRetriever):
     # -------------------------------------------------------------- Retriever
     def index(self, corpus: Corpus) -> None:
         self.scorer()
-        self.first.index(corpus)
+        # configs that differ only in their second stage share one first stage (lab.retrievers.shared_stage)
+        self.first = shared_first_stage(self.first, self.first_stage, self.first_params, self.ctx, corpus)
         self._docs = {d.id: passage_text(d.title, d.text) for d in corpus}
         self._indexed = True
 
@@ -178,7 +183,8 @@ class RerankRetriever(BaseRetriever):
         first = self.first.search(queries, max(self.top_n, k))
         scorer, alpha = self.scorer(), self.alpha
         scores, latency = {}, {}
-        for qid in progress(list(queries), desc=f"rerank {self.kind} top {self.top_n}", enabled=self.ctx.progress):
+        for qid in progress(list(queries), desc=f"rerank {self.kind} top {self.top_n}", enabled=self.ctx.progress,
+                            phase="reranking", unit="query"):
             t0 = time.perf_counter()
             ranked = first.ranked(qid)
             head, tail = ranked[: self.top_n], ranked[self.top_n:]
@@ -209,7 +215,7 @@ class BiEncoderScorer:
 
     def __init__(self, name_or_path: str, ctx: Context, batch_size: int = 32, backend: str | None = None):
         self.name = name_or_path
-        self.embedder = load_embedder(name_or_path, cache_dir=ctx.cache_dir, backend=backend)
+        self.embedder = shared_embedder(name_or_path, ctx.cache_dir, backend, load_embedder)
         self.cache = EmbeddingCache(ctx.cache_dir, progress=False)
         self.training = None
 

@@ -38,6 +38,7 @@ from lab.core.flat import varying_keys
 from lab.core.paths import resolve_repo_path
 from lab.data.holdout import holdout_split
 from lab.experiment.run import load, prepare_experiment
+from lab.metrics.stats import bootstrap_ci
 from lab.retrievers.base import Context
 from lab.tracking.lifecycle import tracked_run
 from lab.tracking.results import log_result, split_for_holdout
@@ -247,13 +248,28 @@ def run_halving_sweep(spec_path, metric: str = "ndcg@10", eta: int = 2, min_quer
         fresh = experiment_scorer(configs, metric)  # nothing reused from the halving: a fair wall time
         full = [float(fresh(i, qids)) for i in range(len(configs))]
         best = max(range(len(configs)), key=lambda i: (full[i], -i))
+        full_seconds = time.perf_counter() - t0
+        lo, hi = best_ci(fresh, best, qids, metric, seed)
         out.update(full_scores=full, full_winner=best, full_winner_label=labels[best],
-                   full_seconds=time.perf_counter() - t0, full_index_seconds=fresh.index_seconds,
+                   full_seconds=full_seconds, full_index_seconds=fresh.index_seconds,
                    winner_matches=best == rep.winner,
-                   winner_gap=full[best] - full[rep.winner])
-        echo(f"full grid winner: {labels[best]} ({metric} {full[best]:.4f}; halving's winner "
-             f"{full[rep.winner]:.4f}); match: {best == rep.winner}; full grid {out['full_seconds']:.1f} s")
+                   winner_gap=full[best] - full[rep.winner], full_best_ci=[lo, hi],
+                   winner_within_full_ci=bool(lo <= full[rep.winner] <= hi),
+                   halving_over_full=out["halving_seconds"] / full_seconds if full_seconds > 0 else None)
+        echo(f"full grid winner: {labels[best]} ({metric} {full[best]:.4f}, 95% CI {lo:.4f}-{hi:.4f}; halving's "
+             f"winner {full[rep.winner]:.4f}, inside the CI: {out['winner_within_full_ci']}); match: "
+             f"{best == rep.winner}; full grid {full_seconds:.1f} s, halving {out['halving_over_full']:.2f}x of it")
     return json.loads(json.dumps(out))
+
+
+def best_ci(scorer: ExperimentScorer, best: int, query_ids: list[str], metric: str, seed: int = 0
+            ) -> tuple[float, float]:
+    """The 95% percentile-bootstrap CI (lab.metrics.stats.bootstrap_ci, seeded) of config ``best``'s mean
+    ``metric`` over ``query_ids`` (already searched by ``scorer``: nothing is searched again)."""
+    exp = scorer.prepared[best]
+    per_query = exp.result([q for q in query_ids if q in exp.queries]).evaluation.per_query[metric]
+    row = bootstrap_ci(per_query, seed=seed).iloc[0]
+    return float(row["ci_low"]), float(row["ci_high"])
 
 
 def log_halving(report: dict, winner, experiment: str, root, seed: int = 0,

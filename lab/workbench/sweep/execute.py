@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import lab
+from lab.core import phases
 from lab.core.errors import ConfigError
 from lab.core.flat import flatten
 from lab.tracking import claims
@@ -82,6 +83,8 @@ def execute_config(task: SweepTask, kernels=None, more: bool = False) -> ConfigO
     when another sweep's run of the same key wins the election, this one yields (its run is deleted), waits for
     the winner and returns SKIPPED with the winner's run id and ``reason`` naming it; a winner that ends without
     finishing is claimed again (up to :data:`CLAIM_ROUNDS` rounds, then FAILED). See :func:`_execute_once`."""
+    phases.bind(task.phase_dir)
+    phases.announce(task.index, task.label, str(task.config.get("strategy") or ""))
     out = task.outcome("FAILED")
     for _ in range(CLAIM_ROUNDS):
         try:

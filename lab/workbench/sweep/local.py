@@ -13,6 +13,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import replace
 from typing import Iterator
 
+from lab.core import phases
 from lab.models.llm import THREADS_ENV, usable_cores
 from lab.workbench.kernels import WarmKernels
 from lab.workbench.sweep.execute import KERNEL_ARGUMENTS, default_kernel, execute_config
@@ -82,6 +83,7 @@ def execute_warm(task: SweepTask) -> ConfigOutcome:
     among the last (``warm_next``, :func:`_mark_last`); a kernel warmed for nothing is shut down when the worker
     exits, and a config that finds none runs on a cold kernel (tag ``sweep.kernel=cold``)."""
     key = (task.kernel_name or default_kernel(), task.notebook)
+    phases.bind(task.phase_dir)  # before a kernel starts here: it inherits where to report
     if not _WORKER_KERNELS:
         atexit.register(lambda: [k.close() for k, _ in _WORKER_KERNELS.values()])
     kernels, warming = _WORKER_KERNELS.get(key, (None, False))

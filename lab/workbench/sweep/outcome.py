@@ -115,6 +115,7 @@ class SweepTask:
     warm_next: bool = True  # a pool or Ray worker warms a kernel after this config (_mark_last)
     staged: bool = False  # notebook and dataset are relative to a Ray working_dir (_stage_for_ray)
     runtime_env: dict | None = None  # a Ray runtime_env sent with this task (a Ray session the caller started)
+    phase_dir: str | None = None  # where the config reports its phases (lab.workbench.phase_watch)
 
     def outcome(self, status: str, **fields) -> ConfigOutcome:
         """This config's :class:`ConfigOutcome` with ``status`` (notebook: this task's output path unless given)."""

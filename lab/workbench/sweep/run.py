@@ -3,8 +3,9 @@ decisions, the parent run, executing what needs it, recording on the parent, the
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -29,6 +30,7 @@ from lab.tracking.store import (
 )
 from lab.tracking.ui import DEFAULT_METRICS, set_runs_view
 from lab.workbench.config import SweepSpec, expand, label, load_spec
+from lab.workbench.phase_watch import watch_phases
 from lab.workbench.resume import TAG_REASON, Decision, RunIdentity, decide, run_identity
 from lab.workbench.selection import check_holdout, holdout_decisions, holdout_tags
 from lab.workbench.sweep.local import run_local
@@ -257,14 +259,18 @@ def _execute(plan: SweepPlan, opts: SweepOptions, tasks: list[SweepTask],
     """Step 4: run the tasks on the chosen executor behind a progress bar; every config's outcome in expansion
     order (the ones not run: SKIPPED, their finished run standing for them)."""
     outcomes = {i: _decided_outcome(plan, i, d, "SKIPPED") for i, d in enumerate(decisions) if d.run_id is not None}
-    stream: Iterator[ConfigOutcome] = iter(())
-    if tasks and opts.executor == "ray":
-        stream = run_ray(tasks, opts.jobs, opts.ray_address, opts.warm_kernels)
-    elif tasks:
-        stream = run_local(tasks, opts.jobs, opts.warm_kernels)
-    pbar = bar(stream, desc=f"sweep {plan.spec.name}", total=len(tasks), enabled=opts.progress and bool(tasks),
-               unit="config")
-    _collect_outcomes(pbar, decisions, outcomes, opts.echo)
+    lines = not opts.progress or not sys.stderr.isatty()  # no bar to show phases on: one line per phase
+    with watch_phases(plan.spec.name, lines, opts.echo) as watch:
+        tasks = [replace(t, phase_dir=watch.folder) for t in tasks]
+        stream: Iterator[ConfigOutcome] = iter(())
+        if tasks and opts.executor == "ray":
+            stream = run_ray(tasks, opts.jobs, opts.ray_address, opts.warm_kernels)
+        elif tasks:
+            stream = run_local(tasks, opts.jobs, opts.warm_kernels)
+        pbar = bar(stream, desc=f"sweep {plan.spec.name}", total=len(tasks), enabled=opts.progress and bool(tasks),
+                   unit="config")
+        watch.bar = pbar
+        _collect_outcomes(pbar, decisions, outcomes, opts.echo)
     return [outcomes[i] for i in range(len(plan.configs))]
 
 
