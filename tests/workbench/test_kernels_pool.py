@@ -23,18 +23,3 @@ def test_pool_workers_run_configs_on_prewarmed_kernels(tmp_path, pytestconfig):
     assert [r.data.tags["sweep.kernel"] for r in runs] == ["prewarmed"] * 3
     assert all("ndcg_at_10" in r.data.metrics for r in runs)
 
-
-def test_pool_workers_share_the_cores_among_local_llms(monkeypatch):
-    """Each pool worker (and the kernels it starts) gets $LAB_LLM_THREADS = its share of the cores, so N workers
-    that load a local LLM at once do not each take every idle core; a value the user set is kept."""
-    import os
-
-    from lab.workbench.sweep import local
-
-    monkeypatch.setattr(local, "die_with_parent", lambda: None)
-    monkeypatch.delenv("LAB_LLM_THREADS", raising=False)
-    local.init_worker(1)
-    assert os.environ["LAB_LLM_THREADS"] == "1"
-    monkeypatch.setenv("LAB_LLM_THREADS", "4")
-    local.init_worker(1)
-    assert os.environ["LAB_LLM_THREADS"] == "4"

@@ -15,8 +15,8 @@ from lab.workbench.config import expand, load_spec
 
 ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'raglab[ray]'")
 
-NOTEBOOK = Path(__file__).parents[1] / "fixtures" / "notebooks" / "tiny_experiment.ipynb"
-REPO = Path(__file__).resolve().parents[2]
+NOTEBOOK = Path(__file__).parents[2] / "fixtures" / "notebooks" / "tiny_experiment.ipynb"
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_sweep_on_a_local_ray_instance(tmp_path, pytestconfig):

@@ -38,8 +38,8 @@ from lab.tracking.store import TAG_ROLE, client  # noqa: E402
 from lab.workbench.sweep import NOTEBOOK_ARTIFACT_DIR  # noqa: E402
 from lab.workbench.sweep.ray_executor import TAG_RAY_NODE, TAG_RAY_NODE_IP, TAG_STAGED  # noqa: E402
 
-NOTEBOOK = Path(__file__).parents[1] / "fixtures" / "notebooks" / "tiny_experiment.ipynb"
-REPO = Path(__file__).resolve().parents[2]
+NOTEBOOK = Path(__file__).parents[2] / "fixtures" / "notebooks" / "tiny_experiment.ipynb"
+REPO = Path(__file__).resolve().parents[3]
 RAY_BIN = str(Path(sys.executable).parent / "ray")
 TWO_NODES = REPO / "scripts" / "ray_two_nodes.py"
 

@@ -15,8 +15,8 @@ from lab.core.flat import config_hash
 from lab.tracking.store import TAG_ROLE, client
 from lab.workbench.config import expand, load_spec
 
-NOTEBOOK = Path(__file__).parents[1] / "fixtures" / "notebooks" / "tiny_experiment.ipynb"
-REPO = Path(__file__).resolve().parents[2]
+NOTEBOOK = Path(__file__).parents[2] / "fixtures" / "notebooks" / "tiny_experiment.ipynb"
+REPO = Path(__file__).resolve().parents[3]
 SPEC = ("notebook: {notebook}\ndataset: data/ord-qa\nexperiment: shared\n"
         "fixed: {{strategy: bm25, k: 10, max_queries: 5}}\ngrid:\n  params.k1: [0.9, 1.2]\n")
 

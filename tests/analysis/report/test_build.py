@@ -17,9 +17,6 @@ from conftest import blank_store
 
 from lab.analysis.report import (
     SECTION_IDS,
-    chart_label,
-    file_group,
-    query_detail,
     report_experiment,
     report_files,
     worst_query_ids,
@@ -176,30 +173,10 @@ def test_worst_queries_and_diagnosis_sections(made, file_report):
     assert "ranking_gap" in set(res.diagnosis.loc[res.diagnosis["run"] == "bm25", "rule"])
 
 
-def test_worst_query_ids_ties_by_id():
-    s = pd.Series([0.5, 0.0, 0.0, 1.0], index=["b", "z", "a", "c"])
-    assert worst_query_ids(s, 3) == ["a", "z", "b"]
 
 
-def test_query_detail_ranks_chunks_by_document():
-    from lab.data.types import Corpus, Document
-
-    corpus = Corpus({"d1": Document("d1", "alpha beta gamma delta", "T1"), "d2": Document("d2", "other text")})
-    hits = [("d2", 3.0), ("d1@6-10", 2.5), ("d1@0-5", 2.0)]
-    det = query_detail("q", "what?", {"d1": 2, "d3": 1, "d9": 0}, hits, corpus, depth=2)
-    assert [r["doc_id"] for r in det["relevant"]] == ["d1", "d3"]  # grade 0 left out, highest grade first
-    assert det["relevant"][0]["rank"] == 2 and det["relevant"][1]["rank"] is None
-    assert not det["relevant"][1]["in_corpus"]
-    assert [(h["rank"], h["doc_id"], h["grade"]) for h in det["retrieved"]] == [(1, "d2", 0), (2, "d1@6-10", 2)]
-    assert det["retrieved"][1]["text"] == "beta" and det["n_retrieved"] == 3
 
 
-def test_file_group_and_chart_label():
-    assert file_group("x/bm25.per_query.csv") == file_group("bm25.json") == file_group("bm25.trec") == "bm25"
-    assert file_group("hybrid.v2.json") == "hybrid.v2"
-    assert chart_label("short", 3) == "short"
-    long = chart_label("strategy=rerank, params.reranker=biencoder", 12)
-    assert long.startswith("#12 strategy") and len(long) <= 24
 
 
 def test_cli_report_from_files_and_errors(made, tmp_path):
