@@ -13,11 +13,13 @@ import numpy as np
 import pytest
 from conftest import blank_store
 
-from lab.analysis.ppi import HumanLabels, ppi_block
+from lab.analysis.ppi import HumanLabels, ppi_block, results_ppi
 from lab.cli.main import main
 from lab.core.paths import resolve_repo_path
 from lab.data.trec import read_qrels, read_trec_run
+from lab.experiment.run import run_experiment
 from lab.metrics.ppi import human_mean, per_query_under, ppi_mean
+from lab.retrievers.base import Context
 
 ORDQA = "data/ord-qa"
 
@@ -234,3 +236,13 @@ def test_report_html_shows_the_prediction_powered_leaderboard(judged, tmp_path, 
     assert main(["report", "--experiment", "ppi", "--root", str(judged["root"]), "--human-qrels",
                  str(tmp_path / "none.tsv"), "--out", str(tmp_path / "x.html"), "--no-log"]) == 2
     assert "no such file" in capsys.readouterr().err and not (tmp_path / "x.html").exists()
+
+
+def test_results_in_memory_get_the_same_block_as_logged_runs(judged):
+    """Notebook 03's path: Result objects in memory, scored on the judged set."""
+    res = run_experiment(judged["ds"], "bm25", {}, k=100, metrics=["ndcg@10"], ctx=Context(progress=False))
+    judge = {q: dict(d) for q, d in read_qrels(judged["ds"] / "qrels" / "test.tsv").qrels.items()}
+    block = results_ppi({"bm25": res, "bm25 copy": res}, judge, judged["base"] / "people")
+    assert block["n_human"] == 30 and [r["label"] for r in block["runs"]] == ["bm25", "bm25 copy"]
+    assert block["runs"][0]["ppi"] == block["runs"][1]["ppi"]
+    assert block["diffs"][0]["ppi"]["mean"] == 0.0
