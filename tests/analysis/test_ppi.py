@@ -181,6 +181,14 @@ def test_bad_human_input_is_one_line_and_exit_2(judged, tmp_path, capsys):
     assert main(["compare", "--experiment", "ppi", "--root", str(root), "--human-qrels",
                  str(tmp_path / "few.tsv"), "--target-halfwidth", "0"]) == 2
     assert "--target-halfwidth 0" in capsys.readouterr().err
+    # lab sweep and lab report refuse the same file before running anything
+    spec = str(resolve_repo_path("params/strategy_comparison.yaml"))
+    assert main(["sweep", spec, "--root", str(tmp_path / "none"), "--human-qrels", str(tmp_path / "few.tsv")]) == 2
+    assert "5 human-graded queries; at least 10" in capsys.readouterr().err
+    assert not (tmp_path / "none").exists()
+    assert main(["report", "--experiment", "ppi", "--root", str(root), "--human-qrels", str(tmp_path / "grade.tsv"),
+                 "--out", str(tmp_path / "r.html"), "--no-log"]) == 2
+    assert "grade 5 is outside 0-3" in capsys.readouterr().err and not (tmp_path / "r.html").exists()
 
 
 def test_bad_sample_input_is_one_line_and_exit_2(judged, tmp_path, capsys):
