@@ -289,6 +289,13 @@ def runs_ppi(run_ids: Sequence[str], labels: Sequence[str], metric: str, human_q
     cl = client(root)
     first = cl.get_run(run_ids[0])
     split = first.data.params.get("split", "test")
+    logged = [cl.get_run(i) for i in run_ids]
+    sets = {(r.data.params.get("dataset", ""), r.data.params.get("split", "test")) for r in logged}
+    prints = {r.data.tags.get("dataset_fingerprint") for r in logged} - {None, ""}
+    if len(sets) > 1 or len(prints) > 1:  # runs logged before fingerprints were recorded are judged by name
+        raise ConfigError(f"--human-qrels: the runs were scored on {max(len(sets), len(prints))} different sets or "
+                          "splits (or versions of a set); correct "
+                          "the runs of one set at a time (--parent, or an experiment per set)")
     human = read_human_labels(human_qrels, split)
     folder = _dataset_folder(first, root, cl, dataset)
     files = qrels_files(folder)
