@@ -27,6 +27,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -288,6 +289,13 @@ def runs_ppi(run_ids: Sequence[str], labels: Sequence[str], metric: str, human_q
     cl = client(root)
     first = cl.get_run(run_ids[0])
     split = first.data.params.get("split", "test")
+    logged = [cl.get_run(i) for i in run_ids]
+    sets = {(r.data.params.get("dataset", ""), r.data.params.get("split", "test")) for r in logged}
+    prints = {r.data.tags.get("dataset_fingerprint") for r in logged} - {None, ""}
+    if len(sets) > 1 or len(prints) > 1:  # runs logged before fingerprints were recorded are judged by name
+        raise ConfigError(f"--human-qrels: the runs were scored on {max(len(sets), len(prints))} different sets or "
+                          "splits (or versions of a set); correct "
+                          "the runs of one set at a time (--parent, or an experiment per set)")
     human = read_human_labels(human_qrels, split)
     folder = _dataset_folder(first, root, cl, dataset)
     files = qrels_files(folder)
@@ -336,3 +344,15 @@ def add_ppi_to_trust(trust: dict, run_ids: Sequence[str], labels: Sequence[str],
     trust["ppi"] = block
     trust["warnings"] = [*(trust.get("warnings") or []), *block["warnings"]]
     return block
+
+
+def results_ppi(results: Mapping[str, Any], judge_qrels: Mapping[str, Mapping[str, int]],
+                human_qrels: str | Path, metric: str = "ndcg@10", split: str = "test", alpha: float = 0.05,
+                target_halfwidth: float = TARGET_HALFWIDTH, judge: str | None = None) -> dict:
+    """:func:`ppi_block` of in-memory results (name -> lab.experiment.run.Result, as notebook 03 holds them): each
+    result's ranked lists (``result.run``) under ``judge_qrels`` (the split's qrels the results were scored on) and
+    people's grades from ``human_qrels`` (:func:`read_human_labels`)."""
+    human = check_ppi_options(human_qrels, target_halfwidth, split)
+    runs = [(name, name, res.run) for name, res in results.items()]
+    return ppi_block(runs, {q: dict(d) for q, d in judge_qrels.items()}, human, metric=metric, alpha=alpha,
+                     target_halfwidth=target_halfwidth, judge=judge)

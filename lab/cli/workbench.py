@@ -50,6 +50,11 @@ def cmd_sweep(args) -> int:
     check_spec_env(args.spec, args.allow_env or ())
     if args.output_dir:  # results that cannot be logged go there, for this process and its notebooks
         os.environ.setdefault(UNLOGGED_ENV, str(Path(args.output_dir).resolve() / "unlogged"))
+    if args.human_qrels:  # checked before any work
+        if args.scheduled or args.halving:
+            raise ConfigError("--human-qrels: not with --scheduled or --halving; `lab compare --human-qrels` reads "
+                              "their runs")
+        check_ppi_options(args.human_qrels, TARGET_HALFWIDTH)
     if args.halving:
         if args.scheduled:
             raise ConfigError("--halving and --scheduled: choose one (halving explores a grid; a scheduled sweep "
@@ -77,7 +82,7 @@ def cmd_sweep(args) -> int:
         if rep.publish_error:
             print(f"error: publishing metrics failed: {rep.publish_error}", file=sys.stderr)
         if rep.n_finished + rep.count("SKIPPED"):
-            _print_sweep_board(rep.experiment, args.tracking_root)
+            _print_sweep_board(rep.experiment, args.tracking_root, human_qrels=args.human_qrels)
         if rep.experiment_id:
             print(f"runs in the MLflow UI (`lab ui`): {runs_url(rep.experiment_id, cl=client(args.tracking_root))}")
     return 0 if (args.dry_run or rep.ok) else 1
@@ -93,13 +98,16 @@ def _board_text(df, experiment: str, metric: str, long_labels: bool = False) -> 
     return "\n".join([*lines, format_leaderboard(df, long_labels=long_labels), *(ppi_lines(ppi) if ppi else [])])
 
 
-def _print_sweep_board(experiment: str, root, metric: str = "ndcg@10") -> None:
-    """After a sweep: the leaderboard `lab compare --experiment EXPERIMENT` would print (its warnings on stderr)."""
+def _print_sweep_board(experiment: str, root, metric: str = "ndcg@10", human_qrels: str | None = None) -> None:
+    """After a sweep: the leaderboard `lab compare --experiment EXPERIMENT` would print (its warnings on stderr);
+    with ``human_qrels`` the prediction-powered one too (lab.analysis.ppi)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CompareWarning)
         df = experiment_leaderboard(experiment, metric=metric, root=root)
     if df.empty:
         return
+    if human_qrels:
+        add_ppi(df, human_qrels, root)
     for note in df.attrs.get("warnings", []):
         print(f"warning: {note}", file=sys.stderr)
     print(f"\n{_board_text(df, experiment, metric)}\n(the same as `lab compare --experiment {experiment}`; "
@@ -289,6 +297,9 @@ def add_parsers(sub) -> None:
                    "(in a *_env key, e.g. publish.headers_env) besides RAGLAB_* ones; repeat for several")
     _add_sweep_options(s)
     add_tracking_root(s)
+    s.add_argument("--human-qrels", metavar="FILE",
+                   help="people's grades on a uniform random sample of the queries: the leaderboard printed after the "
+                        "sweep adds the prediction-powered one (as `lab compare --human-qrels`)")
     s.add_argument("--halving", action="store_true",
                    help="successive halving over seeded query slices instead of every config on every query "
                         "(in this process, no notebooks; the outcome and the winner's result on every query are "

@@ -13,11 +13,14 @@ import numpy as np
 import pytest
 from conftest import blank_store
 
-from lab.analysis.ppi import HumanLabels, ppi_block
+from lab.analysis.ppi import HumanLabels, ppi_block, results_ppi
 from lab.cli.main import main
 from lab.core.paths import resolve_repo_path
 from lab.data.trec import read_qrels, read_trec_run
+from lab.data.types import Run
+from lab.experiment.run import run_experiment
 from lab.metrics.ppi import human_mean, per_query_under, ppi_mean
+from lab.retrievers.base import Context
 
 ORDQA = "data/ord-qa"
 
@@ -179,6 +182,14 @@ def test_bad_human_input_is_one_line_and_exit_2(judged, tmp_path, capsys):
     assert main(["compare", "--experiment", "ppi", "--root", str(root), "--human-qrels",
                  str(tmp_path / "few.tsv"), "--target-halfwidth", "0"]) == 2
     assert "--target-halfwidth 0" in capsys.readouterr().err
+    # lab sweep and lab report refuse the same file before running anything
+    spec = str(resolve_repo_path("params/strategy_comparison.yaml"))
+    assert main(["sweep", spec, "--root", str(tmp_path / "none"), "--human-qrels", str(tmp_path / "few.tsv")]) == 2
+    assert "5 human-graded queries; at least 10" in capsys.readouterr().err
+    assert not (tmp_path / "none").exists()
+    assert main(["report", "--experiment", "ppi", "--root", str(root), "--human-qrels", str(tmp_path / "grade.tsv"),
+                 "--out", str(tmp_path / "r.html"), "--no-log"]) == 2
+    assert "grade 5 is outside 0-3" in capsys.readouterr().err and not (tmp_path / "r.html").exists()
 
 
 def test_bad_sample_input_is_one_line_and_exit_2(judged, tmp_path, capsys):
@@ -234,3 +245,36 @@ def test_report_html_shows_the_prediction_powered_leaderboard(judged, tmp_path, 
     assert main(["report", "--experiment", "ppi", "--root", str(judged["root"]), "--human-qrels",
                  str(tmp_path / "none.tsv"), "--out", str(tmp_path / "x.html"), "--no-log"]) == 2
     assert "no such file" in capsys.readouterr().err and not (tmp_path / "x.html").exists()
+
+
+def test_results_in_memory_get_the_same_block_as_logged_runs(judged):
+    """Notebook 03's path: Result objects in memory, scored on the judged set."""
+    res = run_experiment(judged["ds"], "bm25", {}, k=100, metrics=["ndcg@10"], ctx=Context(progress=False))
+    judge = {q: dict(d) for q, d in read_qrels(judged["ds"] / "qrels" / "test.tsv").qrels.items()}
+    block = results_ppi({"bm25": res, "bm25 copy": res}, judge, judged["base"] / "people")
+    assert block["n_human"] == 30 and [r["label"] for r in block["runs"]] == ["bm25", "bm25 copy"]
+    assert block["runs"][0]["ppi"] == block["runs"][1]["ppi"]
+    assert block["diffs"][0]["ppi"]["mean"] == 0.0
+
+
+def test_warnings_name_a_biased_judge_and_a_reversed_ranking():
+    """A judge that knows only the first relevant document of each query: people prefer run b (which ranks the
+    second one first), the judge prefers run a; PPI follows people, and the warnings say both things."""
+    rng = np.random.default_rng(4)
+    qids = [f"q{i}" for i in range(120)]
+    people = {q: {f"{q}-1": 1, f"{q}-2": 1} for q in qids}
+    judge = {q: {f"{q}-1": 1} for q in qids}
+    a = Run({q: {f"{q}-1": 3.0, f"{q}-x": 2.0, f"{q}-2": 1.0} for q in qids})
+    # b misses the second document on 6 queries of 120: whatever 40 people grade, b's mean stays above a's
+    b = Run({q: ({f"{q}-2": 3.0, f"{q}-1": 2.0} if i % 20 else {f"{q}-1": 3.0}) for i, q in enumerate(qids)})
+    sample = sorted(rng.choice(qids, 40, replace=False).tolist())
+    block = ppi_block([("ra", "strategy=a", a), ("rb", "strategy=b", b)], judge,
+                      HumanLabels({q: people[q] for q in sample}, "p.tsv", "uniform", 1), judge="gguf:judge@1")
+    by = {r["run"]: r for r in block["runs"]}
+    assert by["ra"]["judge_only"]["mean"] > by["rb"]["judge_only"]["mean"]
+    assert [r["run"] for r in block["runs"]] == ["rb", "ra"]
+    text = " ".join(block["warnings"])
+    assert "gguf:judge@1 is biased on ndcg@10: judge minus people" in text
+    assert "PPI reverses the judge-only ranking of 1 pair(s)" in text and "b ahead of a" in text
+    plain = ppi_block([("ra", "a", a), ("rb", "b", b)], judge, HumanLabels({q: people[q] for q in sample}, "p.tsv"))
+    assert any("not recorded as a uniform random sample" in w for w in plain["warnings"])
