@@ -140,6 +140,12 @@ def non_answer(question: str, answer: str) -> str | None:
     return None
 
 
+def answerable(supported: bool, non_answer_reason: str | float | None) -> bool:
+    """The ``answerable`` gate: the passage supports the answer (lexically, or by the LLM judge) and the answer is
+    one (:func:`non_answer` found no reason it is not: the echo rule). Both answerability methods decide here."""
+    return bool(supported) and not non_answer_reason
+
+
 def answer_after_echo(question: str, answer: str) -> str:
     """The answer without a copy of the question at its start ("What is X? X is 140um." -> "X is 140um."), as
     Qwen2.5-Coder-0.5B often writes it; the answer unchanged when it does not open with the question, or when
@@ -440,7 +446,7 @@ def check_text_gates(question: str, answer: str, passage_terms: set[str], cfg: G
     if passage:
         res["known_identifiers"] = not unknown
     if cfg.answerability == "lexical":
-        res["answerable"] = support >= cfg.min_answer_support and wrong is None
+        res["answerable"] = answerable(support >= cfg.min_answer_support, wrong)
     return res, {"overlap": overlap, "answer_support": support, "non_answer": float(wrong is not None),
                  "repetition": 1.0 if loop else rep,
                  "token_repetition": float(loop is not None), "markup": float(markup is not None),
