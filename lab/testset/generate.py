@@ -76,7 +76,6 @@ Conventions
 from __future__ import annotations
 
 import json
-import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -90,6 +89,7 @@ from lab.data.fingerprint import fingerprint
 from lab.data.types import Corpus, Run
 from lab.models.breaker import EndpointDown, FailureBreaker
 from lab.models.embedders import DEFAULT_MODEL
+from lab.models.estimate import estimate_run, format_estimate
 from lab.models.llm import load_llm
 from lab.testset.candidates import (
     Candidate,
@@ -144,36 +144,6 @@ class GenerationResult:
 
 
 # ------------------------------------------------------------------------------------------------ estimate
-def estimate_run(n: int, cap: int, sample: int, sample_accepted: int, sample_seconds: float, usage: Mapping,
-                 concurrency: int = 1) -> dict:
-    """What a whole generation will cost, from its first batch (the timed sample; its answers are cached, so the
-    run reuses them): candidates = n / yield, the yield smoothed as (accepted + 1) / (sample + 2) so a sample
-    with no pass does not predict infinity, at most ``cap``; LLM calls and tokens per candidate as in the
-    sample (tokens per answer generated, not read from the cache); seconds per candidate the sample's wall time,
-    or, when the sample came from the cache, what its answers took when they were generated (``cold_seconds``)
-    over ``concurrency``. ``tokens`` None: the sample's answers all came from the cache, which counts no tokens."""
-    calls = float(usage.get("calls", 0))
-    tokens = float(usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0))
-    rate = (sample_accepted + 1) / (sample + 2)
-    candidates = int(min(cap, math.ceil(n / rate))) if sample else cap
-    per = max(sample_seconds, float(usage.get("cold_seconds", 0.0)) / max(concurrency, 1)) / max(sample, 1)
-    per_call = calls / max(sample, 1)
-    return {"candidates": candidates, "calls": int(round(candidates * per_call)),
-            "tokens": int(round(tokens / max(float(usage.get("generated", calls)), 1) * candidates * per_call))
-            if tokens else None,
-            "seconds": round(candidates * per, 1),
-            "sample": sample, "sample_accepted": sample_accepted, "sample_seconds": round(sample_seconds, 2),
-            "yield_estimate": round(rate, 4), "sample_cached": int(usage.get("cache_hits", 0))}
-
-
-def format_estimate(est: Mapping) -> str:
-    """One line: the estimate of :func:`estimate_run`."""
-    tokens = "tokens unknown (sample cached)" if est["tokens"] is None else f"{est['tokens']:,} tokens"
-    return (f"estimate: about {est['candidates']} candidates, {est['calls']} LLM calls, {tokens}, "
-            f"{est['seconds'] / 60:.1f} min (from a timed sample of {est['sample']} candidates: "
-            f"{est['sample_accepted']} passed, {est['sample_seconds']:.1f} s, {est['sample_cached']} answers cached)")
-
-
 # ------------------------------------------------------------------------------------------------ output folder
 
 
@@ -219,10 +189,10 @@ def generate_testset(dataset, out: str | Path, *, llm=None, config: GenerationCo
     candidates in one batch, faster on a CPU; the cache key does not depend on it). ``tracking_root`` None:
     nothing is logged to MLflow. ``force`` / ``resume``: when ``out`` holds a set, replace it / continue it (see
     module conventions; without either, ConfigError before any work). ``echo`` (a callable taking one line):
-    the estimate of the whole run (:func:`estimate_run`) once the first batch is done, when it will take more
-    than a minute; ``dry_run``: stop there, write nothing, and return a result whose ``folder`` is None and whose
-    report holds the estimate (``extra["estimate"]``). Returns the folder, the gate report, the provenance and
-    the MLflow run id.
+    the estimate of the whole run (:func:`lab.models.estimate.estimate_run`) once the first batch is done, when it
+    will take more than a minute; ``dry_run``: stop there, write nothing, and return a result whose ``folder`` is
+    None and whose report holds the estimate (``extra["estimate"]``). Returns the folder, the gate report, the
+    provenance and the MLflow run id.
     """
     cfg = config or GenerationConfig()
     resumed = check_out_folder(out, cfg, force=force, resume=resume)
@@ -397,8 +367,8 @@ def _gate_batch(gen: _Generation, batch: list[Candidate], kept_vecs: np.ndarray,
 
 
 def _estimate(gen: _Generation, cap: int, batch_seconds: float, echo, dry_run: bool) -> None:
-    """The estimate of the whole run from the first batch (:func:`estimate_run`) into the report, printed through
-    ``echo`` for a dry run or a run over a minute."""
+    """The estimate of the whole run from the first batch (:func:`lab.models.estimate.estimate_run`) into the report,
+    printed through ``echo`` for a dry run or a run over a minute."""
     gen.report.extra["estimate"] = est = estimate_run(
         gen.cfg.n, cap, len(gen.checked), len(gen.accepted), batch_seconds, gen.usage(),
         int(getattr(gen.model, "concurrency", 1)))

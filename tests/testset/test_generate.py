@@ -239,21 +239,6 @@ def test_question_types_follow_the_stated_mix_and_the_schema_holds_the_first_wor
     assert qa_schema("zh", "why") == qa_schema("zh")
 
 
-def test_estimate_from_the_timed_sample():
-    """n / smoothed yield candidates (capped), calls and tokens per candidate as sampled, the cold time when the
-    sample came from the cache."""
-    from lab.testset.generate import estimate_run, format_estimate
-
-    usage = {"calls": 8, "prompt_tokens": 3000, "completion_tokens": 1000, "cold_seconds": 40.0, "cache_hits": 0}
-    est = estimate_run(100, 1000, 8, 2, 40.0, usage)
-    assert est["yield_estimate"] == 0.3 and est["candidates"] == 334 and est["calls"] == 334
-    assert est["tokens"] == 334 * 500 and est["seconds"] == 334 * 5.0
-    assert estimate_run(100, 200, 8, 0, 40.0, usage)["candidates"] == 200  # capped by max attempts
-    cached = estimate_run(10, 100, 8, 7, 0.1, {**usage, "cache_hits": 8}, concurrency=2)
-    assert cached["candidates"] == 13 and cached["seconds"] == 13 * 2.5  # cold 40 s / 2 slots / 8 candidates
-    assert format_estimate(est).startswith("estimate: about 334 candidates, 334 LLM calls, 167,000 tokens, 27.8 min")
-
-
 def test_dry_run_prints_the_estimate_writes_nothing_and_its_sample_is_reused(tmp_path):
     src = mini_dataset(tmp_path, corpus_only=True)
     out, cache, lines = tmp_path / "gen", tmp_path / "cache", []
