@@ -61,7 +61,7 @@ from lab.testset.io import unit_text
 from lab.testset.judge_config import JudgeConfig
 from lab.text.tokenize import NLTK_STOPWORDS
 
-#: The judge's scale (UMBRELA, lab.testset.judge.GRADES).
+#: The judge's scale (UMBRELA, lab.testset.umbrela.GRADES).
 GRADES = (0, 1, 2, 3)
 KINDS = ("positive", "negative", "keyword_stuffing", "injected_instruction", "repeat")
 STRESS = ("keyword_stuffing", "injected_instruction")
