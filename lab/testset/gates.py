@@ -4,7 +4,7 @@ Gates, in funnel order (a candidate is dropped at the first gate it fails; every
 checked on every candidate, so the report also says how often each one fails on its own):
 
 ``valid_json``        the model's text parsed into {"question": str, "answer": str} (strictly, or after the one
-                      lenient repair of :func:`lab.testset.generate.parse_qa`, counted as ``repaired``)
+                      lenient repair of :func:`lab.testset.qa_prompt.parse_qa`, counted as ``repaired``)
 ``is_question``       ends with ``?``/``？`` or starts with an interrogative (what, how, which ...; 什么, 如何 ...);
                       one sentence, no numbered list, not cut off on a function word ("... output of ?")
 ``same_language``     the question is in the passage's language (lab.text.tokenize.detect_language: share of
