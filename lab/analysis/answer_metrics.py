@@ -67,9 +67,9 @@ from lab.experiment.answers import (
 from lab.experiment.run import load, run_experiment
 from lab.metrics import bootstrap_ci
 from lab.metrics.stats import CI_RESAMPLES
-from lab.models.breaker import EndpointDown, FailureBreaker
+from lab.models.breaker import EndpointDown, FailureBreaker, guarded_call
 from lab.models.embedders import load_embedder
-from lab.models.llm import LLMError, load_llm
+from lab.models.llm import load_llm
 from lab.retrievers.base import Context
 from lab.text.chunking import chunk_corpus, chunks_to_corpus
 from lab.tracking.lifecycle import tracked_run
@@ -287,20 +287,9 @@ class Judge:
         breaker = self.breaker
 
         def one(prompt):
-            if breaker is not None and breaker.tripped:
-                breaker.skip()
-                return None, "skipped: the endpoint failed too many calls in a row"
-            try:
-                c = self.llm.complete(prompt, **gen)
-            except LLMError as e:
-                if e.status == "connection refused":
-                    raise
-                if breaker is not None:
-                    breaker.failure(str(e))
-                return None, str(e)
-            if breaker is not None:
-                breaker.success()
-            return c, None
+            c, error = guarded_call(breaker, lambda: self.llm.complete(prompt, **gen),
+                                    fatal=lambda e: e.status == "connection refused")
+            return c, None if error is None else str(error)
 
         workers = max(1, min(int(getattr(self.llm, "concurrency", 1) or 1), len(prompts)))
         if workers == 1:

@@ -23,14 +23,15 @@ from lab.models.llm import default_llm_hint, is_default_llm
 from lab.testset.annotate import export_annotation, import_annotation
 from lab.testset.gates import GateConfig
 from lab.testset.generate import GenerationConfig, format_estimate, generate_testset
-from lab.testset.judge import MIN_KAPPA, JudgeConfig, judge_check, judge_dataset
-from lab.testset.judge import format_report as format_judge_report
-from lab.testset.judgecheck import CheckConfig, format_card
+from lab.testset.human_sample import Pilot
+from lab.testset.judge import judge_check, judge_dataset
+from lab.testset.judge_config import MIN_KAPPA, JudgeConfig
+from lab.testset.judgecheck import format_card
+from lab.testset.judged_set import format_report as format_judge_report
 from lab.testset.logs import format_report as format_logs_report
 from lab.testset.logs import import_logs
 from lab.testset.logs import to_json as logs_to_json
 from lab.testset.perturb import VARIANTS, Resources, perturb_dataset
-from lab.testset.sampling import Pilot
 from lab.testset.spotcheck import export_review, format_report, import_review, to_json
 
 
@@ -198,7 +199,7 @@ def cmd_judge(args) -> int:
 
 def cmd_judge_check(args) -> int:
     names = [s.strip() for s in args.strategies.split(",") if s.strip()]
-    cfg = CheckConfig(pairs=args.pairs, split=args.split, strategies=names, depth=args.depth,
+    cfg = JudgeConfig(check_pairs=args.pairs, split=args.split, strategies=names, depth=args.depth,
                       max_passage_chars=args.max_passage_chars, max_tokens=args.max_tokens, grammar=args.grammar,
                       seed=args.seed)
     card = judge_check(args.dataset, out=args.out, config=cfg, llm=args.llm, concurrency=args.concurrency,

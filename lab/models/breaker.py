@@ -13,8 +13,15 @@ lab.testset.generate and lab.analysis.answer_metrics).
 from __future__ import annotations
 
 import threading
+from typing import Callable, TypeVar
 
 from lab.core.errors import ConfigError, LabError
+from lab.models.llm import LLMError
+
+T = TypeVar("T")
+
+#: The error of a call that was never made because the breaker had tripped.
+SKIPPED = "skipped: the endpoint failed too many calls in a row"
 
 #: Default number of consecutive failed calls that stops a run (the CLI's --max-consecutive-failures).
 DEFAULT_MAX_CONSECUTIVE_FAILURES = 3
@@ -63,3 +70,27 @@ class FailureBreaker:
         """Raise :class:`EndpointDown` when tripped."""
         if self.tripped:
             raise EndpointDown(self.message())
+
+
+def guarded_call(breaker: FailureBreaker | None, call: Callable[[], T], *,
+                 describe: Callable[[LLMError], str] = str,
+                 fatal: Callable[[LLMError], bool] = lambda e: False) -> tuple[T | None, LLMError | str | None]:
+    """One LLM call under ``breaker`` (None: no breaker), the loop every LLM step runs its calls through (generation,
+    judging, answer metrics): ``(call(), None)``; ``(None, SKIPPED)`` without calling once the breaker has tripped;
+    ``(None, the LLMError)`` when the call failed for good, counted by the breaker as ``describe(error)``
+    (``fatal(error)`` True: raised instead, e.g. a refused connection). A success resets the breaker's count.
+    The caller runs :meth:`FailureBreaker.check` after its batch, so what finished before a trip is kept."""
+    if breaker is not None and breaker.tripped:
+        breaker.skip()
+        return None, SKIPPED
+    try:
+        result = call()
+    except LLMError as e:
+        if fatal(e):
+            raise
+        if breaker is not None:
+            breaker.failure(describe(e))
+        return None, e
+    if breaker is not None:
+        breaker.success()
+    return result, None

@@ -16,12 +16,16 @@ Conventions
   step reads them back (counted there as cache hits). Seconds per call: the sample's wall time, minus the time
   spent loading a local model, over its calls (so parallel slots count as far as the sample shows them). Tokens per
   call: prompt plus completion tokens of the sample's answers over the answers generated.
+- A run whose calls depend on a yield (``lab testset generate``: candidates until ``n`` pass) is estimated from its
+  first batch instead (:func:`estimate_run`): candidates = ``n`` over the smoothed yield, calls, tokens and seconds
+  per candidate as in that batch.
 - The step: ``seconds`` = calls to make (not cached) x seconds per call, sample included; ``tokens`` likewise.
   Without a sample (nothing to generate, fewer calls than ``min_calls``, or the sample failed) ``seconds`` and
   ``tokens`` are None and the line says why.
 """
 from __future__ import annotations
 
+import math
 import sys
 import time
 from dataclasses import asdict, dataclass, replace
@@ -169,3 +173,35 @@ class EstimatePolicy:
         """Give ``est`` to ``echo`` when it is worth showing."""
         if self.echo is not None and worth_showing(est, self.dry_run):
             self.echo(est.line())
+
+
+# ----------------------------------------------------------------------------------- a run that stops at a yield
+def estimate_run(n: int, cap: int, sample: int, sample_accepted: int, sample_seconds: float, usage: Mapping,
+                 concurrency: int = 1) -> dict:
+    """What a whole run whose calls depend on a yield will cost (``lab testset generate``: candidates until ``n``
+    pass), from its first batch (the timed sample; its answers are cached, so the
+    run reuses them): candidates = n / yield, the yield smoothed as (accepted + 1) / (sample + 2) so a sample
+    with no pass does not predict infinity, at most ``cap``; LLM calls and tokens per candidate as in the
+    sample (tokens per answer generated, not read from the cache); seconds per candidate the sample's wall time,
+    or, when the sample came from the cache, what its answers took when they were generated (``cold_seconds``)
+    over ``concurrency``. ``tokens`` None: the sample's answers all came from the cache, which counts no tokens."""
+    calls = float(usage.get("calls", 0))
+    tokens = float(usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0))
+    rate = (sample_accepted + 1) / (sample + 2)
+    candidates = int(min(cap, math.ceil(n / rate))) if sample else cap
+    per = max(sample_seconds, float(usage.get("cold_seconds", 0.0)) / max(concurrency, 1)) / max(sample, 1)
+    per_call = calls / max(sample, 1)
+    return {"candidates": candidates, "calls": int(round(candidates * per_call)),
+            "tokens": int(round(tokens / max(float(usage.get("generated", calls)), 1) * candidates * per_call))
+            if tokens else None,
+            "seconds": round(candidates * per, 1),
+            "sample": sample, "sample_accepted": sample_accepted, "sample_seconds": round(sample_seconds, 2),
+            "yield_estimate": round(rate, 4), "sample_cached": int(usage.get("cache_hits", 0))}
+
+
+def format_estimate(est: Mapping) -> str:
+    """One line: the estimate of :func:`estimate_run`."""
+    tokens = "tokens unknown (sample cached)" if est["tokens"] is None else f"{est['tokens']:,} tokens"
+    return (f"estimate: about {est['candidates']} candidates, {est['calls']} LLM calls, {tokens}, "
+            f"{est['seconds'] / 60:.1f} min (from a timed sample of {est['sample']} candidates: "
+            f"{est['sample_accepted']} passed, {est['sample_seconds']:.1f} s, {est['sample_cached']} answers cached)")

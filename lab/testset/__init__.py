@@ -9,9 +9,9 @@ from lab.core.lazy import lazy_exports
 #: Public name -> the module that defines it (loaded on first use).
 _PUBLIC = {
     "generate_testset": "lab.testset.generate",
-    "GenerationConfig": "lab.testset.generate",
+    "GenerationConfig": "lab.testset.generation_config",
     "judge_dataset": "lab.testset.judge",
-    "JudgeConfig": "lab.testset.judge",
+    "JudgeConfig": "lab.testset.judge_config",
     "import_logs": "lab.testset.logs",
     "export_annotation": "lab.testset.annotate",
     "import_annotation": "lab.testset.annotate",

@@ -27,6 +27,7 @@ from typing import Sequence
 
 from lab.core.errors import ConfigError, DataError
 from lab.retrievers.base import Context, build
+from lab.testset.human_sample import UNIFORM, Pilot, pilot_queries_needed, read_pilot, uniform_sample
 from lab.testset.io import (
     TIERS,
     load_units,
@@ -38,7 +39,6 @@ from lab.testset.io import (
     write_csv,
     write_tiers,
 )
-from lab.testset.sampling import UNIFORM, Pilot, pilot_queries_needed, read_pilot, uniform_sample
 from lab.testset.track import log_testset_run
 
 ANNOTATION_COLUMNS = ("qid", "query", "unit_id", "passage", "grade", "tier", "note")
@@ -75,7 +75,7 @@ def export_annotation(dataset, out_csv: str | Path, strategies: Sequence[str] = 
     ``max_queries`` (``--queries N``): a uniform random sample of N queries of the split (seeded; more than the
     split holds is a ConfigError). ``pilot`` (``--queries auto --pilot F``): people's grades on at least 10
     queries; the sample is as many new queries as the top two strategies' difference needs for a CI half-width of
-    ``pilot.half_width`` (lab.testset.sampling)."""
+    ``pilot.half_width`` (lab.testset.human_sample)."""
     if depth < 1 or not strategies:
         raise ConfigError("export-annotation needs --depth >= 1 and at least one strategy")
     t0 = time.perf_counter()

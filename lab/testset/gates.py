@@ -4,7 +4,7 @@ Gates, in funnel order (a candidate is dropped at the first gate it fails; every
 checked on every candidate, so the report also says how often each one fails on its own):
 
 ``valid_json``        the model's text parsed into {"question": str, "answer": str} (strictly, or after the one
-                      lenient repair of :func:`lab.testset.generate.parse_qa`, counted as ``repaired``)
+                      lenient repair of :func:`lab.testset.qa_prompt.parse_qa`, counted as ``repaired``)
 ``is_question``       ends with ``?``/``？`` or starts with an interrogative (what, how, which ...; 什么, 如何 ...);
                       one sentence, no numbered list, not cut off on a function word ("... output of ?")
 ``not_quiz``          not quiz-shaped (:func:`quiz_shaped`): "Which of the following ...", "Which of the options
@@ -150,6 +150,12 @@ def non_answer(question: str, answer: str) -> str | None:
             and not (q[0] == "how" and q[1] in _QUANTITY):
         return "number"
     return None
+
+
+def answerable(supported: bool, non_answer_reason: str | float | None) -> bool:
+    """The ``answerable`` gate: the passage supports the answer (lexically, or by the LLM judge) and the answer is
+    one (:func:`non_answer` found no reason it is not: the echo rule). Both answerability methods decide here."""
+    return bool(supported) and not non_answer_reason
 
 
 def answer_after_echo(question: str, answer: str) -> str:
@@ -522,7 +528,7 @@ def check_text_gates(question: str, answer: str, passage_terms: set[str], cfg: G
     if passage:
         res["known_identifiers"] = not unknown
     if cfg.answerability == "lexical":
-        res["answerable"] = support >= cfg.min_answer_support and wrong is None
+        res["answerable"] = answerable(support >= cfg.min_answer_support, wrong)
     return res, {"overlap": overlap, "answer_support": support, "non_answer": float(wrong is not None),
                  "repetition": 1.0 if loop else rep,
                  "token_repetition": float(loop is not None), "markup": float(markup is not None),

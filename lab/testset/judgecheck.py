@@ -51,16 +51,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
 
-from lab.core.atomic import write_text_atomic as write_atomic  # noqa: F401 - the name judge.py imports
-from lab.core.errors import ConfigError, LabError
+from lab.core.atomic import write_text_atomic
+from lab.core.errors import LabError
 from lab.experiment.run import prepare_experiment, split_queries
 from lab.metrics.agreement import cohen_kappa, kappa_interval
 from lab.metrics.stats import wilson_interval
-from lab.retrievers import available
 from lab.testset.io import unit_text
+from lab.testset.judge_config import JudgeConfig
 from lab.text.tokenize import NLTK_STOPWORDS
 
-#: The judge's scale (UMBRELA, lab.testset.judge.GRADES).
+#: The judge's scale (UMBRELA, lab.testset.umbrela.GRADES).
 GRADES = (0, 1, 2, 3)
 KINDS = ("positive", "negative", "keyword_stuffing", "injected_instruction", "repeat")
 STRESS = ("keyword_stuffing", "injected_instruction")
@@ -73,33 +73,6 @@ CARD = "judge_check.json"
 PAIRS = "pairs.jsonl"
 CONFIDENCE = 0.95
 _WORD = re.compile(r"\w+")
-
-
-@dataclass
-class CheckConfig:
-    """What a judge check draws and how it grades (see the module docstring)."""
-
-    pairs: int = 20
-    split: str = "test"
-    strategies: Sequence[str] = ("bm25", "dense")
-    depth: int = 10
-    max_passage_chars: int = 2000
-    max_tokens: int = 32
-    grammar: str = "fallback"
-    seed: int = 0
-    resamples: int = 1000
-
-    def check(self) -> None:
-        if self.pairs < 1:
-            raise ConfigError(f"--pairs {self.pairs}: must be >= 1 (known positives, and as many negatives)")
-        if self.depth < 1:
-            raise ConfigError(f"--depth {self.depth}: must be >= 1 (ranks searched for negatives)")
-        if not self.strategies:
-            raise ConfigError("--strategies: name at least one strategy that ranks the negatives, e.g. bm25,dense")
-
-        bad = [s for s in self.strategies if s not in set(available())]
-        if bad:
-            raise ConfigError(f"--strategies: unknown {', '.join(bad)}; known: {', '.join(sorted(available()))}")
 
 
 @dataclass
@@ -304,21 +277,21 @@ def below_floor(card: dict, min_kappa: float) -> bool:
 
 
 # ------------------------------------------------------------------------------------------------ running a check
-def build_pairs(ds, runs: dict, config: CheckConfig, sources: dict | None = None) -> list[Pair]:
+def build_pairs(ds, runs: dict, config: JudgeConfig, sources: dict | None = None) -> list[Pair]:
     """Every pair of a check of ``ds``'s split, passages filled, grades empty: drawn from the queries ``runs``
     ({strategy: Run}) searched, negatives from their rankings. ``sources`` ((qid, doc) -> label source,
-    :func:`lab.testset.judge.label_sources`) keeps labels an earlier judge wrote out of the known labels.
+    :func:`lab.testset.judged_set.label_sources`) keeps labels an earlier judge wrote out of the known labels.
     Grading is :func:`lab.testset.judge.check_judge`."""
     queries, qrels_obj = split_queries(ds, config.split)
     qrels = {q: dict(qrels_obj[q]) for q in qrels_obj}
     known = known_labels(ds, config.split, qrels, sources)
     order = [q for q in query_order(known, config.seed) if any(q in run for run in runs.values())]
-    pos, neg = draw_pairs(known, runs, order, config.pairs, config.depth, config.seed, qrels)
+    pos, neg = draw_pairs(known, runs, order, config.check_pairs, config.depth, config.seed, qrels)
     passages(pos + neg, ds.corpus, config.max_passage_chars)
-    return pos + neg + stress_and_repeats(pos, neg, queries, ds.corpus, config.pairs, config.max_passage_chars)
+    return pos + neg + stress_and_repeats(pos, neg, queries, ds.corpus, config.check_pairs, config.max_passage_chars)
 
 
-def negative_runs(ds, config: CheckConfig, query_ids: Sequence[str], ctx) -> dict:
+def negative_runs(ds, config: JudgeConfig, query_ids: Sequence[str], ctx) -> dict:
     """{strategy: Run} of ``config.strategies`` over ``query_ids`` of the split, top ``config.depth``."""
     return {name: prepare_experiment(ds, name, {}, split=config.split, k=config.depth, ctx=ctx)
             .result(list(query_ids)).run for name in dict.fromkeys(config.strategies)}
@@ -327,8 +300,8 @@ def negative_runs(ds, config: CheckConfig, query_ids: Sequence[str], ctx) -> dic
 def write_check(out: str | Path, card: dict, pairs: list[Pair]) -> Path:
     """``out/pairs.jsonl`` (one line per pair) and ``out/judge_check.json`` (the card); returns ``out``."""
     out = Path(out)
-    write_atomic(out / PAIRS, "".join(json.dumps(p.record(), ensure_ascii=False) + "\n" for p in pairs))
-    write_atomic(out / CARD, json.dumps(card, indent=1, ensure_ascii=False) + "\n")
+    write_text_atomic(out / PAIRS, "".join(json.dumps(p.record(), ensure_ascii=False) + "\n" for p in pairs))
+    write_text_atomic(out / CARD, json.dumps(card, indent=1, ensure_ascii=False) + "\n")
     return out
 
 

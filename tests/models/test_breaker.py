@@ -6,7 +6,8 @@ import threading
 import pytest
 
 from lab.core.errors import ConfigError
-from lab.models.breaker import DEFAULT_MAX_CONSECUTIVE_FAILURES, EndpointDown, FailureBreaker
+from lab.models.breaker import DEFAULT_MAX_CONSECUTIVE_FAILURES, SKIPPED, EndpointDown, FailureBreaker, guarded_call
+from lab.models.llm import LLMError
 
 
 def test_trips_at_the_limit_of_consecutive_failures_and_check_raises_one_line():
@@ -61,3 +62,24 @@ def test_counts_are_exact_across_threads():
     for t in threads:
         t.join()
     assert b.failures == b.consecutive == 8000
+
+
+def test_guarded_call_counts_failures_skips_after_the_trip_and_passes_fatal_errors_on():
+    """The one loop of every LLM step: a result resets the count, an LLMError is returned and counted (described as
+    the caller says), a tripped breaker skips the call without making it, and a fatal error is raised."""
+    b, calls = FailureBreaker(2, "judging"), []
+
+    def fail(status="HTTP 500"):
+        calls.append(status)
+        raise LLMError("http://127.0.0.1:9/v1", "boom", status)
+
+    assert guarded_call(b, lambda: "yes") == ("yes", None) and b.consecutive == 0
+    _, err = guarded_call(b, fail, describe=lambda e: f"{type(e).__name__}: {e}")
+    assert isinstance(err, LLMError) and b.consecutive == 1 and b.last_error.startswith("LLMError: LLM endpoint")
+    _, err = guarded_call(b, fail)
+    assert b.tripped and b.last_error.startswith("LLM endpoint http://127.0.0.1:9/v1")
+    assert guarded_call(b, fail) == (None, SKIPPED) and b.skipped == 1 and len(calls) == 2  # not called
+    with pytest.raises(LLMError):
+        guarded_call(FailureBreaker(2), lambda: fail("connection refused"),
+                     fatal=lambda e: e.status == "connection refused")
+    assert guarded_call(None, lambda: 3) == (3, None)

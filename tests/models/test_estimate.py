@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 from lab.models import estimate as est_mod
-from lab.models.estimate import EstimatePolicy, StepEstimate, estimate_step, map_estimated, worth_showing
+from lab.models.estimate import (
+    EstimatePolicy,
+    StepEstimate,
+    estimate_run,
+    estimate_step,
+    format_estimate,
+    map_estimated,
+    worth_showing,
+)
 from lab.models.llm import load_llm
 
 PROMPTS = [f"Name one colour of a {thing}. Answer in one word." for thing in
@@ -62,3 +70,16 @@ def test_when_an_estimate_is_shown():
     assert "the timed sample failed (LLMError: down)" in failed.line()
     assert StepEstimate("s", 4, 4).line().endswith("nothing to generate")
     assert StepEstimate("s", 4, 1).to_dict()["to_make"] == 3
+
+
+def test_estimate_from_the_timed_sample():
+    """n / smoothed yield candidates (capped), calls and tokens per candidate as sampled, the cold time when the
+    sample came from the cache."""
+    usage = {"calls": 8, "prompt_tokens": 3000, "completion_tokens": 1000, "cold_seconds": 40.0, "cache_hits": 0}
+    est = estimate_run(100, 1000, 8, 2, 40.0, usage)
+    assert est["yield_estimate"] == 0.3 and est["candidates"] == 334 and est["calls"] == 334
+    assert est["tokens"] == 334 * 500 and est["seconds"] == 334 * 5.0
+    assert estimate_run(100, 200, 8, 0, 40.0, usage)["candidates"] == 200  # capped by max attempts
+    cached = estimate_run(10, 100, 8, 7, 0.1, {**usage, "cache_hits": 8}, concurrency=2)
+    assert cached["candidates"] == 13 and cached["seconds"] == 13 * 2.5  # cold 40 s / 2 slots / 8 candidates
+    assert format_estimate(est).startswith("estimate: about 334 candidates, 334 LLM calls, 167,000 tokens, 27.8 min")

@@ -14,190 +14,19 @@ from lab.core.errors import ConfigError
 from lab.data.beir import load_dataset
 from lab.data.types import Corpus, Document
 from lab.testset.gates import GATES
-from lab.testset.generate import (
-    DIFFICULTY,
+from lab.testset.generate import GenerationConfig, generate_testset
+from lab.testset.qa_prompt import (
     PROMPT_VERSION,
     QUESTION_MIX,
-    GenerationConfig,
     build_prompt,
-    difficulty,
-    generate_testset,
-    generation_params,
-    parse_qa,
-    parse_yes_no,
     qa_schema,
     question_type,
-    sample_order,
-    shown_passage,
-    stratum_of,
 )
+from lab.testset.sampling import sample_order
+from lab.testset.tiers import DIFFICULTY, difficulty
 
 REPO = Path(__file__).resolve().parents[2]
 GENERATED = REPO / "data" / "ord-qa-generated"
-
-
-def test_prompt_in_both_languages():
-    en = build_prompt("The gzip command compresses files.", "en")
-    assert "must not directly contain the key words" in en and en.endswith("The gzip command compresses files.")
-    assert '{"question": "...", "answer": "..."}' in en
-    zh = build_prompt("段落", "zh")
-    assert zh.startswith("给定以下文档段落，生成一个用户可能会问的、恰好需要这段信息才能回答的问题")
-    assert "问题不能直接包含段落中的关键词" in zh
-
-
-def test_shown_passage_cuts_at_a_boundary():
-    text = "word " * 300
-    cut = shown_passage(text, 100)
-    assert len(cut) <= 100 and not cut.endswith("wor") and shown_passage("short", 100) == "short"
-
-
-@pytest.mark.parametrize("text,expected,repaired", [
-    ('{"question": "Which flag?", "answer": "-clock"}', {"question": "Which flag?", "answer": "-clock"}, False),
-    ('  {"answer": "-clock", "question": "Which flag?"}\n', {"question": "Which flag?", "answer": "-clock"}, False),
-    ('```json\n{"question": "Which flag?", "answer": "-clock",}\n```', {"question": "Which flag?", "answer": "-clock"},
-     True),
-    ('Sure! {\u201cquestion\u201d: \u201cWhich flag?\u201d, \u201canswer\u201d: \u201c-clock\u201d}',
-     {"question": "Which flag?", "answer": "-clock"}, True),
-    ('{"question": "Which flag?", "answer": "the -clock fl', {"question": "Which flag?", "answer": "the -clock fl"},
-     True),
-    ("Question: Which flag sets clock RC?\nAnswer: -clock", {"question": "Which flag sets clock RC?",
-                                                             "answer": "-clock"}, True),
-])
-def test_parse_qa_strict_then_one_lenient_repair(text, expected, repaired):
-    assert parse_qa(text) == (expected, repaired)
-
-
-@pytest.mark.parametrize("text", ["", "Macro Placement", '{"question": "", "answer": "x"}', '{"question": 3}',
-                                  "[1, 2]"])
-def test_parse_qa_gives_up(text):
-    assert parse_qa(text) == (None, False)
-
-
-def test_parse_yes_no():
-    assert parse_yes_no("Yes.") is True and parse_yes_no(" no") is False and parse_yes_no("是") is True
-    assert parse_yes_no("Maybe") is None
-
-
-def _corpus() -> Corpus:
-    docs = {}
-    for sec, n in (("a", 5), ("b", 2), ("c", 1)):
-        for i in range(n):
-            docs[f"{sec}{i}"] = Document(f"{sec}{i}", f"# {sec.upper()} heading\n" + "some words here " * 10,
-                                         metadata={"source": sec})
-    docs["tiny"] = Document("tiny", "too short", metadata={"source": "c"})
-    return Corpus(docs)
-
-
-def test_sample_order_is_stratified_seeded_and_skips_short_units():
-    corpus = _corpus()
-    passages, skipped, strata, _ = sample_order(corpus, seed=1, stratify="section", min_passage_words=10)
-    order = [p.unit_id for p in passages]
-    # each unit is one section (its heading and body); "tiny" is one window, too short
-    assert skipped == 1 and "tiny" not in order and len(order) == 8 == len(set(order))
-    assert {strata[p.key] for p in passages[:3]} == {"a", "b", "c"}  # round-robin: every section before any repeats
-    assert Counter(strata[p.key] for p in passages[:5]) == Counter({"a": 2, "b": 2, "c": 1})
-    assert all(p.text == corpus[p.unit_id].text[p.start:p.end] and p.section.endswith("heading") for p in passages)
-    assert sample_order(corpus, 1, "section", 10)[0] == passages
-    assert sample_order(corpus, 2, "section", 10)[0] != passages
-    assert stratum_of(corpus["a0"], "doc") == "a0" and stratum_of(Document("x", "# Head\ntext"), "section") == "Head"
-    assert stratum_of(Document("x@0-5", "t", metadata={"doc_id": "x"}), "doc") == "x"
-
-
-def test_generation_params_per_round_and_retry():
-    cfg = GenerationConfig(n=5, seed=3)
-    assert generation_params(cfg, 0, 0)["temperature"] == 0.0 and generation_params(cfg, 0, 0)["seed"] == 3
-    r1, retry = generation_params(cfg, 1, 0), generation_params(cfg, 0, 1)
-    assert (r1["temperature"], r1["seed"]) == (0.7, 4) and (retry["temperature"], retry["seed"]) == (0.7, 1003)
-    schema = generation_params(cfg, 0, 0)["response_format"]["json_schema"]["schema"]
-    assert schema == qa_schema("en") and list(schema["properties"]) == ["question", "answer"]  # the default
-    answer = schema["properties"]["answer"]  # no answer that is itself a question; short enough not to loop
-    assert re.search(answer["pattern"], "It closes the handle.") and answer["maxLength"] == 120
-    for bad in ("Is it closed?", "关闭了吗？", "x" * 121, ""):
-        assert not re.search(answer["pattern"], bad), bad
-    assert "response_format" not in generation_params(GenerationConfig(json_mode="prompt"), 0, 0)
-    first = generation_params(GenerationConfig(write_first="answer"), 0, 0)["response_format"]["json_schema"]["schema"]
-    assert list(first["properties"]) == first["required"] == ["answer", "question"]
-    assert first["properties"] == schema["properties"]  # the same fields, only their order differs
-    with pytest.raises(ConfigError, match="write_first='both': use one of"):
-        GenerationConfig(write_first="both")
-    with pytest.raises(ConfigError):
-        GenerationConfig(stratify="topic")
-    with pytest.raises(ConfigError):
-        GenerationConfig(grade=4)
-
-
-def test_a_batch_of_mixed_types_is_in_flight_at_once(tmp_path):
-    """Each try of a batch sends every candidate together, each with its own params (type, round): with
-    ``concurrency`` 8, a batch of 8 candidates of mixed types has 8 calls in flight at once (grouped by params, it
-    had 1-3), and each prompt still gets its type's schema and its round's temperature."""
-    import threading
-
-    from lab.testset.gates import GateReport
-    from lab.testset.generate import Candidate, generate_batch
-
-    class Slow:
-        concurrency = 8
-
-        def __init__(self):
-            self.lock, self.now, self.most, self.seen = threading.Lock(), 0, 0, {}
-            self.all_in = threading.Barrier(8, timeout=10)
-
-        def complete(self, prompt, **gen):
-            with self.lock:
-                self.now += 1
-                self.most = max(self.most, self.now)
-                self.seen[prompt] = gen
-            self.all_in.wait()  # returns only once all 8 are in flight (BrokenBarrierError otherwise)
-            with self.lock:
-                self.now -= 1
-            qtype = prompt.split(":")[0]
-            return type("C", (), {"text": json.dumps({"answer": "a", "question": f"{qtype.title()} is it?"})})()
-
-    cfg = GenerationConfig(n=8)
-    types = [question_type(i, 0, 0) for i in range(8)]
-    assert len(set(types)) > 2
-    batch = [Candidate(i, f"u{i}", i % 2, "en", f"{t}:{i}", "passage", qtype=t) for i, t in enumerate(types)]
-    llm = Slow()
-    generate_batch(llm, batch, cfg, GateReport(config={}))
-    assert llm.most == 8 and all(c.qa is not None and c.tries == 1 for c in batch)
-    for c in batch:
-        assert llm.seen[c.prompt] == generation_params(cfg, c.round, 0, "en", c.qtype)
-
-
-def test_a_retry_after_a_failed_text_gate_replaces_the_answer_only_when_it_parses():
-    """With ``retry_if`` (retry_on="text_gates"), a parsed answer that fails a cheap gate gets a second sample at
-    the retry temperature; a second sample that does not parse leaves the first answer in place, and one that
-    parses replaces it. Without ``retry_if`` (retry_on="parse") a parsed answer is never generated again."""
-    from lab.testset.gates import GateReport
-    from lab.testset.generate import Candidate, generate_batch
-
-    class Scripted:
-        concurrency = 1
-
-        def __init__(self, second: dict[str, str]):
-            self.second, self.calls = second, []
-
-        def complete(self, prompt, **gen):
-            self.calls.append((prompt, gen["temperature"]))
-            text = (json.dumps({"answer": "x", "question": "What is it?"}) if gen["temperature"] == 0.0
-                    else self.second[prompt])
-            return type("C", (), {"text": text})()
-
-    good = json.dumps({"answer": "the page size", "question": "What does the header store?"})
-    cfg = GenerationConfig(n=2, retries=1)
-    batch = [Candidate(0, "u0", 0, "en", "p0", "passage"), Candidate(1, "u1", 0, "en", "p1", "passage")]
-    llm, report = Scripted({"p0": good, "p1": "not json at all"}), GateReport(config={})
-    generate_batch(llm, batch, cfg, report, retry_if=lambda c: c.qa["answer"] == "x")
-    assert [t for _, t in llm.calls] == [0.0, 0.0, 0.7, 0.7] and report.extra["gate_retries"] == 2
-    assert batch[0].qa["answer"] == "the page size" and batch[0].tries == 2 and batch[0].text == good
-    assert batch[1].qa["answer"] == "x" and batch[1].tries == 2  # the retry did not parse: the first answer stays
-    assert report.retries == 2
-    plain = [Candidate(0, "u0", 0, "en", "p0", "passage")]
-    llm = Scripted({"p0": good})
-    generate_batch(llm, plain, cfg, GateReport(config={}))
-    assert len(llm.calls) == 1 and plain[0].qa["answer"] == "x" and plain[0].tries == 1
-    with pytest.raises(ConfigError, match="retry_on"):
-        GenerationConfig(retry_on="always")
 
 
 def test_tiny_real_generation_counts_every_candidate(tmp_path):
@@ -293,15 +122,10 @@ def test_generation_stops_after_n_consecutive_endpoint_failures_and_keeps_what_w
     assert seconds < 60
 
 
-def test_max_consecutive_failures_is_checked():
-    with pytest.raises(ConfigError, match="max_consecutive_failures=0: expected an integer >= 1"):
-        GenerationConfig(max_consecutive_failures=0)
-
-
 def test_chinese_passages_get_the_chinese_prompt_and_windows_reach_the_end():
     """Questions follow the passage's language: a Chinese window is sent with the Chinese prompt, an English one
     with the English prompt; windows cover the whole document, not its first characters."""
-    from lab.testset.generate import passage_candidates
+    from lab.testset.candidates import passage_candidates
 
     zh = "# 线电阻\n\n" + "set_wire_rc 命令设置用于估计布线延迟的电阻和电容，时钟网络和数据网络可以分别设置。" * 30
     en = "# Wire RC\n\n" + "The set_wire_rc command sets the resistance and capacitance of routing wires. " * 40
@@ -413,28 +237,6 @@ def test_question_types_follow_the_stated_mix_and_the_schema_holds_the_first_wor
     assert re.match(why, "Why does the gzip command keep the original file?") and not re.match(
         why, "What does the gzip command keep?")
     assert qa_schema("zh", "why") == qa_schema("zh")
-
-
-@pytest.mark.parametrize("rank, overlap, tier", [(1, 0.8, "easy"), (3, 0.5, "easy"), (1, 0.3, "medium"),
-                                                 (4, 0.9, "medium"), (10, 0.0, "medium"), (11, 1.0, "hard"),
-                                                 (None, 1.0, "hard")])
-def test_difficulty_tier_rule(rank, overlap, tier):
-    assert difficulty(rank, overlap) == tier
-
-
-def test_estimate_from_the_timed_sample():
-    """n / smoothed yield candidates (capped), calls and tokens per candidate as sampled, the cold time when the
-    sample came from the cache."""
-    from lab.testset.generate import estimate_run, format_estimate
-
-    usage = {"calls": 8, "prompt_tokens": 3000, "completion_tokens": 1000, "cold_seconds": 40.0, "cache_hits": 0}
-    est = estimate_run(100, 1000, 8, 2, 40.0, usage)
-    assert est["yield_estimate"] == 0.3 and est["candidates"] == 334 and est["calls"] == 334
-    assert est["tokens"] == 334 * 500 and est["seconds"] == 334 * 5.0
-    assert estimate_run(100, 200, 8, 0, 40.0, usage)["candidates"] == 200  # capped by max attempts
-    cached = estimate_run(10, 100, 8, 7, 0.1, {**usage, "cache_hits": 8}, concurrency=2)
-    assert cached["candidates"] == 13 and cached["seconds"] == 13 * 2.5  # cold 40 s / 2 slots / 8 candidates
-    assert format_estimate(est).startswith("estimate: about 334 candidates, 334 LLM calls, 167,000 tokens, 27.8 min")
 
 
 def test_dry_run_prints_the_estimate_writes_nothing_and_its_sample_is_reused(tmp_path):

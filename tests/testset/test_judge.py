@@ -13,41 +13,11 @@ from ordqa_slices import mini_ordqa
 
 from lab.cli.main import main
 from lab.data.beir import load_dataset
-from lab.testset.judge import (
-    GRAMMAR_TOKENS,
-    PROMPT,
-    PROMPT_VERSION,
-    JudgeConfig,
-    format_report,
-    human_agreement,
-    judge_dataset,
-    make_prompt,
-    parse_grade,
-    prompt_sha256,
-    sidecar_path,
-)
+from lab.testset.judge import JudgeConfig, judge_dataset
+from lab.testset.judged_set import format_report, sidecar_path
+from lab.testset.umbrela import PROMPT_VERSION, prompt_sha256
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-
-
-def test_parse_grade():
-    assert parse_grade("##final score: 2") == 2
-    assert parse_grade("M: 2, T: 1\n## Final Score: **3**") == 3
-    assert parse_grade(" 1 ") == 1
-    assert parse_grade("score 7") is None
-    assert parse_grade("1. Determine the intent of the query.\n2. Measure") is None
-    assert parse_grade("") is None and parse_grade(None) is None
-
-
-def test_prompt_is_umbrela_and_versioned():
-    p = make_prompt(" what is CTS? ", "Clock tree synthesis builds the clock network.")
-    assert "Query: what is CTS?\nPassage: Clock tree synthesis" in p
-    assert "0 to 3" in p and "##final score:" in p
-    assert PROMPT_VERSION == "umbrela-v1" and len(prompt_sha256()) == 64
-    assert "{query}" in PROMPT and "{passage}" in PROMPT
-    assert GRAMMAR_TOKENS >= 10
 
 
 @pytest.fixture(scope="module")
@@ -116,16 +86,6 @@ def test_rerun_is_answered_from_the_cache_and_in_place_keeps_sources(judged, tmp
     assert again["report"]["known_positives_graded"] == meta["report"]["known_positives_graded"]
     side = [json.loads(x) for x in sidecar_path(tmp_path / "set", "test").read_text(encoding="utf-8").splitlines()]
     assert sum(s["source"] == "judged" for s in side) == meta["report"]["labels_added"]
-
-
-def test_human_agreement_kappa():
-    rows = [{"qid": "q", "unit_id": f"d{i}", "grade": g} for i, g in enumerate([0, 1, 2, 3, 3, None])]
-    judged = {("q", f"d{i}"): g for i, g in enumerate([0, 1, 2, 3, 2, 1])}
-    out = human_agreement(rows, judged)
-    assert out["pairs"] == 5 and out["sheet_graded"] == 5
-    assert out["exact_agreement"] == pytest.approx(4 / 5)
-    assert 0 < out["kappa"] < out["kappa_quadratic"] <= 1
-    assert human_agreement(rows, {})["pairs"] == 0
 
 
 def test_cli_judge_with_annotation_sheet_logs_to_mlflow(judged, tmp_path, capsys, blank_mlflow_root):
