@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import errno
 import os
+import urllib.request
 from pathlib import Path
 
+from lab.core.errors import TrackingError
 from lab.tracking.store import is_uri, root_path, sqlite_file
 
 #: Environment variable naming the folder for unlogged results (see the module docstring).
@@ -60,3 +62,25 @@ def unlogged_root(root: str | Path = "mlruns") -> Path:
     if db is not None:
         return db.parent / "unlogged"
     return Path.home() / ".cache" / "raglab" / "unlogged"
+
+
+def server_answers(root: str | Path, timeout: float = 10.0) -> bool:
+    """Whether the tracking server at ``root`` (an http(s) URI) answers its ``/health`` check; True for any other
+    store."""
+    url = str(root)
+    if not url.startswith(("http://", "https://")):
+        return True
+    try:
+        with urllib.request.urlopen(url.rstrip("/") + "/health", timeout=timeout) as r:  # noqa: S310 - http(s) only
+            return r.status == 200
+    except OSError:
+        return False
+
+
+def check_server(root: str | Path, doing: str) -> None:
+    """Raise the one TrackingError line of a sweep whose tracking server stopped answering (the server, what the
+    sweep was doing, what to do); nothing when it answers or ``root`` is no server."""
+    if not server_answers(root):
+        raise TrackingError(f"the tracking server {root} does not answer (while {doing}); the sweep stopped. Start "
+                            "the server again (lab server) and rerun the same command: finished configs are kept, "
+                            "the others run again")

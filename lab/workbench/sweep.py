@@ -76,6 +76,7 @@ from lab.core.paths import repo_root, resolve_repo_path, results_dir
 from lab.core.progress import progress as bar
 from lab.models.llm import THREADS_ENV, usable_cores
 from lab.tracking import claims
+from lab.tracking.faults import check_server
 from lab.tracking.lifecycle import TAG_ERROR, tracked_run
 from lab.tracking.store import (
     TAG_PARENT,
@@ -1003,7 +1004,7 @@ def _execute(plan: SweepPlan, opts: SweepOptions, tasks: list[SweepTask],
         stream = _run_local(tasks, opts.jobs, opts.warm_kernels)
     pbar = bar(stream, desc=f"sweep {plan.spec.name}", total=len(tasks), enabled=opts.progress and bool(tasks),
                unit="config")
-    _collect_outcomes(pbar, decisions, outcomes, opts.echo)
+    _collect_outcomes(pbar, decisions, outcomes, opts.echo, opts.root)
     return [outcomes[i] for i in range(len(plan.configs))]
 
 
@@ -1026,10 +1027,12 @@ def _summarise(report: SweepReport, plan: SweepPlan, opts: SweepOptions) -> None
         publish_report(report, plan.spec, opts.publish, opts.root, opts.echo)
 
 
-def _collect_outcomes(pbar, decisions: list[Decision], outcomes: dict[int, ConfigOutcome], echo) -> None:
+def _collect_outcomes(pbar, decisions: list[Decision], outcomes: dict[int, ConfigOutcome], echo,
+                      root=None) -> None:
     """Each config's outcome as the executor yields its result (``pbar``, the progress bar over the stream), into
     ``outcomes`` by index, with its decision's reason unless a claim gave one; skips and failures are written on the
-    bar (through ``echo`` without one) and the bar shows the count of failures."""
+    bar (through ``echo`` without one) and the bar shows the count of failures. After a failure, a tracking server
+    (``root``) that no longer answers stops the sweep with one line (lab.tracking.faults.check_server)."""
     failed = 0
     write = pbar.write if hasattr(pbar, "write") else echo
     for o in pbar:
@@ -1041,6 +1044,7 @@ def _collect_outcomes(pbar, decisions: list[Decision], outcomes: dict[int, Confi
         elif o.status != "FINISHED":
             failed += 1
             write(f"config {o.index} ({o.label}) {o.status}: {o.error}")
+            check_server(root or "", f"running config {o.index} ({o.label})")
         if hasattr(pbar, "set_postfix"):
             pbar.set_postfix(failed=failed)
 
