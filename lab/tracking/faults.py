@@ -15,7 +15,7 @@ import urllib.request
 from pathlib import Path
 
 from lab.core.errors import TrackingError
-from lab.tracking.store import is_uri, root_path, sqlite_file
+from lab.tracking.store import exception_chain, is_uri, root_path, sqlite_file
 
 #: Environment variable naming the folder for unlogged results (see the module docstring).
 UNLOGGED_ENV = "LAB_UNLOGGED_DIR"
@@ -25,18 +25,9 @@ _CONNECTION_WORDS = ("connection refused", "max retries exceeded", "failed to es
                      "name or service not known", "connection reset")
 
 
-def _chain(exc: BaseException) -> list[BaseException]:
-    out, seen, cur = [], set(), exc
-    while cur is not None and id(cur) not in seen:
-        seen.add(id(cur))
-        out.append(cur)
-        cur = cur.__cause__ or cur.__context__
-    return out
-
-
 def plain_cause(exc: BaseException, root: str | Path | None = None) -> str:
     """The cause of ``exc`` (anywhere in its chain) in plain words (see the module docstring)."""
-    chain = _chain(exc)
+    chain = exception_chain(exc)
     for e in chain:
         low = str(e).lower()
         if (isinstance(e, OSError) and e.errno == errno.ENOSPC) or "disk is full" in low \

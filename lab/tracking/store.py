@@ -206,7 +206,8 @@ def _open_sqlite(store_class, uri: str, artifacts: str, db: Path) -> None:
         raise TrackingError(line) from None
 
 
-def _chain(exc: BaseException) -> list[BaseException]:
+def exception_chain(exc: BaseException) -> list[BaseException]:
+    """``exc``, its cause (or context), that one's, ... each once."""
     out: list[BaseException] = []
     seen: set[int] = set()
     cur: BaseException | None = exc
@@ -225,7 +226,7 @@ def storage_fault(exc: BaseException, db: str | Path | None = None) -> str | Non
     where = str(db) if db else (", ".join(dict.fromkeys(str(p) for p in _OPENED)) or "the MLflow store")
     written = str(db) if db else (", ".join(f"{p} (or its artifacts folder)" for p in dict.fromkeys(_OPENED))
                                   or "a file being written")
-    for e in _chain(exc):
+    for e in exception_chain(exc):
         text = str(e).splitlines()[0] if str(e) else ""
         low = text.lower()
         if "malformed" in low or "not a database" in low or "file is encrypted" in low:
