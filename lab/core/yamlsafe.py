@@ -19,12 +19,12 @@ import yaml
 ALIAS_NODE_LIMIT = 10_000
 
 
-class AliasBomb(yaml.MarkedYAMLError):
+class AliasBomb(yaml.MarkedYAMLError):  # type: ignore[misc]  # PyYAML ships no types
     """A document whose aliases expand past :data:`ALIAS_NODE_LIMIT` nodes (or into themselves)."""
 
 
-class _BoundedLoader(yaml.SafeLoader):
-    def get_single_node(self):
+class _BoundedLoader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML ships no types
+    def get_single_node(self) -> yaml.Node | None:
         node = super().get_single_node()
         if node is not None:
             _check_expansion(node)
@@ -76,6 +76,7 @@ def compose_yaml(text: str) -> yaml.Node | None:
     """``yaml.compose(text)`` (the node graph, with marks) under the safe loader, aliases bounded."""
     loader = _BoundedLoader(text)
     try:
-        return loader.get_single_node()
+        node: yaml.Node | None = loader.get_single_node()
+        return node
     finally:
         loader.dispose()

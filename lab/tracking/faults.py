@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import errno
 import os
+import urllib.request
 from pathlib import Path
 
-from lab.tracking.store import is_uri, root_path, sqlite_file
+from lab.core.errors import TrackingError
+from lab.tracking.store import exception_chain, is_uri, root_path, sqlite_file
 
 #: Environment variable naming the folder for unlogged results (see the module docstring).
 UNLOGGED_ENV = "LAB_UNLOGGED_DIR"
@@ -23,18 +25,9 @@ _CONNECTION_WORDS = ("connection refused", "max retries exceeded", "failed to es
                      "name or service not known", "connection reset")
 
 
-def _chain(exc: BaseException) -> list[BaseException]:
-    out, seen, cur = [], set(), exc
-    while cur is not None and id(cur) not in seen:
-        seen.add(id(cur))
-        out.append(cur)
-        cur = cur.__cause__ or cur.__context__
-    return out
-
-
 def plain_cause(exc: BaseException, root: str | Path | None = None) -> str:
     """The cause of ``exc`` (anywhere in its chain) in plain words (see the module docstring)."""
-    chain = _chain(exc)
+    chain = exception_chain(exc)
     for e in chain:
         low = str(e).lower()
         if (isinstance(e, OSError) and e.errno == errno.ENOSPC) or "disk is full" in low \
@@ -60,3 +53,25 @@ def unlogged_root(root: str | Path = "mlruns") -> Path:
     if db is not None:
         return db.parent / "unlogged"
     return Path.home() / ".cache" / "raglab" / "unlogged"
+
+
+def server_answers(root: str | Path, timeout: float = 10.0) -> bool:
+    """Whether the tracking server at ``root`` (an http(s) URI) answers its ``/health`` check; True for any other
+    store."""
+    url = str(root)
+    if not url.startswith(("http://", "https://")):
+        return True
+    try:
+        with urllib.request.urlopen(url.rstrip("/") + "/health", timeout=timeout) as r:  # noqa: S310 - http(s) only
+            return r.status == 200
+    except OSError:
+        return False
+
+
+def check_server(root: str | Path, doing: str) -> None:
+    """Raise the one TrackingError line of a sweep whose tracking server stopped answering (the server, what the
+    sweep was doing, what to do); nothing when it answers or ``root`` is no server."""
+    if not server_answers(root):
+        raise TrackingError(f"the tracking server {root} does not answer (while {doing}); the sweep stopped. Start "
+                            "the server again (lab server) and rerun the same command: finished configs are kept, "
+                            "the others run again")

@@ -23,6 +23,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import NoReturn
 from urllib.parse import unquote, urlparse
 
 import lab
@@ -236,7 +237,8 @@ def _ended(cl, run_id: str | None, cause: str) -> str:
         return f"; run {run_id} could not be marked FAILED either"
 
 
-def _raise_unlogged(result, seed: int, experiment: str | None, root, exc: Exception, run_id: str | None, cl):
+def _raise_unlogged(result, seed: int, experiment: str | None, root, exc: Exception, run_id: str | None,
+                    cl) -> NoReturn:
     """Save a result that could not be logged and raise the one TrackingError line: the cause, the run's end,
     and where the result went (or why it could not be saved)."""
     cause = plain_cause(exc, root)

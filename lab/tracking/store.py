@@ -50,6 +50,13 @@ from lab.core.flat import flatten, format_value
 from lab.core.paths import resolve_repo_path
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+#: Bounds on every call to a tracking server, for this process and the notebooks it starts (they inherit the
+#: environment); a value already set wins. MLflow's own defaults (120 s per request, 7 retries with a doubling
+#: backoff) let one call to a server that went away wait for minutes; these give up within about a minute.
+HTTP_LIMITS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "30", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+               "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1", "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0.5"}
+for _name, _value in HTTP_LIMITS.items():
+    os.environ.setdefault(_name, _value)
 
 #: Packages whose versions are tagged on every run (distribution names); absent ones are skipped.
 TRACKED_PACKAGES = ("raglab", "torch", "sentence-transformers", "bm25s", "faiss-cpu", "mlflow", "numpy")
@@ -199,7 +206,8 @@ def _open_sqlite(store_class, uri: str, artifacts: str, db: Path) -> None:
         raise TrackingError(line) from None
 
 
-def _chain(exc: BaseException) -> list[BaseException]:
+def exception_chain(exc: BaseException) -> list[BaseException]:
+    """``exc``, its cause (or context), that one's, ... each once."""
     out: list[BaseException] = []
     seen: set[int] = set()
     cur: BaseException | None = exc
@@ -218,7 +226,7 @@ def storage_fault(exc: BaseException, db: str | Path | None = None) -> str | Non
     where = str(db) if db else (", ".join(dict.fromkeys(str(p) for p in _OPENED)) or "the MLflow store")
     written = str(db) if db else (", ".join(f"{p} (or its artifacts folder)" for p in dict.fromkeys(_OPENED))
                                   or "a file being written")
-    for e in _chain(exc):
+    for e in exception_chain(exc):
         text = str(e).splitlines()[0] if str(e) else ""
         low = text.lower()
         if "malformed" in low or "not a database" in low or "file is encrypted" in low:

@@ -65,8 +65,8 @@ def test_raglab_variables_and_allowed_ones_pass(tmp_path, monkeypatch, capsys):
 
 
 def test_a_yaml_alias_bomb_is_one_line(tmp_path, capsys):
-    lists = ['&a ["x", "x", "x", "x", "x", "x", "x", "x", "x"]'] + [
-        f"&{c} [{', '.join([f'*{p}'] * 9)}]" for p, c in zip("abcd", "bcde", strict=True)]  # the last holds 9^5 values
+    lists = ['&a ["x", "x", "x", "x", "x", "x", "x", "x", "x"]'] + [  # the last one holds 9^5 values
+        f"&{c} [{', '.join([f'*{p}'] * 9)}]" for p, c in zip("abcd", "bcde", strict=True)]
     spec = tmp_path / "bomb.yaml"
     spec.write_text(SPEC.format(extra=f"  params.b: [{', '.join(lists)}]\n"))
     code = main(["sweep", str(spec), "--tracking-root", str(tmp_path / "mlruns"), "--dry-run"])

@@ -10,7 +10,7 @@ import yaml
 from lab.core.yamlsafe import ALIAS_NODE_LIMIT, AliasBomb, compose_yaml, load_yaml
 
 LAUGHS = ('a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]\n'
-          + "".join(f"{c}: &{c} [{', '.join([f'*{p}'] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=False)))
+          + "".join(f"{c}: &{c} [{', '.join([f'*{p}'] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True)))
 
 
 def test_a_billion_laughs_is_refused_in_bounded_memory():

@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -154,3 +155,42 @@ def test_lab_server_reports_a_database_that_dies_and_stops_the_mlflow_server(ser
         proc.kill()
     assert proc.returncode == 1 and "error: PostgreSQL stopped accepting connections" in err, out + err[-3000:]
     assert not _listening(port) and not _listening(db_port)
+
+
+def test_a_sweep_whose_server_stops_ends_within_two_minutes_and_the_rerun_redoes_the_rest(server_folder, tmp_path):
+    """The team's server stops (as on Ctrl-C of `lab server`) once the first config finished: the sweep ends
+    within 2 minutes with one line naming the server, what it was doing and what to do; with the server back,
+    the same command keeps the finished config and runs exactly the others, each once."""
+    port, db_port = _free_port(), _free_port()
+    server = start_server(server_folder, port=port, db_port=db_port, workers=1)
+    spec = tmp_path / "away.yaml"
+    spec.write_text(SPEC.format(nb=NOTEBOOK, exp="server-away", grid="[0.6, 1.2]"))
+    cmd = [sys.executable, "-m", "lab", "sweep", str(spec), "--tracking-root", server.url, "--output-dir",
+           str(tmp_path / "out"), "--no-progress"]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "LAB_REPO_ROOT": str(REPO)}
+    try:
+        proc = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        deadline = time.monotonic() + 600
+        while not (client(server.url).get_experiment_by_name("server-away") and [
+                r for r in _children(server.url, "server-away") if r.info.status == "FINISHED"]):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(1)
+        finished = {r.info.run_id for r in _children(server.url, "server-away") if r.info.status == "FINISHED"}
+        server.stop()
+        stopped = time.monotonic()
+        out, err = proc.communicate(timeout=300)
+        took = time.monotonic() - stopped
+        errors = [line for line in err.splitlines() if line.startswith("error:")]
+        assert proc.returncode == 1 and took < 120 and "Traceback" not in err, (took, err[-3000:])
+        assert len(errors) == 1 and f"tracking server {server.url} does not answer (while " in errors[0], errors
+        assert "rerun the same command" in errors[0]
+        server = start_server(server_folder, port=port, db_port=db_port, workers=1)
+        again = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=900)
+        assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-3000:]
+        done = [r for r in _children(server.url, "server-away") if r.info.status == "FINISHED"]
+        assert len(done) == 2 and len({r.data.tags[TAG_HASH] for r in done}) == 2
+        assert finished <= {r.info.run_id for r in done}  # what finished before the server went away is kept
+    finally:
+        proc.kill()
+        server.stop()

@@ -14,6 +14,7 @@ from lab.core.errors import ConfigError
 from lab.core.flat import config_hash, flatten, varying_keys
 from lab.core.paths import resolve_repo_path, results_dir
 from lab.core.progress import progress as bar
+from lab.tracking.faults import check_server
 from lab.tracking.lifecycle import tracked_run
 from lab.tracking.store import (
     TAG_ROLE,
@@ -270,7 +271,7 @@ def _execute(plan: SweepPlan, opts: SweepOptions, tasks: list[SweepTask],
         pbar = bar(stream, desc=f"sweep {plan.spec.name}", total=len(tasks), enabled=opts.progress and bool(tasks),
                    unit="config")
         watch.bar = pbar
-        _collect_outcomes(pbar, decisions, outcomes, opts.echo)
+        _collect_outcomes(pbar, decisions, outcomes, opts.echo, opts.root)
     return [outcomes[i] for i in range(len(plan.configs))]
 
 
@@ -293,10 +294,12 @@ def _summarise(report: SweepReport, plan: SweepPlan, opts: SweepOptions) -> None
         publish_report(report, plan.spec, opts.publish, opts.root, opts.echo)
 
 
-def _collect_outcomes(pbar, decisions: list[Decision], outcomes: dict[int, ConfigOutcome], echo) -> None:
+def _collect_outcomes(pbar, decisions: list[Decision], outcomes: dict[int, ConfigOutcome], echo,
+                      root=None) -> None:
     """Each config's outcome as the executor yields its result (``pbar``, the progress bar over the stream), into
     ``outcomes`` by index, with its decision's reason unless a claim gave one; skips and failures are written on the
-    bar (through ``echo`` without one) and the bar shows the count of failures."""
+    bar (through ``echo`` without one) and the bar shows the count of failures. After a failure, a tracking server
+    (``root``) that no longer answers stops the sweep with one line (lab.tracking.faults.check_server)."""
     failed = 0
     write = pbar.write if hasattr(pbar, "write") else echo
     for o in pbar:
@@ -308,6 +311,7 @@ def _collect_outcomes(pbar, decisions: list[Decision], outcomes: dict[int, Confi
         elif o.status != "FINISHED":
             failed += 1
             write(f"config {o.index} ({o.label}) {o.status}: {o.error}")
+            check_server(root or "", f"running config {o.index} ({o.label})")
         if hasattr(pbar, "set_postfix"):
             pbar.set_postfix(failed=failed)
 
