@@ -141,7 +141,7 @@ def test_leaderboard_fits_the_page_at_1280_px(tmp_path):
     its container; a negative control (the same table with its cells forced onto one line) does not fit."""
     from lab.analysis.report import build_report
 
-    from .test_report import sweep_like_runs
+    from .test_build import sweep_like_runs
 
     browser()
     path = build_report(sweep_like_runs(), tmp_path / "wide.html", n_resamples=200, n_worst=2).path
