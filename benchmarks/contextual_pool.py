@@ -151,7 +151,7 @@ def main() -> None:
         from lab.tracking.results import log_result
 
         for res in results.values():
-            log_result(res, experiment=args.experiment, root=args.tracking_root, seed=args.seed)
+            log_result(res, experiment=args.experiment, tracking_root=args.tracking_root, seed=args.seed)
     base = results["hybrid"].evaluation
     rows = []
     for label, res in results.items():

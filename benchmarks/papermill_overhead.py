@@ -34,7 +34,8 @@ def one_sweep(spec: Path, work: Path, warm: bool) -> tuple[float, list[float]]:
 
     root = work / ("warm" if warm else "cold") / "mlruns"
     t0 = time.perf_counter()
-    rep = run_sweep(spec, root=str(root), output_dir=work / ("warm" if warm else "cold") / "out", progress=False,
+    rep = run_sweep(spec, tracking_root=str(root), output_dir=work / ("warm" if warm else "cold") / "out",
+                    progress=False,
                     echo=None, summary=False, warm_kernels=warm)
     total = time.perf_counter() - t0
     assert rep.ok, [o.error for o in rep.outcomes if o.error]

@@ -35,7 +35,8 @@ def main(spec: str = "params/smoke.yaml") -> None:
         timings, index_s = {}, {}
         for name, store in (("cold", "cold"), ("warm", "warm"), ("resume", "warm")):
             t0 = time.perf_counter()
-            rep = run_sweep(spec_path, root=tmp / store, output_dir=tmp / f"out-{name}", progress=False, echo=None)
+            rep = run_sweep(spec_path, tracking_root=tmp / store, output_dir=tmp / f"out-{name}", progress=False,
+                            echo=None)
             timings[name] = time.perf_counter() - t0
             if not rep.ok:
                 raise SystemExit(f"{name} sweep failed:\n{rep.table().to_string()}")

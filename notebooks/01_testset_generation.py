@@ -205,7 +205,7 @@ set_tags(run_id, {"dataset": ds.name, "dataset_fingerprint": fingerprint(ds.path
 for _name, _fig in figures.items():
     display(_fig)
     for _run_id in run_ids:
-        log_figure(_fig, _name, _run_id, root=tracking_root)
+        log_figure(_fig, _name, _run_id, tracking_root=tracking_root)
 if mlflow_run_id is None:
     cl.set_terminated(run_id, "FINISHED")
 print(f"logged to run {run_id}")

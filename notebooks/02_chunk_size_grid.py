@@ -96,7 +96,7 @@ rows, run_ids = [], []
 for cfg, strat, p, retrieval in runs_to_do:
     res = run_experiment(ds, strat, p, split=split, k=k, chunking=cfg, relevance=relevance,
                          max_queries=max_queries, ctx=ctx, condensed=condensed)
-    run_ids.append(log_result(res, run_id=mlflow_run_id, experiment=experiment, root=tracking_root, seed=seed))
+    run_ids.append(log_result(res, run_id=mlflow_run_id, experiment=experiment, tracking_root=tracking_root, seed=seed))
     info = res.info["chunking"]
     rows.append(({"chunker": info["chunker"], "size": info["chunk_size"], "overlap": info["chunk_overlap"],
                   "retrieval": retrieval, "n_chunks": info["n_chunks"],
@@ -129,4 +129,4 @@ if shown_tokens:  # token recall / precision / IoU of the top k chunks against c
 for _name, _fig in figures.items():
     display(_fig)
     for _run_id in run_ids:
-        log_figure(_fig, _name, _run_id, root=tracking_root)
+        log_figure(_fig, _name, _run_id, tracking_root=tracking_root)

@@ -68,7 +68,7 @@ results, run_ids = {}, []
 for name, p in todo.items():
     res = run_experiment(ds, name, p, split=split, k=k, chunking=chunking, relevance=relevance,
                          max_queries=max_queries, ctx=ctx, condensed=condensed)
-    run_ids.append(log_result(res, run_id=mlflow_run_id, experiment=experiment, root=tracking_root, seed=seed))
+    run_ids.append(log_result(res, run_id=mlflow_run_id, experiment=experiment, tracking_root=tracking_root, seed=seed))
     results[name] = res
     print(f"{name:>14}: {metric} {res.evaluation.means[metric]:.4f}  P50 {res.latency['latency_p50_ms']:.2f} ms  "
           f"index {res.index_seconds:.1f} s  ({res.evaluation.n_queries} queries)  run {run_ids[-1]}")
@@ -152,7 +152,7 @@ figures = {
 for _name, _fig in figures.items():
     display(_fig)
     for _run_id in run_ids:
-        log_figure(_fig, _name, _run_id, root=tracking_root)
+        log_figure(_fig, _name, _run_id, tracking_root=tracking_root)
 
 # %% [markdown]
 # ## Trends over scheduled sweeps
@@ -164,7 +164,7 @@ for _name, _fig in figures.items():
 # %%
 from lab.analysis.trends import schedule_history
 
-history = schedule_history(experiment, root=tracking_root, metric=metric)
+history = schedule_history(experiment, tracking_root=tracking_root, metric=metric)
 if len(history):
     display(plots.trend_lines(history, metric, title=f"{experiment}: {metric} over the scheduled sweeps"))
     display(history[["sequence", "label", metric, f"{metric}_ci_low", f"{metric}_ci_high", "reused",

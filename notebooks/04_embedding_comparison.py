@@ -80,7 +80,7 @@ results, run_ids = {}, []
 for label, (strat, p) in todo.items():
     res = run_experiment(ds, strat, p, split=split, k=k, chunking=chunking, relevance=relevance,
                          max_queries=max_queries, ctx=ctx)
-    run_ids.append(log_result(res, run_id=mlflow_run_id, experiment=experiment, root=tracking_root, seed=seed))
+    run_ids.append(log_result(res, run_id=mlflow_run_id, experiment=experiment, tracking_root=tracking_root, seed=seed))
     results[label] = res
     print(f"{label:>28}: {metric} {res.evaluation.means[metric]:.4f}  index {res.index_seconds:.1f} s for "
           f"{res.info['n_units']:,} chunks  P50 {res.latency['latency_p50_ms']:.2f} ms  run {run_ids[-1]}")
@@ -124,4 +124,4 @@ figures = {
 for _name, _fig in figures.items():
     display(_fig)
     for _run_id in run_ids:
-        log_figure(_fig, _name, _run_id, root=tracking_root)
+        log_figure(_fig, _name, _run_id, tracking_root=tracking_root)

@@ -38,7 +38,8 @@ def main() -> None:
     spec.write_text(SPEC)
     client(tmp / "mlruns").search_experiments()  # creating the store runs MLflow's migrations: not timed
     t0 = time.perf_counter()
-    rep = run_sweep(spec, root=str(tmp / "mlruns"), output_dir=tmp / "out", progress=False, echo=None, summary=False)
+    rep = run_sweep(spec, tracking_root=str(tmp / "mlruns"), output_dir=tmp / "out", progress=False, echo=None,
+                    summary=False)
     total = time.perf_counter() - t0
     if not rep.ok:
         raise SystemExit([o.error for o in rep.outcomes if o.error])

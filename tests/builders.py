@@ -54,7 +54,7 @@ def train_tiny(dataset: Path, out: Path, mlflow_root=None, **overrides) -> dict:
 
     cfg = TrainConfig(**{**TINY_RERANKER, **overrides})
     return train_reranker(dataset, out, cfg, ctx=Context(cache_dir=out.parent / "cache", progress=False),
-                          log=lambda *a: None, mlflow_root=mlflow_root)
+                          log=lambda *a: None, tracking_root=mlflow_root)
 
 
 TINY_EMBEDDER = {"epochs": 1, "batch_size": 4, "max_seq_length": 48, "val_fraction": 0.25, "val_max_queries": 3,

@@ -12,7 +12,7 @@ ORDQA = str(REPO / "data" / "ord-qa")
 
 
 @pytest.fixture
-def blank_mlflow_root(tmp_path, pytestconfig) -> Path:
+def blank_tracking_root(tmp_path, pytestconfig) -> Path:
     """A fresh tracking root: a copy of an empty MLflow DB made once per MLflow version (creating one runs the
     migrations, ~15 s here), cached under pytest's cache folder."""
     return blank_store(tmp_path, pytestconfig)

@@ -624,7 +624,7 @@ DETAILS_ARTIFACT = "answers.jsonl"
 SUMMARY_ARTIFACT = "answer_result.json"
 
 
-def log_answer_metrics(report: AnswerReport, experiment: str = "answer_metrics", root: str | Path = "mlruns",
+def log_answer_metrics(report: AnswerReport, experiment: str = "answer_metrics", tracking_root: str | Path = "mlruns",
                        run_name: str | None = None) -> str:
     """Log a report as one finished MLflow run; returns its id. Metrics: faithfulness, answer_relevancy,
     context_precision, context_recall (means over scored queries) with CI bounds, n_scored_* / n_failed_* /
@@ -636,7 +636,7 @@ def log_answer_metrics(report: AnswerReport, experiment: str = "answer_metrics",
     environment. Artifacts: answer_metrics.parquet (per query), answers.jsonl (answers, claims, verdicts, raw
     judge outputs), answer_result.json."""
     cfg = report.config
-    with tracked_run(experiment, root=root,
+    with tracked_run(experiment, tracking_root=tracking_root,
                      run_name=run_name or f"answers: {cfg['strategy']} top-{cfg['k']} on {cfg['dataset']}") as run:
         cl, run_id = run.cl, run.run_id
         params = dict(flatten(cfg))  # the user's config as given; descriptions with public paths (public_path)

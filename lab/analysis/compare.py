@@ -95,16 +95,16 @@ def metrics_version_warning(versions: Iterable[str | None], current: str | None 
     return "; ".join(parts) + ": re-run the older ones (or re-evaluate their run.trec with `lab evaluate`)"
 
 
-def latest_experiment(root="mlruns") -> str:
+def latest_experiment(tracking_root="mlruns") -> str:
     """Name of the experiment holding the most recently started run (ConfigError when the store has none)."""
-    cl = client(root)
+    cl = client(tracking_root)
     best, when = None, -1
     for e in cl.search_experiments():
         runs = cl.search_runs([e.experiment_id], max_results=1, order_by=["attributes.start_time DESC"])
         if runs and runs[0].info.start_time > when:
             best, when = e.name, runs[0].info.start_time
     if best is None:
-        raise ConfigError(f"no runs in the store at {root}; run `lab sweep params/<spec>.yaml` first")
+        raise ConfigError(f"no runs in the store at {tracking_root}; run `lab sweep params/<spec>.yaml` first")
     return best
 
 
@@ -159,7 +159,8 @@ def run_labels(runs) -> list[str]:
     return out
 
 
-def experiment_leaderboard(experiment: str, metric: str = "ndcg@10", root="mlruns", parent_run_id: str | None = None,
+def experiment_leaderboard(experiment: str, metric: str = "ndcg@10", tracking_root="mlruns",
+                           parent_run_id: str | None = None,
                 alpha: float = 0.05, n_resamples: int = N_RESAMPLES, seed: int = 0,
                 run_ids: Iterable[str] | None = None, correction: str | None = None) -> pd.DataFrame:
     """One row per finished run of ``experiment`` with ``metric``, best first (see the module docstring).
@@ -174,11 +175,11 @@ def experiment_leaderboard(experiment: str, metric: str = "ndcg@10", root="mlrun
     ``df.attrs``: metric, experiment, best_run_id, warnings, alpha, metrics_version_warning, correction,
     n_comparisons, correction_note, trust (lab.analysis.trust: label provenance, power, held-out check).
     """
-    cl = client(root)
+    cl = client(tracking_root)
     exp = cl.get_experiment_by_name(experiment)
     if exp is None:
         names = ", ".join(sorted(e.name for e in cl.search_experiments())) or "none"
-        raise ConfigError(f"no experiment {experiment!r} in the store at {root}; experiments: {names}")
+        raise ConfigError(f"no experiment {experiment!r} in the store at {tracking_root}; experiments: {names}")
     mkey = mlflow_metric_name(metric)
     keep = None if run_ids is None else set(run_ids)
     runs = [r for r in experiment_runs(cl, exp.experiment_id, parent_run_id) if mkey in r.data.metrics
@@ -208,7 +209,7 @@ def experiment_leaderboard(experiment: str, metric: str = "ndcg@10", root="mlrun
             "condensed": str(p.get("condensed", "False")).lower() == "true",
         })
         try:
-            scores.append(load_per_query(r.info.run_id, root, cl)[metric])
+            scores.append(load_per_query(r.info.run_id, tracking_root, cl)[metric])
         except Exception:  # noqa: BLE001 - a run without the artifact is listed without a test
             scores.append(None)
     df = leaderboard(scores, metric, labels=run_labels(runs), extra=rows, alpha=alpha,
@@ -282,16 +283,17 @@ def runs_trust(cl, runs, scores, df: pd.DataFrame, parent_run_id: str | None = N
                        labels_note=note)
 
 
-def runs_overlap(df: pd.DataFrame, root="mlruns", p: float | None = None, k: int | None = None) -> pd.DataFrame:
+def runs_overlap(df: pd.DataFrame, tracking_root="mlruns", p: float | None = None,
+                 k: int | None = None) -> pd.DataFrame:
     """Rank-biased overlap and top-k Jaccard between each pair of the leaderboard's runs (lab.metrics.overlap;
     rankings read from each run's run.trec), named by their short labels (lab.analysis.labels); needs no relevance
     labels. Pairs with the most different rankings first."""
-    cl = client(root)
+    cl = client(tracking_root)
     runs = {}
     for label, rid in zip(short_labels(list(df["label"].astype(str))), df["run_id"], strict=True):
         with tempfile.TemporaryDirectory(prefix="lab-overlap-") as tmp:
             runs[f"{label} ({rid[:8]})" if label in runs else label] = read_trec_run(
-                artifact_file(rid, RUN_ARTIFACT, tmp, root, cl))
+                artifact_file(rid, RUN_ARTIFACT, tmp, tracking_root, cl))
     return overlap_table(runs, P if p is None else p, JACCARD_K if k is None else k)
 
 
@@ -432,11 +434,11 @@ def group_means(scores: dict[str, pd.Series], groups: dict[str, str], by: str = 
     return out
 
 
-def leaderboard_by(df: pd.DataFrame, groups: dict[str, str], by: str = "tier", root="mlruns") -> pd.DataFrame:
+def leaderboard_by(df: pd.DataFrame, groups: dict[str, str], by: str = "tier", tracking_root="mlruns") -> pd.DataFrame:
     """:func:`group_means` of the runs of the leaderboard ``df`` (:func:`leaderboard`; its row order kept, each
     run's per-query values of its metric from MLflow), with their ``run_id``."""
     metric = df.attrs.get("metric") or df.columns[1]
-    scores = {f"{i}": load_per_query(run_id, root)[metric] for i, run_id in enumerate(df["run_id"])}
+    scores = {f"{i}": load_per_query(run_id, tracking_root)[metric] for i, run_id in enumerate(df["run_id"])}
     out = group_means(scores, groups, by, metric)
     out["label"], out["run_id"] = list(df["label"]), list(df["run_id"])
     return out

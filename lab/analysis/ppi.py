@@ -251,12 +251,12 @@ def ppi_lines(block: Mapping) -> list[str]:
     return lines
 
 
-def _dataset_folder(run, root, cl, override: str | Path | None) -> Path:
+def _dataset_folder(run, tracking_root, cl, override: str | Path | None) -> Path:
     if override:
         return Path(override)
     try:
         with tempfile.TemporaryDirectory(prefix="lab-ppi-") as tmp:
-            doc = json.loads(artifact_file(run.info.run_id, RESULT_ARTIFACT, tmp, root, cl).read_text("utf-8"))
+            doc = json.loads(artifact_file(run.info.run_id, RESULT_ARTIFACT, tmp, tracking_root, cl).read_text("utf-8"))
         path = (doc.get("info") or {}).get("dataset_path")
     except Exception:  # noqa: BLE001 - no result artifact: fall back to data/<dataset>
         path = None
@@ -269,7 +269,7 @@ def _dataset_folder(run, root, cl, override: str | Path | None) -> Path:
                       "runs were scored on")
 
 
-def experiment_ppi(df, human_qrels: str | Path, root="mlruns", dataset: str | Path | None = None,
+def experiment_ppi(df, human_qrels: str | Path, tracking_root="mlruns", dataset: str | Path | None = None,
                    alpha: float = 0.05, target_halfwidth: float = TARGET_HALFWIDTH, judge: str | None = None) -> dict:
     """:func:`ppi_block` of the runs of a leaderboard ``df`` (lab.analysis.compare.experiment_leaderboard): each
     run's ``run.trec`` and the qrels of its dataset folder (from its logged result, else data/<dataset>; or
@@ -277,16 +277,17 @@ def experiment_ppi(df, human_qrels: str | Path, root="mlruns", dataset: str | Pa
     if df.empty:
         raise ConfigError("--human-qrels: no finished runs to correct")
     return runs_ppi(list(df["run_id"]), list(df["label"]), df.attrs.get("metric") or df.columns[1], human_qrels,
-                    root, dataset, alpha, target_halfwidth, judge)
+                    tracking_root, dataset, alpha, target_halfwidth, judge)
 
 
-def runs_ppi(run_ids: Sequence[str], labels: Sequence[str], metric: str, human_qrels: str | Path, root="mlruns",
+def runs_ppi(run_ids: Sequence[str], labels: Sequence[str], metric: str, human_qrels: str | Path,
+             tracking_root="mlruns",
              dataset: str | Path | None = None, alpha: float = 0.05, target_halfwidth: float = TARGET_HALFWIDTH,
              judge: str | None = None) -> dict:
     """:func:`ppi_block` of MLflow runs (their ids and labels, best first): see :func:`experiment_ppi`."""
     if not target_halfwidth > 0:
         raise ConfigError(f"--target-halfwidth {target_halfwidth}: must be > 0, e.g. 0.02")
-    cl = client(root)
+    cl = client(tracking_root)
     first = cl.get_run(run_ids[0])
     split = first.data.params.get("split", "test")
     logged = [cl.get_run(i) for i in run_ids]
@@ -297,7 +298,7 @@ def runs_ppi(run_ids: Sequence[str], labels: Sequence[str], metric: str, human_q
                           "splits (or versions of a set); correct "
                           "the runs of one set at a time (--parent, or an experiment per set)")
     human = read_human_labels(human_qrels, split)
-    folder = _dataset_folder(first, root, cl, dataset)
+    folder = _dataset_folder(first, tracking_root, cl, dataset)
     files = qrels_files(folder)
     if split not in files:
         raise ConfigError(f"{folder}: no qrels for split {split!r}, the split the runs were scored on")
@@ -306,7 +307,7 @@ def runs_ppi(run_ids: Sequence[str], labels: Sequence[str], metric: str, human_q
     runs = []
     for rid, label in zip(run_ids, labels, strict=True):
         with tempfile.TemporaryDirectory(prefix="lab-ppi-") as tmp:
-            runs.append((str(rid), str(label), read_trec_run(artifact_file(rid, RUN_ARTIFACT, tmp, root, cl))))
+            runs.append((str(rid), str(label), read_trec_run(artifact_file(rid, RUN_ARTIFACT, tmp, tracking_root, cl))))
     return ppi_block(runs, judge_qrels, human, metric=metric, alpha=alpha, target_halfwidth=target_halfwidth,
                      judge=judge)
 
@@ -320,7 +321,7 @@ def check_ppi_options(human_qrels: str | Path, target_halfwidth: float, split: s
     return precheck_human_labels(human_qrels, split)
 
 
-def add_ppi(df, human_qrels: str | Path, root="mlruns", dataset: str | Path | None = None,
+def add_ppi(df, human_qrels: str | Path, tracking_root="mlruns", dataset: str | Path | None = None,
             target_halfwidth: float = TARGET_HALFWIDTH) -> dict:
     """Put :func:`experiment_ppi` of the leaderboard ``df`` into its trust object (``trust.ppi``) and its warnings
     into ``trust.warnings``; returns the block."""
@@ -328,18 +329,19 @@ def add_ppi(df, human_qrels: str | Path, root="mlruns", dataset: str | Path | No
         raise ConfigError("--human-qrels: no finished runs to correct")
     trust = df.attrs.get("trust") or {}
     block = add_ppi_to_trust(trust, list(df["run_id"]), list(df["label"]), df.attrs.get("metric") or df.columns[1],
-                             human_qrels, root, dataset, target_halfwidth, float(df.attrs.get("alpha") or 0.05))
+                             human_qrels, tracking_root, dataset, target_halfwidth,
+                             float(df.attrs.get("alpha") or 0.05))
     df.attrs["trust"] = trust
     return block
 
 
 def add_ppi_to_trust(trust: dict, run_ids: Sequence[str], labels: Sequence[str], metric: str,
-                     human_qrels: str | Path, root="mlruns", dataset: str | Path | None = None,
+                     human_qrels: str | Path, tracking_root="mlruns", dataset: str | Path | None = None,
                      target_halfwidth: float = TARGET_HALFWIDTH, alpha: float = 0.05) -> dict:
     """:func:`runs_ppi` put into a trust object (lab.analysis.trust): ``trust["ppi"]``, its warnings appended to
     ``trust["warnings"]``, the judge named from ``trust["labels"]``. Returns the block."""
     names = trust.get("labels") or {}
-    block = runs_ppi(run_ids, labels, metric, human_qrels, root, dataset, alpha, target_halfwidth,
+    block = runs_ppi(run_ids, labels, metric, human_qrels, tracking_root, dataset, alpha, target_halfwidth,
                      names.get("judge") or names.get("generator"))
     trust["ppi"] = block
     trust["warnings"] = [*(trust.get("warnings") or []), *block["warnings"]]

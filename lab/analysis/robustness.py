@@ -247,7 +247,7 @@ def run_robustness(dataset, variants, strategies: Sequence[str] = STRATEGIES,  #
                    params: Mapping[str, Mapping] | None = None, *, split: str = "test", k: int = 100,
                    metrics: Sequence[str] = TABLE_METRICS, ctx=None, max_queries: int | None = None,
                    n_resamples: int = N_RESAMPLES, seed: int = 0, confidence: float = 0.95, answer_rate: float = 0.95,
-                   log: bool = True, root: str | Path = "mlruns", experiment: str = DEFAULT_EXPERIMENT,
+                   log: bool = True, tracking_root: str | Path = "mlruns", experiment: str = DEFAULT_EXPERIMENT,
                    check_source: bool = True) -> Robustness:
     """Run ``strategies`` on the clean ``dataset`` (folder or Dataset) and on each variant (a folder of variant
     folders, one variant folder, or a list of them); build the table; log everything to MLflow when ``log``.
@@ -305,7 +305,8 @@ def run_robustness(dataset, variants, strategies: Sequence[str] = STRATEGIES,  #
     table = pd.DataFrame(rows)
     out = Robustness(table, pd.DataFrame(un_rows), results, pd.DataFrame(top_rows), metrics=metrics)
     if log:
-        log_robustness(out, loaded, root=root, experiment=experiment, seed=seed, n_resamples=n_resamples,
+        log_robustness(out, loaded, tracking_root=tracking_root, experiment=experiment, seed=seed,
+                       n_resamples=n_resamples,
                        config={"dataset": clean.name, "split": split, "k": k, "strategies": list(strategies),
                                "params": dict(params or {}), "max_queries": max_queries,
                                "answer_rate": answer_rate, "confidence": confidence})
@@ -405,14 +406,15 @@ def plot_top1(top1: pd.DataFrame, taus: Mapping[str, float] | None = None, title
 
 
 # ------------------------------------------------------------------------------------------------ MLflow
-def log_robustness(rob: Robustness, variants: Sequence[Variant], root: str | Path = "mlruns",
+def log_robustness(rob: Robustness, variants: Sequence[Variant], tracking_root: str | Path = "mlruns",
                    experiment: str = DEFAULT_EXPERIMENT, seed: int = 0, n_resamples: int = N_RESAMPLES,
                    config: Mapping | None = None) -> str:
     """Log the summary run and one nested run per strategy x variant; returns the summary run id."""
     config = dict(config or {})
     prov = {v.name: v.provenance for v in variants}
     # a step that raises ends the runs it is inside FAILED (tag error) and propagates
-    with tracked_run(experiment, run_name=f"robustness on {config.get('dataset', '')}".strip(), root=root,
+    with tracked_run(experiment, run_name=f"robustness on {config.get('dataset', '')}".strip(),
+                     tracking_root=tracking_root,
                      tags={"kind": "robustness-summary"}) as summary_run:
         cl, parent = summary_run.cl, summary_run.run_id
         log_params(parent, {**{k: v for k, v in config.items() if k != "params"},
@@ -422,7 +424,7 @@ def log_robustness(rob: Robustness, variants: Sequence[Variant], root: str | Pat
             with tracked_run(experiment_id=summary_run.experiment_id, run_name=f"{strategy} on {variant}",
                              parent_run_id=parent, cl=cl) as child:
                 run = child.run_id
-                log_result(res, run_id=run, root=root, seed=seed)
+                log_result(res, run_id=run, tracking_root=tracking_root, seed=seed)
                 p = prov.get(variant, {})
                 tags = {"variant": variant, "variant_seed": p.get("seed"), "clean_dataset": config.get("dataset"),
                         "kind": "robustness-run"}

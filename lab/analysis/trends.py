@@ -50,14 +50,14 @@ def read_record(cl, parent_run_id: str) -> dict | None:
             return None
 
 
-def schedule_history(experiment: str, root="mlruns", metric: str = "ndcg@10", schedule: str | None = None,
+def schedule_history(experiment: str, tracking_root="mlruns", metric: str = "ndcg@10", schedule: str | None = None,
                      cl=None) -> pd.DataFrame:
     """One row per (scheduled sweep, config) of ``experiment``: sequence, schedule, time, config_hash, label,
     run_id, reused, ``metric`` and its CI bounds, dataset_changed, model_changed (against that config's row of the
     sweep before), reason. Empty (with those columns) when the experiment has no scheduled sweep."""
     cols = ["sequence", "schedule", "time", "config_hash", "label", "run_id", "reused", metric, f"{metric}_ci_low",
             f"{metric}_ci_high", "dataset_changed", "model_changed", "reason"]
-    cl = cl or client(root)
+    cl = cl or client(tracking_root)
     exp = cl.get_experiment_by_name(experiment)
     if exp is None:
         return pd.DataFrame(columns=cols)

@@ -71,7 +71,8 @@ def cmd_answers(args) -> int:
                                 context_tokens=args.context_tokens, n_questions=args.n_questions,
                                 max_claims=args.max_claims or None, embedder=args.embedder, grammar=args.grammar,
                                 fallback=args.fallback, max_consecutive_failures=args.max_consecutive_failures)
-    run_id = None if args.no_log else log_answer_metrics(report, experiment=args.experiment, root=args.tracking_root)
+    run_id = None if args.no_log else log_answer_metrics(report, experiment=args.experiment,
+                                                         tracking_root=args.tracking_root)
     if args.per_query:
         write_table(report.evaluation.per_query, args.per_query)
     if report.evaluation.stopped:  # the endpoint went down: say so, and where the finished queries are

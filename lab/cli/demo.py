@@ -7,7 +7,7 @@ from lab.workbench.demo import DEFAULT_OUT, DEFAULT_SPEC, run_demo
 
 
 def cmd_demo(args) -> int:
-    res = run_demo(args.spec, root=args.tracking_root, out_dir=args.out, metric=args.metric, jobs=args.jobs,
+    res = run_demo(args.spec, tracking_root=args.tracking_root, out_dir=args.out, metric=args.metric, jobs=args.jobs,
                    progress=not args.no_progress)
     return 0 if res.ok and not res.leaderboard.empty else 1
 

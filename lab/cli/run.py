@@ -146,12 +146,12 @@ def _diagnostic_lines(describe: dict) -> list[str]:
 
 def _log_run(res, args) -> str:
     """Log a `lab run` result into MLflow (log_result), plus the strategy's http_* counters as metrics."""
-    run_id = log_result(res, experiment=args.experiment or "raglab", root=args.tracking_root, seed=args.seed)
+    run_id = log_result(res, experiment=args.experiment or "raglab", tracking_root=args.tracking_root, seed=args.seed)
     describe = res.info.get("retriever") or {}
     counters = {k: float(v) for k, v in describe.items()
                 if k.startswith("http_") and isinstance(v, (int, float)) and not isinstance(v, bool)}
     if counters:
-        log_metrics(run_id, counters, root=args.tracking_root)
+        log_metrics(run_id, counters, tracking_root=args.tracking_root)
     return run_id
 
 

@@ -29,7 +29,7 @@ def cmd_train_reranker(args) -> int:
     extra = [parse_source(spec, args.split) for spec in args.extra_dataset or []]
     meta = train_reranker(args.dataset, out, cfg, split=args.split, eval_dataset=args.eval_dataset, extra=extra,
                           force=args.force, ctx=ctx, log=(lambda *a: None) if args.json else print,
-                          mlflow_root=None if args.no_mlflow else args.tracking_root, experiment=args.experiment)
+                          tracking_root=None if args.no_mlflow else args.tracking_root, experiment=args.experiment)
     if args.json:
         keep = ("dataset", "split", "n_groups", "steps", "train_seconds", "val_first_stage_ndcg@10",
                 "val_rerank_ndcg@10", "recommended_alpha", "selected_epoch", "stopped_early", "weights_sha256",
@@ -100,7 +100,7 @@ def cmd_train_embedder(args) -> int:
     meta = train_embedder(args.dataset, args.out, cfg, split=args.split, eval_dataset=args.eval_dataset,
                           force=args.force, reuse=not args.retrain, ctx=ctx,
                           log=(lambda *a: None) if args.json else print,
-                          mlflow_root=None if args.no_mlflow else args.tracking_root, experiment=args.experiment)
+                          tracking_root=None if args.no_mlflow else args.tracking_root, experiment=args.experiment)
     if args.json:
         keep = ("out", "reused", "dataset", "split", "n_pairs", "steps", "train_seconds", "selected_epoch",
                 "val_base_ndcg@10", "val_best_ndcg@10", "model_sha256", "content_key", "mlflow_run_id", "leakage")

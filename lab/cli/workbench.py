@@ -66,7 +66,7 @@ def cmd_sweep(args) -> int:
     if gate_opts and not args.scheduled:
         raise ConfigError(f"{', '.join(gate_opts)}: only with --scheduled (they set the comparison with the previous "
                           "scheduled sweep)")
-    common = {**_sweep_option_values(args), "root": args.tracking_root, "publish": _publish_args(args)}
+    common = {**_sweep_option_values(args), "tracking_root": args.tracking_root, "publish": _publish_args(args)}
     if args.scheduled and not args.dry_run:
         common.pop("dry_run")
         common.pop("holdout")
@@ -98,16 +98,16 @@ def _board_text(df, experiment: str, metric: str, long_labels: bool = False) -> 
     return "\n".join([*lines, format_leaderboard(df, long_labels=long_labels), *(ppi_lines(ppi) if ppi else [])])
 
 
-def _print_sweep_board(experiment: str, root, metric: str = "ndcg@10", human_qrels: str | None = None) -> None:
+def _print_sweep_board(experiment: str, tracking_root, metric: str = "ndcg@10", human_qrels: str | None = None) -> None:
     """After a sweep: the leaderboard `lab compare --experiment EXPERIMENT` would print (its warnings on stderr);
     with ``human_qrels`` the prediction-powered one too (lab.analysis.ppi)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CompareWarning)
-        df = experiment_leaderboard(experiment, metric=metric, root=root)
+        df = experiment_leaderboard(experiment, metric=metric, tracking_root=tracking_root)
     if df.empty:
         return
     if human_qrels:
-        add_ppi(df, human_qrels, root)
+        add_ppi(df, human_qrels, tracking_root)
     for note in df.attrs.get("warnings", []):
         print(f"warning: {note}", file=sys.stderr)
     print(f"\n{_board_text(df, experiment, metric)}\n(the same as `lab compare --experiment {experiment}`; "
@@ -163,7 +163,8 @@ def cmd_compare(args) -> int:
         check_ppi_options(args.human_qrels, args.target_halfwidth)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CompareWarning)  # printed with the table
-        df = experiment_leaderboard(experiment, metric=metrics[0], root=args.tracking_root, parent_run_id=args.parent,
+        df = experiment_leaderboard(experiment, metric=metrics[0], tracking_root=args.tracking_root,
+                                    parent_run_id=args.parent,
                                    alpha=0.05 if args.alpha is None else args.alpha, correction=args.correction)
     if args.by and groups is None and not df.empty:
         groups = query_groups(existing_or_repo_path(f"data/{df['dataset'].iloc[0]}"), args.by)
@@ -185,7 +186,7 @@ def cmd_compare(args) -> int:
                   "per pair of runs, mean over the queries both answered (most different first)")
             print(runs_overlap(df, args.tracking_root).to_string(index=False, float_format="{:.3f}".format))
     if args.by and not df.empty:
-        by = leaderboard_by(df, groups, args.by, root=args.tracking_root)
+        by = leaderboard_by(df, groups, args.by, tracking_root=args.tracking_root)
         print(format_leaderboard_by(by, long_labels=args.long_labels), file=info)
     if args.png and not df.empty:
         print(f"chart written to {plot_leaderboard(df, args.png)}", file=info)
@@ -197,7 +198,7 @@ def cmd_compare(args) -> int:
     if opts:
         opts = parse_publish({**opts, "metrics": opts.get("metrics") or [metrics[0]]}, "lab compare")
         done = publish(experiment, prometheus=opts.get("prometheus"), pushgateway=opts.get("pushgateway"),
-                       job=opts.get("job", "raglab"), metrics=opts["metrics"], root=args.tracking_root,
+                       job=opts.get("job", "raglab"), metrics=opts["metrics"], tracking_root=args.tracking_root,
                        parent_run_id=args.parent)
         print(f"metrics {', '.join(opts['metrics'])} published to {', '.join(done)}", file=info)
     return 0
@@ -209,7 +210,7 @@ def _compare_previous(args, experiment: str, metrics: list[str]) -> int:
     prev, cur = previous_pair(cl, experiment, args.schedule)
     comp = compare_records(prev, cur, metrics, DEFAULT_MAX_DROP if args.max_drop is None else args.max_drop,
                            args.relative, args.significant_only, 0.05 if args.alpha is None else args.alpha,
-                           root=args.tracking_root, cl=cl)
+                           tracking_root=args.tracking_root, cl=cl)
     if args.json:
         print(json.dumps(comp.to_dict(), indent=2))
     else:

@@ -130,7 +130,7 @@ def export_annotation(dataset, out_csv: str | Path, strategies: Sequence[str] = 
             {"dataset": units.dataset.name, "strategies": list(runs), "depth": depth, "split": split, "seed": seed,
              "chunking": units.chunking, "max_queries": max_queries}, counts,
             {"dataset": units.dataset.name, "dataset_fingerprint": meta["units"]["source_fingerprint"]},
-            [path, meta_path(path)], root=tracking_root, experiment=experiment)
+            [path, meta_path(path)], tracking_root=tracking_root, experiment=experiment)
         meta_path(path).write_text(json.dumps(meta, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return {**counts, "path": str(path), "meta": str(meta_path(path)), "mlflow_run_id": meta.get("mlflow_run_id"),
             **({"pilot": sample_info["pilot"]} if "pilot" in sample_info else {})}
@@ -242,7 +242,7 @@ def import_annotation(sheet: str | Path, out: str | Path, dataset=None, chunking
             "annotation-import", f"annotation import {ds.name} ({report['judged']} judged)",
             {"sheet": sheet.name, "dataset": ds.name, "split": split, "chunking": units.chunking}, flat,
             {"dataset": ds.name, "dataset_fingerprint": provenance["units"]["source_fingerprint"]},
-            [folder], root=tracking_root, experiment=experiment)
+            [folder], tracking_root=tracking_root, experiment=experiment)
     report["folder"] = str(folder)
     report["graded_queries"] = len(human_grades["graded_queries"])
     return report

@@ -462,7 +462,7 @@ def _log_generation(gen: _Generation, folder: Path, provenance: dict, topic: dic
                            {"dataset": units.dataset.name,
                             "dataset_fingerprint": provenance["units"]["source_fingerprint"],
                             "testset_fingerprint": fingerprint(folder), "model.llm": model.identity,
-                            "seed": gen.cfg.seed}, [folder], root=tracking_root, experiment=experiment)
+                            "seed": gen.cfg.seed}, [folder], tracking_root=tracking_root, experiment=experiment)
 
 
 def topic_model_note(embedder) -> dict:

@@ -220,11 +220,11 @@ def import_graded(sheet: str | Path, graders: str, out: str | Path, dataset=None
     return report
 
 
-def log_agreement(run_id: str, rep: dict[str, Any], provenance: Path, root: str | Path) -> None:
+def log_agreement(run_id: str, rep: dict[str, Any], provenance: Path, tracking_root: str | Path) -> None:
     """Add the agreement to the import's MLflow run: metrics graders_pairs, graders_percent_agreement,
     graders_kappa, graders_weighted_kappa (undefined ones left out), tag ``labels.graders`` (the summary), and the
     provenance.json that records it."""
-    cl = client(root)
+    cl = client(tracking_root)
     metrics = {"graders_pairs": rep["pairs"], "graders_disagreements": len(rep["disagreements"]),
                "graders_unsettled": rep["unsettled"], "graders_percent_agreement": rep["percent_agreement"]["value"],
                "graders_kappa": rep["kappa"]["value"], "graders_weighted_kappa": rep["weighted_kappa"]["value"]}

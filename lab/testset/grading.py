@@ -21,8 +21,8 @@ Two graders and an arbiter (annotation sheets only)
   differently, with both grades; the arbiter's grades go to ``<sheet stem>.arbiter.csv`` (:func:`arbiter_path`,
   again a cleared copy of the sheet). lab.testset.graders turns the three files into qrels.
 
-Pace (:func:`pace`): seconds per grade is the median gap between consecutive grades made since the page was opened (gaps over
-:data:`IDLE_GAP` seconds, a pause, are left out); the time left is that times the rows left.
+Pace (:func:`pace`): seconds per grade is the median gap between consecutive grades made since the page was
+opened (gaps over :data:`IDLE_GAP` seconds, a pause, are left out); the time left is that times the rows left.
 """
 from __future__ import annotations
 
@@ -246,7 +246,8 @@ def best_window(text: str, spans: list[tuple[int, int]], size: int = WINDOW_CHAR
 
 # ------------------------------------------------------------------------------------------------ grading state
 def pace(times: list[float], left: int, idle_gap: float = IDLE_GAP) -> dict[str, Any]:
-    """{seconds_per_grade, per_hour, seconds_left} from the times (seconds) of the grades made since the page was opened; None values
+    """{seconds_per_grade, per_hour, seconds_left} from the times (seconds) of the grades made since the page was
+    opened; None values
     until two grades less than ``idle_gap`` apart were made."""
     gaps = [b - a for a, b in zip(times, times[1:], strict=False) if 0 <= b - a <= idle_gap]
     if not gaps:
@@ -258,7 +259,8 @@ def pace(times: list[float], left: int, idle_gap: float = IDLE_GAP) -> dict[str,
 @dataclass
 class Grading:
     """What one page grades: ``sheet`` (the file grades go to), ``order`` (indices of the rows shown, in the
-    sheet's order), ``others`` (arbitration: {row index: {grader: grade}}), ``times`` (the grades made since the page was opened)."""
+    sheet's order), ``others`` (arbitration: {row index: {grader: grade}}), ``times`` (the grades made since the page
+    was opened)."""
 
     sheet: Sheet
     mode: str  # "annotation", "review" or "arbitrate"

@@ -92,7 +92,7 @@ def log_judge_run(meta: dict, ds, src: Path, folder: Path, cfg: JudgeConfig, in_
          "check_pairs": cfg.check_pairs, "min_kappa": cfg.min_kappa, "force": bool(force)}, flat,
         {"dataset": ds.name, "dataset_fingerprint": fingerprint(src)},
         [folder / REPORT, folder / "qrels" / f"{cfg.split}.tsv", sidecar_path(folder, cfg.split)],
-        root=tracking_root, experiment=experiment)
+        tracking_root=tracking_root, experiment=experiment)
 
 
 def card_metrics(card: dict | None) -> dict:

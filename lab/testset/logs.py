@@ -256,7 +256,7 @@ def import_logs(path: str | Path, dataset, out: str | Path, *, link_threshold: f
                                   "link_threshold": link_threshold, "chunking": units.chunking, "grade": grade},
                                  counts, {"dataset": units.dataset.name,
                                           "dataset_fingerprint": provenance["units"]["source_fingerprint"]},
-                                 [folder], root=tracking_root, experiment=experiment)
+                                 [folder], tracking_root=tracking_root, experiment=experiment)
         provenance["mlflow_run_id"] = report["mlflow_run_id"] = run_id
         write_provenance(folder, provenance)
     report["folder"] = str(folder)

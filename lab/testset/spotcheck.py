@@ -228,7 +228,8 @@ def import_review(set_dir: str | Path, review_csv: str | Path, out: str | Path |
                                  {"set": str(set_dir), "out": str(target), "split": split, "ci_strategy": ci_strategy,
                                   "seed": seed}, metrics,
                                  {"testset_fingerprint": fingerprint(target), "dataset": ds.name},
-                                 [review_csv, target / "provenance.json"], root=tracking_root, experiment=experiment)
+                                 [review_csv, target / "provenance.json"], tracking_root=tracking_root,
+                                 experiment=experiment)
         report["mlflow_run_id"] = run_id
         prov["reviews"][-1]["mlflow_run_id"] = run_id
         write_provenance(target, prov)

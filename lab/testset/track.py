@@ -17,12 +17,12 @@ EXPERIMENT = "testset"
 
 
 def log_testset_run(kind: str, name: str, params: Mapping, metrics: Mapping[str, float], tags: Mapping | None = None,
-                    artifacts: Iterable[str | Path] = (), root: str | Path = "mlruns",
+                    artifacts: Iterable[str | Path] = (), tracking_root: str | Path = "mlruns",
                     experiment: str = EXPERIMENT, max_artifact_mb: float = 50.0) -> str:
     """Create a FINISHED run named ``name`` holding ``params``, ``metrics``, ``tags`` (+ kind, environment) and
     ``artifacts`` (files or folders); returns its run id. A step that raises ends the run FAILED with tag
     ``error`` (lab.tracking.lifecycle)."""
-    with tracked_run(experiment, run_name=name, root=root, environment=True,
+    with tracked_run(experiment, run_name=name, tracking_root=tracking_root, environment=True,
                      tags={"testset.kind": kind, **dict(tags or {})}) as run:
         run_id = run.run_id
         run.log_params(dict(flatten(dict(params))))

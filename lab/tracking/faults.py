@@ -25,7 +25,7 @@ _CONNECTION_WORDS = ("connection refused", "max retries exceeded", "failed to es
                      "name or service not known", "connection reset")
 
 
-def plain_cause(exc: BaseException, root: str | Path | None = None) -> str:
+def plain_cause(exc: BaseException, tracking_root: str | Path | None = None) -> str:
     """The cause of ``exc`` (anywhere in its chain) in plain words (see the module docstring)."""
     chain = exception_chain(exc)
     for e in chain:
@@ -38,27 +38,27 @@ def plain_cause(exc: BaseException, root: str | Path | None = None) -> str:
             return "the store is read-only"
         if any(w in low for w in _CONNECTION_WORDS) or type(e).__name__ in ("ConnectionError", "ConnectTimeout",
                                                                             "ReadTimeout", "MaxRetryError"):
-            return f"the tracking server {root or ''} does not answer".replace("  ", " ")
+            return f"the tracking server {tracking_root or ''} does not answer".replace("  ", " ")
     first = str(exc).splitlines()[0] if str(exc) else ""
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
-def unlogged_root(root: str | Path = "mlruns") -> Path:
+def unlogged_root(tracking_root: str | Path = "mlruns") -> Path:
     """The folder unlogged results go under (see the module docstring); not created here."""
     if os.environ.get(UNLOGGED_ENV):
         return Path(os.environ[UNLOGGED_ENV]).expanduser()
-    if not is_uri(root):
-        return root_path(root) / "unlogged"
-    db = sqlite_file(str(root))
+    if not is_uri(tracking_root):
+        return root_path(tracking_root) / "unlogged"
+    db = sqlite_file(str(tracking_root))
     if db is not None:
         return db.parent / "unlogged"
     return Path.home() / ".cache" / "raglab" / "unlogged"
 
 
-def server_answers(root: str | Path, timeout: float = 10.0) -> bool:
+def server_answers(tracking_root: str | Path, timeout: float = 10.0) -> bool:
     """Whether the tracking server at ``root`` (an http(s) URI) answers its ``/health`` check; True for any other
     store."""
-    url = str(root)
+    url = str(tracking_root)
     if not url.startswith(("http://", "https://")):
         return True
     try:
@@ -68,10 +68,10 @@ def server_answers(root: str | Path, timeout: float = 10.0) -> bool:
         return False
 
 
-def check_server(root: str | Path, doing: str) -> None:
+def check_server(tracking_root: str | Path, doing: str) -> None:
     """Raise the one TrackingError line of a sweep whose tracking server stopped answering (the server, what the
-    sweep was doing, what to do); nothing when it answers or ``root`` is no server."""
-    if not server_answers(root):
-        raise TrackingError(f"the tracking server {root} does not answer (while {doing}); the sweep stopped. Start "
-                            "the server again (lab server) and rerun the same command: finished configs are kept, "
-                            "the others run again")
+    sweep was doing, what to do); nothing when it answers or ``tracking_root`` is no server."""
+    if not server_answers(tracking_root):
+        raise TrackingError(f"the tracking server {tracking_root} does not answer (while {doing}); the sweep stopped. "
+                            "Start the server again (lab server) and rerun the same command: finished configs are "
+                            "kept, the others run again")

@@ -1,6 +1,6 @@
 """One lifecycle for every MLflow run raglab creates: :func:`tracked_run`.
 
-    with tracked_run("testset", run_name="generate on scifact", root=root, environment=True) as run:
+    with tracked_run("testset", run_name="generate on scifact", tracking_root=tracking_root, environment=True) as run:
         run.log_params({...})
         run.log_metrics({...})
 
@@ -107,15 +107,17 @@ class TrackedRun:
 
 @contextmanager
 def tracked_run(experiment: str | None = None, *, experiment_id: str | None = None, run_name: str | None = None,
-                tags: Mapping[str, Any] | None = None, root: str | Path = "mlruns", parent_run_id: str | None = None,
+                tags: Mapping[str, Any] | None = None, tracking_root: str | Path = "mlruns",
+                parent_run_id: str | None = None,
                 cl=None, environment: bool = False, source_type: str | None = "LOCAL",
                 resume_run_id: str | None = None, keep_ended: bool = False) -> Iterator[TrackedRun]:
     """Create (or resume) an MLflow run, yield a :class:`TrackedRun`, and end it as the module docstring says.
 
     experiment: experiment name (created when absent); experiment_id: an experiment's id instead (one of the two,
-    unless resuming). root: tracking root (see lab.tracking.store), used when ``cl`` (an MlflowClient) is None.
+    unless resuming). tracking_root: the tracking store (see lab.tracking.store), used when ``cl`` (an MlflowClient)
+    is None.
     """
-    cl = cl or client(root)
+    cl = cl or client(tracking_root)
     if resume_run_id is not None:
         run = cl.get_run(resume_run_id)
         cl.update_run(resume_run_id, status="RUNNING")
@@ -126,7 +128,7 @@ def tracked_run(experiment: str | None = None, *, experiment_id: str | None = No
         if experiment_id is None:
             if not experiment:
                 raise ConfigError("tracked_run: give experiment (a name) or experiment_id")
-            experiment_id = get_or_create_experiment(experiment, root, cl)
+            experiment_id = get_or_create_experiment(experiment, tracking_root, cl)
         all_tags: dict[str, Any] = {}
         if source_type is not None:
             all_tags[TAG_SOURCE_TYPE] = source_type

@@ -144,7 +144,7 @@ def write_result_files(result, folder: Path, seed: int = 0) -> list[Path]:
     return paths
 
 
-def log_result(result, run_id: str | None = None, experiment: str | None = None, root: str | Path = "mlruns",
+def log_result(result, run_id: str | None = None, experiment: str | None = None, tracking_root: str | Path = "mlruns",
                ci: bool = True, seed: int = 0, n_resamples: int = CI_RESAMPLES, run_name: str | None = None,
                holdout: tuple[float, int] | None = None) -> str:
     """Log a :class:`lab.experiment.run.Result` into MLflow and return the run id.
@@ -189,10 +189,10 @@ def log_result(result, run_id: str | None = None, experiment: str | None = None,
 
     cl, own, failed = None, run_id is None, None
     try:
-        cl = client(root)
+        cl = client(tracking_root)
         if run_id is None:  # our own run: created here, ended FINISHED, or FAILED (tag error) when logging raises
             strategy = result.config.get("strategy", "run")
-            with tracked_run(experiment or "raglab", root=root, cl=cl,
+            with tracked_run(experiment or "raglab", tracking_root=tracking_root, cl=cl,
                              run_name=run_name or f"{strategy} on {result.info.get('dataset', '')}".strip()) as run:
                 run_id = run.run_id
                 try:
@@ -200,7 +200,7 @@ def log_result(result, run_id: str | None = None, experiment: str | None = None,
                 except Exception as exc:  # noqa: BLE001 - ended FAILED with the cause, then raised below
                     failed = exc
                     drop_local_artifacts(cl, run_id)
-                    run.fail(plain_cause(exc, root))
+                    run.fail(plain_cause(exc, tracking_root))
             if failed is not None:
                 raise failed
         else:
@@ -208,7 +208,7 @@ def log_result(result, run_id: str | None = None, experiment: str | None = None,
     except BaseException as exc:
         if not isinstance(exc, Exception):
             raise
-        _raise_unlogged(result, seed, experiment, root, failed or exc, run_id if own else None, cl)
+        _raise_unlogged(result, seed, experiment, tracking_root, failed or exc, run_id if own else None, cl)
     return run_id
 
 
@@ -237,19 +237,21 @@ def _ended(cl, run_id: str | None, cause: str) -> str:
         return f"; run {run_id} could not be marked FAILED either"
 
 
-def _raise_unlogged(result, seed: int, experiment: str | None, root, exc: Exception, run_id: str | None,
+def _raise_unlogged(result, seed: int, experiment: str | None, tracking_root, exc: Exception, run_id: str | None,
                     cl) -> NoReturn:
     """Save a result that could not be logged and raise the one TrackingError line: the cause, the run's end,
     and where the result went (or why it could not be saved)."""
-    cause = plain_cause(exc, root)
+    cause = plain_cause(exc, tracking_root)
     try:
-        folder = save_unlogged(result, seed, experiment or "raglab", root=root)
+        folder = save_unlogged(result, seed, experiment or "raglab", tracking_root=tracking_root)
     except OSError as saving:
-        raise TrackingError(f"logging to MLflow (tracking root {root}) failed: {cause}{_ended(cl, run_id, cause)}; "
-                            f"saving the result under {unlogged_root(root)} failed too: "
+        raise TrackingError(f"logging to MLflow (tracking root {tracking_root}) failed: {cause}"
+                            f"{_ended(cl, run_id, cause)}; "
+                            f"saving the result under {unlogged_root(tracking_root)} failed too: "
                             f"{storage_fault(saving) or saving}; set {UNLOGGED_ENV} to a folder on another disk to "
                             "keep it") from None
-    raise TrackingError(f"logging to MLflow (tracking root {root}) failed: {cause}{_ended(cl, run_id, cause)}; "
+    raise TrackingError(f"logging to MLflow (tracking root {tracking_root}) failed: {cause}"
+                        f"{_ended(cl, run_id, cause)}; "
                         f"the result was saved to {folder} ({RESULT_ARTIFACT}, {PER_QUERY_ARTIFACT}, {RUN_ARTIFACT})"
                         ) from exc
 
@@ -288,14 +290,15 @@ def split_for_holdout(result, holdout: tuple[float, int] | None):
 
 
 def save_unlogged(result, seed: int = 0, experiment: str = "raglab", folder: str | Path | None = None,
-                  root: str | Path = "mlruns") -> Path:
+                  tracking_root: str | Path = "mlruns") -> Path:
     """Write a result that could not be logged to ``<unlogged root>/<experiment>/<time>-<strategy>-<pid>/`` (the
     unlogged root of tracking root ``root``: :func:`lab.tracking.faults.unlogged_root`), or to ``folder``:
     result.json, per_query.parquet and run.trec, as :func:`write_result_files` writes them."""
     if folder is None:
         strategy = re.sub(r"[^\w.-]", "_", str(result.config.get("strategy", "run")))
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        folder = unlogged_root(root) / re.sub(r"[^\w.-]", "_", experiment) / f"{stamp}-{strategy}-{os.getpid()}"
+        folder = unlogged_root(tracking_root) / re.sub(r"[^\w.-]", "_",
+                                                       experiment) / f"{stamp}-{strategy}-{os.getpid()}"
     folder = Path(folder)
     made = not folder.exists()
     try:

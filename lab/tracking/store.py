@@ -1,7 +1,8 @@
 """MLflow tracking: one store per tracking root; keys, params, metrics, tags and artifacts of runs.
 
 Conventions
-- Store: ``tracking_uri(root)`` is ``sqlite:///<abs root>/mlflow.db``; artifacts live under ``<abs root>/artifacts``
+- Store: ``tracking_uri(tracking_root)`` is ``sqlite:///<abs root>/mlflow.db``; artifacts live under
+  ``<abs root>/artifacts``
   (the artifact_location of every experiment created here). A relative root is relative to the repository root
   (see :mod:`lab.core.paths`), so notebooks and the CLI share one store whatever their working directory. A root
   that is already a URI (``sqlite:///...``, ``http://host:5000``) is used as it is.
@@ -79,15 +80,15 @@ _BAD_KEY = re.compile(r"[^/\w.\- :]")
 # ----------------------------------------------------------------------------------------------------------
 # store
 # ----------------------------------------------------------------------------------------------------------
-def is_uri(root: str | Path) -> bool:
-    """True when ``root`` is a tracking URI (``scheme://...`` or ``sqlite:...``), False for a folder."""
-    s = str(root)
+def is_uri(tracking_root: str | Path) -> bool:
+    """True when ``tracking_root`` is a tracking URI (``scheme://...`` or ``sqlite:...``), False for a folder."""
+    s = str(tracking_root)
     return "://" in s or s.startswith("sqlite:")
 
 
-def root_path(root: str | Path = "mlruns") -> Path:
+def root_path(tracking_root: str | Path = "mlruns") -> Path:
     """Absolute folder of a tracking root: absolute kept, relative joined to the repo root (else the cwd)."""
-    p = Path(root).expanduser()
+    p = Path(tracking_root).expanduser()
     if p.is_absolute():
         return p
     try:
@@ -96,20 +97,20 @@ def root_path(root: str | Path = "mlruns") -> Path:
         return p.resolve()
 
 
-def tracking_uri(root: str | Path = "mlruns") -> str:
-    """``sqlite:///<abs root>/mlflow.db`` (creating the folder), or ``root`` itself when it is a URI."""
-    if is_uri(root):
-        return str(root)
-    folder = root_path(root)
+def tracking_uri(tracking_root: str | Path = "mlruns") -> str:
+    """``sqlite:///<abs root>/mlflow.db`` (creating the folder), or ``tracking_root`` itself when it is a URI."""
+    if is_uri(tracking_root):
+        return str(tracking_root)
+    folder = root_path(tracking_root)
     folder.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{folder / 'mlflow.db'}"
 
 
-def artifact_location(root: str | Path = "mlruns") -> str | None:
+def artifact_location(tracking_root: str | Path = "mlruns") -> str | None:
     """``file://<abs root>/artifacts`` for a folder root; None (the server's default) for a URI root."""
-    if is_uri(root):
+    if is_uri(tracking_root):
         return None
-    folder = root_path(root) / "artifacts"
+    folder = root_path(tracking_root) / "artifacts"
     folder.mkdir(parents=True, exist_ok=True)
     return folder.as_uri()
 
@@ -128,12 +129,12 @@ def sqlite_file(uri: str) -> Path | None:
     return Path(uri[len(prefix):]) if uri.startswith(prefix) and len(uri) > len(prefix) else None
 
 
-def ensure_store(root: str | Path = "mlruns") -> str:
-    """Create (or migrate) the sqlite store of ``root`` under an exclusive file lock beside the database, so
+def ensure_store(tracking_root: str | Path = "mlruns") -> str:
+    """Create (or migrate) the sqlite store of ``tracking_root`` under an exclusive file lock beside the database, so
     processes starting on a new store at once do not race on its tables (MLflow creates them and runs the alembic
     migrations when it first opens a database; two at once fail with "table ... already exists" or "duplicate
     column"). Done once per process and store; other stores (http) are left to their server. Returns the URI."""
-    uri = tracking_uri(root)
+    uri = tracking_uri(tracking_root)
     db = sqlite_file(uri)
     if db is None or uri in _READY:
         return uri
@@ -150,7 +151,7 @@ def ensure_store(root: str | Path = "mlruns") -> str:
     try:
         with lock.acquire(timeout=STORE_LOCK_TIMEOUT):
             # a folder root's artifacts folder; for a URI root (artifact_location None) the one beside the db
-            _open_sqlite(SqlAlchemyStore, uri, artifact_location(root) or artifacts, db)
+            _open_sqlite(SqlAlchemyStore, uri, artifact_location(tracking_root) or artifacts, db)
     except Timeout:
         raise TrackingError(f"{db}: another process has held the store's lock ({lock.lock_file}) for more than "
                             f"{STORE_LOCK_TIMEOUT} s; is a migration stuck? end that process and retry") from None
@@ -161,25 +162,25 @@ def ensure_store(root: str | Path = "mlruns") -> str:
 
 
 
-def existing_store(root: str | Path = "mlruns") -> None:
+def existing_store(tracking_root: str | Path = "mlruns") -> None:
     """Refuse (ConfigError, one line) a folder root, or a ``sqlite:///`` URI, that holds no store yet: for commands
     that only read one (``lab compare``, ``lab report``), so a mistyped ``--tracking-root`` creates nothing.
     A server URI is left to its server."""
-    if is_uri(root) and not str(root).startswith("sqlite:"):
+    if is_uri(tracking_root) and not str(tracking_root).startswith("sqlite:"):
         return
-    db = sqlite_file(str(root)) if is_uri(root) else root_path(root) / "mlflow.db"
+    db = sqlite_file(str(tracking_root)) if is_uri(tracking_root) else root_path(tracking_root) / "mlflow.db"
     if db is not None and not db.is_file():
-        where = db if is_uri(root) else db.parent
-        raise ConfigError(f"--tracking-root {root}: no MLflow store at {where} (no mlflow.db); check the path (a "
-                          "typo?), or log runs there first (lab sweep SPEC --tracking-root ROOT)")
+        where = db if is_uri(tracking_root) else db.parent
+        raise ConfigError(f"--tracking-root {tracking_root}: no MLflow store at {where} (no mlflow.db); check the path "
+                          "(a typo?), or log runs there first (lab sweep SPEC --tracking-root ROOT)")
 
 
-def read_only(root: str | Path = "mlruns") -> bool:
-    """True when ``root`` is a sqlite store whose folder this process cannot write (a read-only mount, a copy
+def read_only(tracking_root: str | Path = "mlruns") -> bool:
+    """True when ``tracking_root`` is a sqlite store whose folder this process cannot write (a read-only mount, a copy
     without write permission): read-only commands work on it, nothing can be logged into it."""
-    if is_uri(root) and not str(root).startswith("sqlite:"):
+    if is_uri(tracking_root) and not str(tracking_root).startswith("sqlite:"):
         return False
-    db = sqlite_file(tracking_uri(root))
+    db = sqlite_file(tracking_uri(tracking_root))
     return db is not None and db.parent.is_dir() and not _writable(db.parent)
 
 
@@ -247,12 +248,12 @@ def storage_fault(exc: BaseException, db: str | Path | None = None) -> str | Non
     return None
 
 
-def client(root: str | Path = "mlruns"):
-    """An :class:`mlflow.MlflowClient` on the store of ``root`` (no global tracking URI is set); the store is
+def client(tracking_root: str | Path = "mlruns"):
+    """An :class:`mlflow.MlflowClient` on the store of ``tracking_root`` (no global tracking URI is set); the store is
     created or migrated first, under a lock (:func:`ensure_store`)."""
     from mlflow import MlflowClient
 
-    return MlflowClient(tracking_uri=ensure_store(root))
+    return MlflowClient(tracking_uri=ensure_store(tracking_root))
 
 
 #: Experiment tag that tells the MLflow 3 UI what kind of experiment it shows; "custom_model_development"
@@ -262,7 +263,7 @@ EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
 
 
-def get_or_create_experiment(name: str, root: str | Path = "mlruns", cl=None) -> str:
+def get_or_create_experiment(name: str, tracking_root: str | Path = "mlruns", cl=None) -> str:
     """Id of experiment ``name``, created with artifact_location under ``<root>/artifacts`` when absent, tagged
     :data:`EXPERIMENT_KIND_TAG` = :data:`EXPERIMENT_KIND` (an existing experiment without that tag gets it).
 
@@ -270,11 +271,11 @@ def get_or_create_experiment(name: str, root: str | Path = "mlruns", cl=None) ->
     """
     from mlflow.exceptions import MlflowException
 
-    cl = cl or client(root)
+    cl = cl or client(tracking_root)
     exp = cl.get_experiment_by_name(name)
     if exp is None:
         try:
-            return cl.create_experiment(name, artifact_location=artifact_location(root),
+            return cl.create_experiment(name, artifact_location=artifact_location(tracking_root),
                                         tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
         except MlflowException:
             exp = cl.get_experiment_by_name(name)
@@ -358,14 +359,14 @@ def model_identities(describe: Mapping) -> dict[str, str]:
 # ----------------------------------------------------------------------------------------------------------
 # logging
 # ----------------------------------------------------------------------------------------------------------
-def log_params(run_id: str, params: Mapping[str, Any], cl=None, root: str | Path = "mlruns",
+def log_params(run_id: str, params: Mapping[str, Any], cl=None, tracking_root: str | Path = "mlruns",
                conflict_prefix: str = "resolved.") -> dict[str, str]:
     """Log params (values formatted by :func:`lab.core.flat.format_value`) into a run, without ever failing on a
     key the run already holds: same value -> skipped; different value -> logged as ``conflict_prefix + key``.
     Returns what was logged, key -> value."""
     from mlflow.entities import Param
 
-    cl = cl or client(root)
+    cl = cl or client(tracking_root)
     existing = cl.get_run(run_id).data.params
     out: dict[str, str] = {}
     for key, value in params.items():
@@ -383,12 +384,13 @@ def log_params(run_id: str, params: Mapping[str, Any], cl=None, root: str | Path
     return out
 
 
-def log_metrics(run_id: str, metrics: Mapping[str, float], cl=None, root: str | Path = "mlruns", step: int = 0) -> None:
+def log_metrics(run_id: str, metrics: Mapping[str, float], cl=None, tracking_root: str | Path = "mlruns",
+                step: int = 0) -> None:
     """Log ``{name: value}`` metrics (names mapped by :func:`mlflow_metric_name`); NaN/None values are skipped."""
 
     from mlflow.entities import Metric
 
-    cl = cl or client(root)
+    cl = cl or client(tracking_root)
     ts = int(time.time() * 1000)
     items = [Metric(mlflow_metric_name(k), float(v), ts, step) for k, v in metrics.items()
              if v is not None and not math.isnan(float(v))]
@@ -396,26 +398,27 @@ def log_metrics(run_id: str, metrics: Mapping[str, float], cl=None, root: str | 
         cl.log_batch(run_id, metrics=items[i:i + 1000])
 
 
-def set_tags(run_id: str, tags: Mapping[str, Any], cl=None, root: str | Path = "mlruns") -> None:
+def set_tags(run_id: str, tags: Mapping[str, Any], cl=None, tracking_root: str | Path = "mlruns") -> None:
     """Set tags (values as str, truncated to MLflow's limit)."""
     from mlflow.entities import RunTag
 
-    cl = cl or client(root)
+    cl = cl or client(tracking_root)
     items = [RunTag(safe_key(k), truncate(str(v), MAX_TAG)) for k, v in tags.items() if v is not None]
     for i in range(0, len(items), 100):
         cl.log_batch(run_id, tags=items[i:i + 100])
 
 
-def log_figure(fig, name: str, run_id: str, root: str | Path = "mlruns") -> str:
+def log_figure(fig, name: str, run_id: str, tracking_root: str | Path = "mlruns") -> str:
     """Save a matplotlib Figure as ``figures/<name>.png`` in the run's artifacts; returns the artifact path."""
     artifact = f"figures/{name if name.endswith('.png') else name + '.png'}"
-    client(root).log_figure(run_id, fig, artifact)
+    client(tracking_root).log_figure(run_id, fig, artifact)
     return artifact
 
 
-def log_file(run_id: str, path: str | Path, artifact_path: str | None = None, root: str | Path = "mlruns") -> None:
+def log_file(run_id: str, path: str | Path, artifact_path: str | None = None,
+             tracking_root: str | Path = "mlruns") -> None:
     """Copy a local file into the run's artifacts (under ``artifact_path`` when given)."""
-    client(root).log_artifact(run_id, str(path), artifact_path)
+    client(tracking_root).log_artifact(run_id, str(path), artifact_path)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -433,9 +436,9 @@ def search_all_runs(cl, experiment_id: str, filter_string: str = "") -> list:
             return runs
 
 
-def artifact_file(run_id: str, artifact: str, dst: str | Path, root: str | Path = "mlruns", cl=None) -> Path:
+def artifact_file(run_id: str, artifact: str, dst: str | Path, tracking_root: str | Path = "mlruns", cl=None) -> Path:
     """Local path of one artifact of a run: read in place for a local (file://) store, else downloaded to ``dst``."""
-    cl = cl or client(root)
+    cl = cl or client(tracking_root)
     uri = cl.get_run(run_id).info.artifact_uri
     if uri.startswith("file://"):
         local = Path(unquote(urlparse(uri).path)) / artifact
@@ -445,9 +448,9 @@ def artifact_file(run_id: str, artifact: str, dst: str | Path, root: str | Path 
     return Path(cl.download_artifacts(run_id, artifact, str(dst)))
 
 
-def load_per_query(run_id: str, root: str | Path = "mlruns", cl=None):
+def load_per_query(run_id: str, tracking_root: str | Path = "mlruns", cl=None):
     """The per-query table a run logged (DataFrame indexed by query_id as str, columns = metric labels)."""
     with tempfile.TemporaryDirectory(prefix="lab-pq-") as tmp:
-        df = pd.read_parquet(artifact_file(run_id, PER_QUERY_ARTIFACT, tmp, root, cl))
+        df = pd.read_parquet(artifact_file(run_id, PER_QUERY_ARTIFACT, tmp, tracking_root, cl))
     df.index = df.index.astype(str)
     return df

@@ -102,21 +102,21 @@ def runs_url(experiment_id: str, host: str = DEFAULT_HOST, port: int = DEFAULT_P
     return url + (f"&viewStateShareKey={VIEW_KEY}" if has_view else "")
 
 
-def ui_command(root="mlruns", host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> list[str]:
-    """The `mlflow ui` command line for the store at ``root`` (one worker; run it with :data:`UI_ENV`)."""
+def ui_command(tracking_root="mlruns", host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> list[str]:
+    """The `mlflow ui` command line for the store at ``tracking_root`` (one worker; run it with :data:`UI_ENV`)."""
     mlflow = Path(sys.executable).with_name("mlflow")
-    cmd = [str(mlflow) if mlflow.exists() else "mlflow", "ui", "--backend-store-uri", tracking_uri(root)]
-    art = artifact_location(root)
+    cmd = [str(mlflow) if mlflow.exists() else "mlflow", "ui", "--backend-store-uri", tracking_uri(tracking_root)]
+    art = artifact_location(tracking_root)
     if art:
         cmd += ["--default-artifact-root", art]
     return cmd + ["--host", host, "--port", str(port), "--workers", "1"]
 
 
-def ui_links(root="mlruns", host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
+def ui_links(tracking_root="mlruns", host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
              experiment: str | None = None) -> list[str]:
     """Lines naming the runs view of each experiment in the store (``experiment`` only, when given; the one with
     the latest run first). Experiments without the model-training tag get it (see lab.tracking.store)."""
-    cl = client(root)
+    cl = client(tracking_root)
     exps = [e for e in cl.search_experiments() if e.name != "Default" or experiment == "Default"]
     if experiment is not None:
         exps = [e for e in exps if e.name == experiment]

@@ -334,20 +334,20 @@ def reusable(out: str | Path, key: str, log=print) -> dict | None:
     return None
 
 
-def save_metadata(meta: dict, out: str | Path, mlflow_root, experiment: str,
+def save_metadata(meta: dict, out: str | Path, tracking_root, experiment: str,
                   log_run: Callable[[dict, Path, Any, str], str]) -> dict:
     """Log the training to MLflow (``log_run``; skipped when ``mlflow_root`` is None), record its run id as
     ``mlflow_run_id`` and write ``meta`` to ``out/training.json``; returns ``meta``. Absolute paths in ``meta``
     (the dataset's, the evaluation dataset's, the base model's) are made public first
     (:func:`lab.core.paths.public_paths_in`): no machine path is logged or written."""
     meta.update(public_paths_in(meta))
-    if mlflow_root is not None:
-        meta["mlflow_run_id"] = log_run(meta, Path(out), mlflow_root, experiment)
+    if tracking_root is not None:
+        meta["mlflow_run_id"] = log_run(meta, Path(out), tracking_root, experiment)
     (Path(out) / TRAINING_FILE).write_text(json.dumps(meta, indent=1, sort_keys=True), encoding="utf-8")
     return meta
 
 
-def log_training_run(meta: dict, out: Path, root, experiment: str, *, run_name: str, param_keys: Sequence[str],
+def log_training_run(meta: dict, out: Path, tracking_root, experiment: str, *, run_name: str, param_keys: Sequence[str],
                      figures: dict, tags: dict, extra_params: dict | None = None,
                      epoch_train_loss: bool = False) -> str:
     """One MLflow run for a training; returns its id. Params: ``params.<field>`` of every config field, the
@@ -356,7 +356,7 @@ def log_training_run(meta: dict, out: Path, root, experiment: str, *, run_name: 
     asked), ``figures`` (names mapped by lab.tracking.store). Tags: kind=training, trained_model (the folder),
     ``tags``, dataset_fingerprint, seed, and the environment. Ends FINISHED, or FAILED with tag ``error`` when a
     step raises (lab.tracking.lifecycle)."""
-    with tracked_run(experiment, run_name=run_name, root=root, environment=True) as run:
+    with tracked_run(experiment, run_name=run_name, tracking_root=tracking_root, environment=True) as run:
         params = {f"params.{k}": v for k, v in meta["params"].items()}
         params.update({k: meta[k] for k in param_keys})
         params.update(extra_params or {})

@@ -10,7 +10,7 @@ Params: ``train_dataset`` (required: BEIR folder or a generated set), ``train_sp
 ``eval_dataset`` (the dataset whose evaluation split the leakage guard protects; default ``train_dataset``),
 ``train`` (dict of :class:`lab.training.embedder.EmbedderConfig` fields: base_model, epochs, batch_size, lr,
 hard_negatives, doc_overlap, ...), ``force`` (bool), ``out`` (model folder; default models/embedder-<data>-<key>),
-``mlflow_root`` (where the training run is logged, default "mlruns"; None: not logged), and any ``dense`` param
+``tracking_root`` (where the training run is logged, default "mlruns"; None: not logged), and any ``dense`` param
 (index, batch_size, ...; ``model`` is the trained folder and cannot be set).
 """
 from __future__ import annotations
@@ -29,7 +29,7 @@ class FineTunedDense(BaseRetriever):
 
     def __init__(self, ctx: Context | None = None, *, train_dataset: str | None = None, train_split: str = "train",
                  eval_dataset: str | None = None, train: dict | None = None, force: bool = False,
-                 out: str | None = None, mlflow_root: str | None = "mlruns", **dense_params):
+                 out: str | None = None, tracking_root: str | None = "mlruns", **dense_params):
         if not train_dataset:
             raise ConfigError("dense_ft needs train_dataset (e.g. --set train_dataset=data/scifact); it fine-tunes "
                               "the embedder on that dataset's train_split before indexing")
@@ -40,7 +40,7 @@ class FineTunedDense(BaseRetriever):
         if unknown:
             raise ConfigError(f"dense_ft: unknown train fields {unknown}; allowed: {sorted(known)}")
         super().__init__(ctx, train_dataset=train_dataset, train_split=train_split, eval_dataset=eval_dataset,
-                         force=force, out=out, mlflow_root=mlflow_root, **dense_params)
+                         force=force, out=out, tracking_root=tracking_root, **dense_params)
         self.config = EmbedderConfig(**{"seed": self.ctx.seed, **(train or {})})
         self.dense_params = dense_params
         self.training: dict = {}
@@ -51,7 +51,7 @@ class FineTunedDense(BaseRetriever):
         self.training = train_embedder(p["train_dataset"], p["out"], self.config, split=p["train_split"],
                                        eval_dataset=p["eval_dataset"], force=p["force"], ctx=self.ctx,
                                        log=print if self.ctx.progress else (lambda *a: None),
-                                       mlflow_root=p["mlflow_root"])
+                                       tracking_root=p["tracking_root"])
         self.dense = build("dense", {**self.dense_params, "model": self.training["out"]}, self.ctx)
         self.dense.index(corpus)
 

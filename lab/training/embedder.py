@@ -191,7 +191,7 @@ def _validate(model, val_q: Queries, val_qrels: Qrels, pool: list[str], passages
 
 def train_embedder(dataset: str | Path | Dataset, out: str | Path | None = None, cfg: EmbedderConfig | None = None, *,
                    split: str = "train", eval_dataset: str | Path | Dataset | None = None, force: bool = False,
-                   reuse: bool = True, ctx=None, log=print, mlflow_root: str | Path | None = "mlruns",
+                   reuse: bool = True, ctx=None, log=print, tracking_root: str | Path | None = "mlruns",
                    experiment: str = "training") -> dict:
     """Fine-tune a bi-encoder (module docstring) and save it; returns the metadata (``out`` in ``meta["out"]``).
 
@@ -224,7 +224,7 @@ def train_embedder(dataset: str | Path | Dataset, out: str | Path | None = None,
             "eval_split": cfg.eval_split, "eval_fingerprint": eval_fp, "forced": bool(force),
             **_run_figures(g.leak, ex, result, cfg, t_start, selected, base_ndcg), "content_key": key}
     meta["model_sha256"] = fingerprint_folder(out)
-    common.save_metadata(meta, out, mlflow_root, experiment, log_training)
+    common.save_metadata(meta, out, tracking_root, experiment, log_training)
     log(f"saved {out} ({meta['train_seconds']:.0f} s training, epoch {selected} kept)")
     return {**meta, "out": str(out), "reused": False}
 
@@ -427,7 +427,7 @@ def _run_figures(leak: dict, ex: _Examples, result: common.Fit, cfg: EmbedderCon
     }
 
 
-def log_training(meta: dict, out: Path, root, experiment: str) -> str:
+def log_training(meta: dict, out: Path, tracking_root, experiment: str) -> str:
     """One MLflow run for the training: params, the loss curve (metric ``train_loss`` by step), validation
     nDCG@10 per epoch, time; tags name the output model so evaluation runs that use it can be found."""
     figures = {"train_seconds": meta["train_seconds"], "steps": meta["steps"]}
@@ -435,7 +435,7 @@ def log_training(meta: dict, out: Path, root, experiment: str) -> str:
         figures["val_base_ndcg@10"] = meta["val_base_ndcg@10"]
         figures["val_best_ndcg@10"] = meta["val_best_ndcg@10"]
     return common.log_training_run(
-        meta, out, root, experiment, run_name=f"train-embedder {meta['base_model']} on {meta['dataset']}",
+        meta, out, tracking_root, experiment, run_name=f"train-embedder {meta['base_model']} on {meta['dataset']}",
         param_keys=("base_model", "dataset", "split", "eval_dataset", "eval_split", "forced", "n_pairs",
                     "n_train_queries", "n_val_queries", "selected_epoch"),
         figures=figures, tags={"trained_model_sha256": meta["model_sha256"], "content_key": meta["content_key"]})

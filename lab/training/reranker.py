@@ -366,7 +366,7 @@ def _check_config(cfg: TrainConfig) -> None:
 def train_reranker(dataset: str | Path | Dataset, out: str | Path, cfg: TrainConfig | None = None, *,
                    split: str = "train", eval_dataset: str | Path | Dataset | None = None,
                    extra: list[tuple[str | Path | Dataset, str]] | tuple = (), force: bool = False, ctx=None,
-                   log=print, mlflow_root: str | Path | None = "mlruns", experiment: str = "training") -> dict:
+                   log=print, tracking_root: str | Path | None = "mlruns", experiment: str = "training") -> dict:
     """Fine-tune a cross-encoder (see the module docstring), save it under ``out``; returns the metadata.
 
     ``eval_dataset``: the dataset whose ``cfg.eval_split`` is guarded (default: ``dataset``); ``extra``: more
@@ -395,7 +395,7 @@ def train_reranker(dataset: str | Path | Dataset, out: str | Path, cfg: TrainCon
             "train_query_sha": sorted({text_sha(t) for t in texts.query.values()})}
     meta = public_paths_in(meta)  # no machine paths in training.json, and the hash is of what is written
     meta["metadata_sha256"] = hashlib.sha256(json.dumps(meta, sort_keys=True).encode("utf-8")).hexdigest()
-    common.save_metadata(meta, out, mlflow_root, experiment, log_training)
+    common.save_metadata(meta, out, tracking_root, experiment, log_training)
     log(f"saved {out} ({meta['train_seconds']:.0f} s training, epoch {meta['selected_epoch']} of "
         f"{len(fitted.result.history)} kept); validation nDCG@10: {cfg.first_stage} "
         f"{fitted.first_ndcg if fitted.first_ndcg is not None else float('nan'):.4f}, "
@@ -662,7 +662,7 @@ def _fit_figures(ex: _Examples, fitted: _Fitted, cfg: TrainConfig, t_start: floa
     }
 
 
-def log_training(meta: dict, out: Path, root, experiment: str = "training") -> str:
+def log_training(meta: dict, out: Path, tracking_root, experiment: str = "training") -> str:
     """One MLflow run for a reranker training: params (``params.*``, sources, guard figures), the loss curve
     (metric ``train_loss`` by step), validation nDCG@10 by epoch (``val_ndcg_at_10``), times and the validation
     summary; tags name the saved model and its weights so evaluation runs that use it (rerank logs the weights
@@ -674,7 +674,7 @@ def log_training(meta: dict, out: Path, root, experiment: str = "training") -> s
         if meta.get(k) is not None:
             figures[k] = meta[k]
     return common.log_training_run(
-        meta, out, root, experiment, run_name=f"train-reranker {meta['params']['loss']} on {meta['dataset']}",
+        meta, out, tracking_root, experiment, run_name=f"train-reranker {meta['params']['loss']} on {meta['dataset']}",
         param_keys=("base_model", "dataset", "split", "eval_dataset", "eval_split", "forced", "n_groups",
                     "n_train_queries", "n_val_queries", "selected_epoch", "stopped_early"),
         extra_params={"sources": ", ".join(f"{r['dataset']}:{r['split']}" for r in meta["sources"])},

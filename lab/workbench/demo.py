@@ -56,7 +56,8 @@ class DemoResult:
         return bool(self.report.ok)
 
 
-def sweep_leaderboard(report, metric: str = "ndcg@10", root="mlruns", seed: int = 0, correction: str | None = None):
+def sweep_leaderboard(report, metric: str = "ndcg@10", tracking_root="mlruns", seed: int = 0,
+                      correction: str | None = None):
     """:func:`lab.analysis.compare.experiment_leaderboard` of this sweep's runs (finished now or skipped as finished
     earlier).
 
@@ -69,11 +70,12 @@ def sweep_leaderboard(report, metric: str = "ndcg@10", root="mlruns", seed: int 
     keep = {o.run_id for o in report.outcomes if o.status in ("FINISHED", "SKIPPED") and o.run_id}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CompareWarning)  # kept in df.attrs and printed with the table
-        df = experiment_leaderboard(report.experiment, metric=metric, root=root, seed=seed, run_ids=keep,
+        df = experiment_leaderboard(report.experiment, metric=metric, tracking_root=tracking_root, seed=seed,
+                                    run_ids=keep,
                                     correction=correction)
     if df.empty:
         return df
-    cl = client(root)
+    cl = client(tracking_root)
     exp = cl.get_experiment_by_name(report.experiment)
     mkey = mlflow_metric_name(metric)
     logged = [r for r in experiment_runs(cl, exp.experiment_id) if mkey in r.data.metrics]
@@ -105,25 +107,25 @@ def write_charts(df, out_dir: str | Path, metric: str = "ndcg@10", title: str = 
     return files
 
 
-def ui_hint(root="mlruns", experiment_id: str | None = None) -> str:
+def ui_hint(tracking_root="mlruns", experiment_id: str | None = None) -> str:
     """How to browse the store: the `mlflow ui` command line (as `lab ui --print` gives it) and the URL."""
-    line = " ".join(f"{k}={v}" for k, v in UI_ENV.items()) + " " + shlex.join(ui_command(root))
-    url = runs_url(experiment_id, cl=client(root)) if experiment_id else base_url()
+    line = " ".join(f"{k}={v}" for k, v in UI_ENV.items()) + " " + shlex.join(ui_command(tracking_root))
+    url = runs_url(experiment_id, cl=client(tracking_root)) if experiment_id else base_url()
     return (f"Browse the runs in the MLflow UI: `make ui` (or `lab ui`), i.e.\n  {line}\nthen open {url}")
 
 
-def run_demo(spec: str | Path = DEFAULT_SPEC, root="mlruns", out_dir: str | Path = DEFAULT_OUT,
+def run_demo(spec: str | Path = DEFAULT_SPEC, tracking_root="mlruns", out_dir: str | Path = DEFAULT_OUT,
              metric: str = "ndcg@10", jobs: int = 1, progress: bool = True, echo=print) -> DemoResult:
     """Run the demo (see the module docstring). Relative ``spec`` and ``out_dir`` are relative to the repo root."""
     spec_path = resolve_repo_path(spec)
     echo(f"raglab demo: sweep {spec_path.name} (one notebook execution and MLflow run per config; "
          "finished configs are skipped)")
-    report = run_sweep(spec_path, jobs=jobs, root=root, progress=progress, echo=echo)
+    report = run_sweep(spec_path, jobs=jobs, tracking_root=tracking_root, progress=progress, echo=echo)
     echo(report.summary())
     for o in report.outcomes:
         if o.status not in ("FINISHED", "SKIPPED"):
             echo(f"  failed: [{o.index}] {o.label}: {o.error}\n          executed notebook: {o.notebook}")
-    df = sweep_leaderboard(report, metric=metric, root=root)
+    df = sweep_leaderboard(report, metric=metric, tracking_root=tracking_root)
     result = DemoResult(report, df)
     if df.empty:
         echo(f"no finished run with {metric}: nothing to compare")
@@ -136,6 +138,6 @@ def run_demo(spec: str | Path = DEFAULT_SPEC, root="mlruns", out_dir: str | Path
     out = resolve_repo_path(out_dir)
     result.files = write_charts(df, out, metric, title=f"{report.experiment} on {dataset}: {metric}")
     echo("\n" + "\n".join(f"{name}: {path}" for name, path in result.files.items()))
-    result.ui_command = ui_hint(root, report.experiment_id)
+    result.ui_command = ui_hint(tracking_root, report.experiment_id)
     echo("\n" + result.ui_command)
     return result

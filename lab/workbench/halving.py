@@ -272,7 +272,7 @@ def best_ci(scorer: ExperimentScorer, best: int, query_ids: list[str], metric: s
     return float(row["ci_low"]), float(row["ci_high"])
 
 
-def log_halving(report: dict, winner, experiment: str, root, seed: int = 0,
+def log_halving(report: dict, winner, experiment: str, tracking_root, seed: int = 0,
                 holdout: float | None = None) -> tuple[str, str]:
     """Log a halving outcome: a run tagged ``sweep.role=halving`` (params eta, min_queries, metric, the spec;
     metrics evaluations, full_grid_evaluations, saved, halving_seconds, index_seconds; the report as
@@ -281,9 +281,9 @@ def log_halving(report: dict, winner, experiment: str, root, seed: int = 0,
     With ``holdout``: the child logs its dev queries' metrics and keeps the held-out table aside
     (lab.tracking.results.log_result), and the report's ``selection`` is recorded on the halving run with the
     child as ``winner_run`` (lab.workbench.selection.log_selection)."""
-    cl = client(root)
+    cl = client(tracking_root)
     name = f"halving: {Path(report['spec']).stem}"
-    with tracked_run(experiment, root=root, cl=cl, run_name=name, tags={TAG_ROLE: "halving"},
+    with tracked_run(experiment, tracking_root=tracking_root, cl=cl, run_name=name, tags={TAG_ROLE: "halving"},
                      environment=True) as parent:
         log_params(parent.run_id, {"spec": report["spec"], "metric": report["metric"], "eta": report["eta"],
                                    "seed": report["seed"], "configs": report["n_configs"],
@@ -292,10 +292,11 @@ def log_halving(report: dict, winner, experiment: str, root, seed: int = 0,
                                                                   "halving_seconds", "index_seconds",
                                                                   "indexes_built")}, cl=cl)
         cl.log_dict(parent.run_id, report, "halving.json")
-        with tracked_run(root=root, cl=cl, experiment_id=parent.experiment_id, parent_run_id=parent.run_id,
+        with tracked_run(tracking_root=tracking_root, cl=cl, experiment_id=parent.experiment_id,
+                         parent_run_id=parent.run_id,
                          run_name=f"{report['winner_label']} (halving winner)",
                          tags={"halving.winner": "true"}) as child:
-            log_result(winner, run_id=child.run_id, root=root, seed=seed,
+            log_result(winner, run_id=child.run_id, tracking_root=tracking_root, seed=seed,
                        holdout=(holdout, seed) if holdout is not None else None)
         if report.get("selection"):
             report["selection"]["winner_run"] = child.run_id

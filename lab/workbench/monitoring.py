@@ -146,17 +146,17 @@ def exposition(samples: Iterable[Sample], timestamp_ms: int | None = None) -> st
 
 
 # ------------------------------------------------------------------------------------------------ from MLflow
-def experiment_samples(experiment: str, metrics: Iterable[str] = DEFAULT_METRICS, root="mlruns",
+def experiment_samples(experiment: str, metrics: Iterable[str] = DEFAULT_METRICS, tracking_root="mlruns",
                        run_ids: Iterable[str] | None = None, parent_run_id: str | None = None,
                        now: float | None = None) -> list[Sample]:
     """The samples of an experiment's finished runs (sweep parents excluded; only ``run_ids`` / the children of
     ``parent_run_id`` when given), for the ``metrics`` each run logged (see the module docstring). A metric no
     run logged is skipped; an experiment that does not exist is a ConfigError."""
-    cl = client(root)
+    cl = client(tracking_root)
     exp = cl.get_experiment_by_name(experiment)
     if exp is None:
         names = ", ".join(sorted(e.name for e in cl.search_experiments())) or "none"
-        raise ConfigError(f"no experiment {experiment!r} in the store at {root}; experiments: {names}")
+        raise ConfigError(f"no experiment {experiment!r} in the store at {tracking_root}; experiments: {names}")
     keep = None if run_ids is None else set(run_ids)
     runs = [r for r in experiment_runs(cl, exp.experiment_id, parent_run_id) if keep is None or r.info.run_id in keep]
     metrics = list(metrics)
@@ -269,7 +269,7 @@ def push(text: str, url: str, job: str = "raglab", grouping: Mapping[str, str] |
 
 
 def publish(experiment: str, *, prometheus: str | Path | None = None, pushgateway: str | None = None,
-            job: str = "raglab", metrics: Iterable[str] = DEFAULT_METRICS, root="mlruns",
+            job: str = "raglab", metrics: Iterable[str] = DEFAULT_METRICS, tracking_root="mlruns",
             run_ids: Iterable[str] | None = None, parent_run_id: str | None = None,
             headers_env: Mapping[str, str] | None = None, extra_samples: Iterable[Sample] = ()) -> list[str]:
     """Publish the experiment's runs (see :func:`experiment_samples`) to a textfile and/or a Pushgateway (grouped
@@ -277,7 +277,8 @@ def publish(experiment: str, *, prometheus: str | Path | None = None, pushgatewa
     sweep's comparison with the previous one, see lab.workbench.schedule). Nothing asked: ConfigError."""
     if not prometheus and not pushgateway:
         raise ConfigError("publish: give a file (--prometheus FILE) or a Pushgateway URL (--pushgateway URL)")
-    text = exposition([*experiment_samples(experiment, metrics, root, run_ids=run_ids, parent_run_id=parent_run_id),
+    text = exposition([*experiment_samples(experiment, metrics, tracking_root, run_ids=run_ids,
+                                           parent_run_id=parent_run_id),
                        *extra_samples])
     done = []
     if prometheus:

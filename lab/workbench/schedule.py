@@ -201,10 +201,10 @@ class ScheduleComparison:
         return "\n".join(lines)
 
 
-def _result(run_id: str, cl, root):
+def _result(run_id: str, cl, tracking_root):
     """A lab.analysis.gate.ResultFile of a run: its per-query table, metrics version and dataset fingerprint."""
     run = cl.get_run(run_id)
-    pq = load_per_query(run_id, root, cl)
+    pq = load_per_query(run_id, tracking_root, cl)
     pq.index.name = "query_id"
     tags = run.data.tags
     means = {str(m): float(pq[m].mean()) for m in pq.columns}
@@ -214,9 +214,10 @@ def _result(run_id: str, cl, root):
 
 def compare_records(previous: dict, current: dict, metrics: Sequence[str] = ("ndcg@10",), max_drop: float = 0.02,
                     relative: bool = False, significant_only: bool = False, alpha: float = 0.05,
-                    n_resamples: int = N_RESAMPLES, seed: int = 0, root="mlruns", cl=None) -> ScheduleComparison:
+                    n_resamples: int = N_RESAMPLES, seed: int = 0, tracking_root="mlruns",
+                    cl=None) -> ScheduleComparison:
     """Compare two scheduled sweeps (their ``schedule.json`` records) config by config (module docstring, step 3)."""
-    cl = cl or client(root)
+    cl = cl or client(tracking_root)
     metrics = list(dict.fromkeys(metrics))
     prev = {c["config_hash"]: c for c in previous.get("configs", []) if c.get("run_id")}
     cur = {c["config_hash"]: c for c in current.get("configs", []) if c.get("run_id")}
@@ -234,7 +235,7 @@ def compare_records(previous: dict, current: dict, metrics: Sequence[str] = ("nd
             cc.same_run, cc.note = True, "same run reused: nothing that decides its numbers changed"
             out.append(cc)
             continue
-        base, now = _result(p["run_id"], cl, root), _result(c["run_id"], cl, root)
+        base, now = _result(p["run_id"], cl, tracking_root), _result(c["run_id"], cl, tracking_root)
         sig_only = significant_only
         if set(base.per_query.index) == set(now.per_query.index):
             cc.paired = True
@@ -319,7 +320,8 @@ def comparison_samples(comp: ScheduleComparison):
 
 def run_scheduled(spec_path: str | Path, schedule: str | None = None, metrics: Sequence[str] | None = None,
                   max_drop: float = 0.02, relative: bool = False, significant_only: bool = False, alpha: float = 0.05,
-                  report_dir: str | Path | None = None, root: str | Path = "mlruns", publish: dict | None = None,
+                  report_dir: str | Path | None = None, tracking_root: str | Path = "mlruns",
+                  publish: dict | None = None,
                   echo=print, n_resamples: int = N_RESAMPLES, seed: int = 0, **sweep_kwargs) -> ScheduledOutcome:
     """One scheduled sweep (see the module docstring). ``sweep_kwargs`` go to :func:`lab.workbench.sweep.run_sweep`
     (jobs, executor, output_dir, progress, rerun_on_code_change, ...)."""
@@ -329,14 +331,15 @@ def run_scheduled(spec_path: str | Path, schedule: str | None = None, metrics: S
     schedule = schedule or spec.name
     if not schedule.replace("-", "").replace("_", "").replace(".", "").isalnum():
         raise ConfigError(f"--schedule {schedule!r}: use letters, digits, '-', '_' and '.'")
-    cl = client(root)
+    cl = client(tracking_root)
     exp = cl.get_experiment_by_name(spec.experiment)
     parents = scheduled_parents(cl, exp.experiment_id, schedule) if exp else []
     sequence = 1 + max([int(p.data.tags.get(TAG_SEQUENCE, "0") or 0) for p in parents], default=0)
     previous = next((rec for rec in (read_record(cl, p.info.run_id) for p in reversed(parents)
                      if p.data.tags.get("sweep.ok") == "true") if rec), None)
 
-    rep = run_sweep(spec_path, root=root, echo=echo, publish=publish, new_parent=True, defer_publish=True,
+    rep = run_sweep(spec_path, tracking_root=tracking_root, echo=echo, publish=publish, new_parent=True,
+                    defer_publish=True,
                     parent_tags={TAG_SCHEDULED: "true", TAG_SCHEDULE: schedule, TAG_SEQUENCE: str(sequence)},
                     **sweep_kwargs)
     if not rep.ok:
@@ -354,12 +357,12 @@ def run_scheduled(spec_path: str | Path, schedule: str | None = None, metrics: S
     out_dir.mkdir(parents=True, exist_ok=True)
     files = []
     write_text_atomic(out_dir / RECORD_ARTIFACT, json.dumps(record, indent=1))
-    log_file(rep.parent_run_id, out_dir / RECORD_ARTIFACT, root=root)
+    log_file(rep.parent_run_id, out_dir / RECORD_ARTIFACT, tracking_root=tracking_root)
 
     comp = None
     if previous is not None:
         comp = compare_records(previous, record, metrics, max_drop, relative, significant_only, alpha, n_resamples,
-                               seed, root, cl)
+                               seed, tracking_root, cl)
         text = comp.table()
         write_text_atomic(out_dir / COMPARISON_TXT, text + "\n")
         write_text_atomic(out_dir / COMPARISON_JSON, json.dumps(comp.to_dict(), indent=1))
@@ -370,14 +373,14 @@ def run_scheduled(spec_path: str | Path, schedule: str | None = None, metrics: S
     else:
         echo(f"first scheduled sweep of {schedule!r} in {spec.experiment!r}: nothing to compare with yet")
 
-    html = _write_report(rep, record, comp, metrics[0], out_dir / REPORT_HTML, root, cl, schedule)
+    html = _write_report(rep, record, comp, metrics[0], out_dir / REPORT_HTML, tracking_root, cl, schedule)
     if html:
         files.append(str(html))
     for f in files:
-        log_file(rep.parent_run_id, f, root=root)
+        log_file(rep.parent_run_id, f, tracking_root=tracking_root)
 
     extra = comparison_samples(comp) if comp else []
-    _publish(rep, spec, publish, root, echo, extra, sequence, schedule)
+    _publish(rep, spec, publish, tracking_root, echo, extra, sequence, schedule)
     if rep.publish_error:
         return ScheduledOutcome(rep, record, comp, files, 1, f"publishing failed: {rep.publish_error}")
     if comp is None:
@@ -393,14 +396,14 @@ def run_scheduled(spec_path: str | Path, schedule: str | None = None, metrics: S
                             f"scheduled sweep {schedule!r} #{sequence}: every metric holds")
 
 
-def _write_report(rep, record: dict, comp, metric: str, path: Path, root, cl, schedule: str) -> Path | None:
+def _write_report(rep, record: dict, comp, metric: str, path: Path, tracking_root, cl, schedule: str) -> Path | None:
     """report.html of this sweep's runs with the comparison and the trends sections."""
     run_ids = [c["run_id"] for c in record["configs"] if c.get("run_id")]
     notes: list[str] = []
-    runs = runs_from_mlflow(rep.experiment, root, metric, notes=notes, run_ids=run_ids)
+    runs = runs_from_mlflow(rep.experiment, tracking_root, metric, notes=notes, run_ids=run_ids)
     if not runs:
         return None
-    history = schedule_history(rep.experiment, root, metric, schedule, cl)
+    history = schedule_history(rep.experiment, tracking_root, metric, schedule, cl)
     sections = [("trends", "Trends over the scheduled sweeps", trends_html(history, metric))]  # lab.analysis.report
     if comp is not None:
         sections.insert(0, ("scheduled-comparison", "Against the previous scheduled sweep", comparison_html(comp)))
@@ -410,7 +413,7 @@ def _write_report(rep, record: dict, comp, metric: str, path: Path, root, cl, sc
     return res.path
 
 
-def _publish(rep, spec, overrides, root, echo, extra, sequence: int, schedule: str) -> None:
+def _publish(rep, spec, overrides, tracking_root, echo, extra, sequence: int, schedule: str) -> None:
     samples = [*extra, Sample("raglab_scheduled_sequence", (("experiment", rep.experiment), ("schedule", schedule)),
                               float(sequence), "Sequence number of the latest scheduled sweep.")]
-    publish_report(rep, spec, overrides, root, echo, extra_samples=samples)
+    publish_report(rep, spec, overrides, tracking_root, echo, extra_samples=samples)

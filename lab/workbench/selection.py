@@ -95,19 +95,20 @@ def holdout_decisions(cl, decisions: list, fraction: float | None, seed: int) ->
     return out
 
 
-def record_selection(cl, parent_run_id: str, experiment: str, run_ids: list[str], metric: str, root,
+def record_selection(cl, parent_run_id: str, experiment: str, run_ids: list[str], metric: str, tracking_root,
                      fraction: float, seed: int) -> dict:
     """Rank the runs on their dev queries, score the winner on its held-out queries and record it on the parent
     (module docstring, step 3). Returns the selection dict."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CompareWarning)
-        df = experiment_leaderboard(experiment, metric=metric, root=root, run_ids=run_ids, n_resamples=1000)
+        df = experiment_leaderboard(experiment, metric=metric, tracking_root=tracking_root, run_ids=run_ids,
+                                    n_resamples=1000)
     if df.empty:
         raise ConfigError(f"holdout: no finished run with {metric} to choose a winner from")
     winner = str(df["run_id"].iloc[0])
-    dev = load_per_query(winner, root, cl)[metric]
+    dev = load_per_query(winner, tracking_root, cl)[metric]
     with tempfile.TemporaryDirectory(prefix="lab-holdout-") as tmp:
-        held = pd.read_parquet(artifact_file(winner, HOLDOUT_ARTIFACT, tmp, root, cl))[metric]
+        held = pd.read_parquet(artifact_file(winner, HOLDOUT_ARTIFACT, tmp, tracking_root, cl))[metric]
     ci = (float(df[f"{metric}_ci_low"].iloc[0]), float(df[f"{metric}_ci_high"].iloc[0]))
     sel = selection_record(metric, winner, dev, held, fraction, seed, dev_ci=ci)
     log_selection(cl, parent_run_id, sel)

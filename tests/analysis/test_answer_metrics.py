@@ -312,7 +312,7 @@ def test_run_answer_metrics_on_ord_qa_and_log_to_mlflow(minilm, tmp_path, mlflow
                              max_queries=2, embedder=minilm, n_questions=1)
     assert [s.query_id for s in rep.samples] == ["1", "10"] and all(len(s.contexts) == 3 for s in rep.samples)
     assert rep.config["llm"] == rep.config["judge"] == "test:scripted" and rep.config["prompt_version"]
-    run_id = log_answer_metrics(rep, experiment="answers-test", root=root)
+    run_id = log_answer_metrics(rep, experiment="answers-test", tracking_root=root)
     run = client(root).get_run(run_id)
     m = run.data.metrics
     for name in (*METRICS, *(f"n_failed_{x}" for x in METRICS), "answer_calls", "judge_calls", "judge_prompt_tokens",

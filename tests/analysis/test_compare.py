@@ -28,13 +28,13 @@ def logged(tmp_path_factory, pytestconfig):
     base = tmp_path_factory.mktemp("cmp")
     root = blank_store(base, pytestconfig)
     results = {"default": bm25(), "k1": bm25({"k1": 1.5}), "k1hit": bm25(k=1)}
-    ids = {name: log_result(results[name], experiment="cmp", root=root, n_resamples=500)
+    ids = {name: log_result(results[name], experiment="cmp", tracking_root=root, n_resamples=500)
            for name in ("default", "k1")}
     cl = client(root)
     exp = get_or_create_experiment("cmp", root, cl)
     parent = cl.create_run(exp, tags={"sweep.role": "parent"}).info.run_id
     child = cl.create_run(exp, tags={"mlflow.parentRunId": parent}).info.run_id
-    ids["k1hit"] = log_result(results["k1hit"], run_id=child, root=root, n_resamples=500)
+    ids["k1hit"] = log_result(results["k1hit"], run_id=child, tracking_root=root, n_resamples=500)
     cl.set_terminated(child, "FINISHED")
     cl.set_terminated(parent, "FINISHED")
     return {"root": root, "base": base, "results": results, "ids": ids, "parent": parent}
@@ -44,7 +44,7 @@ def test_leaderboard_rows_sorted_with_cis_and_paired_tests(logged):
     from lab.metrics import paired_test
 
     root, results, ids = logged["root"], logged["results"], logged["ids"]
-    df = experiment_leaderboard("cmp", root=root, n_resamples=2000)
+    df = experiment_leaderboard("cmp", tracking_root=root, n_resamples=2000)
     assert len(df) == 3 and set(df["run_id"]) == set(ids.values())  # the parent run is not listed
     assert list(df["ndcg@10"]) == sorted(df["ndcg@10"], reverse=True)
     by_id = df.set_index("run_id")
@@ -82,9 +82,9 @@ def test_leaderboard_rows_sorted_with_cis_and_paired_tests(logged):
     assert "k1 1.5" in text and "params.k1=1.5" not in text
     assert "params.k1=1.5" in long and "k1 1.5" not in long
 
-    only = experiment_leaderboard("cmp", root=root, parent_run_id=logged["parent"], n_resamples=200)
+    only = experiment_leaderboard("cmp", tracking_root=root, parent_run_id=logged["parent"], n_resamples=200)
     assert list(only["run_id"]) == [ids["k1hit"]]
-    two = experiment_leaderboard("cmp", root=root, run_ids=[ids["default"], ids["k1hit"]], n_resamples=200)
+    two = experiment_leaderboard("cmp", tracking_root=root, run_ids=[ids["default"], ids["k1hit"]], n_resamples=200)
     assert set(two["run_id"]) == {ids["default"], ids["k1hit"]} and two.loc[0, "diff"] == 0
     assert two.attrs["correction"] == "none" and two.loc[1, "p_adjusted"] == two.loc[1, "p_value"]  # one comparison
 
@@ -92,12 +92,12 @@ def test_leaderboard_rows_sorted_with_cis_and_paired_tests(logged):
 def test_warnings_for_other_metrics_version_and_other_queries(logged, tmp_path):
     root = logged["root"]
     cl = client(root)
-    rid = log_result(bm25(max_queries=10), experiment="cmp2", root=root, n_resamples=50)
-    log_result(logged["results"]["default"], experiment="cmp2", root=root, n_resamples=50)
-    other = log_result(logged["results"]["k1"], experiment="cmp2", root=root, n_resamples=50)
+    rid = log_result(bm25(max_queries=10), experiment="cmp2", tracking_root=root, n_resamples=50)
+    log_result(logged["results"]["default"], experiment="cmp2", tracking_root=root, n_resamples=50)
+    other = log_result(logged["results"]["k1"], experiment="cmp2", tracking_root=root, n_resamples=50)
     cl.set_tag(other, "metrics_version", "0")
     with pytest.warns(CompareWarning) as caught:
-        df = experiment_leaderboard("cmp2", root=root, n_resamples=200)
+        df = experiment_leaderboard("cmp2", tracking_root=root, n_resamples=200)
     text = " ".join(str(w.message) for w in caught)
     assert "metrics_version" in text and "other queries" in text
     row = df.set_index("run_id").loc[rid]
@@ -111,7 +111,7 @@ def test_plot_and_cli(logged, tmp_path, capsys):
     root = logged["root"]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        df = experiment_leaderboard("cmp", root=root, n_resamples=200)
+        df = experiment_leaderboard("cmp", tracking_root=root, n_resamples=200)
     png = plot_leaderboard(df, tmp_path / "lb.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
 
@@ -159,8 +159,8 @@ def test_leaderboard_by_tier(logged, tmp_path, capsys):
     assert query_groups(folder, "tier") == tiers
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CompareWarning)
-        df = experiment_leaderboard("cmp", root=root, n_resamples=200)
-    by = leaderboard_by(df, tiers, "tier", root=root)
+        df = experiment_leaderboard("cmp", tracking_root=root, n_resamples=200)
+    by = leaderboard_by(df, tiers, "tier", tracking_root=root)
     assert list(by["run_id"]) == list(df["run_id"]) and by.attrs["groups"] == ["easy", "medium", "hard"]
     for _, row in by.iterrows():
         scores = load_per_query(row["run_id"], root)["ndcg@10"]

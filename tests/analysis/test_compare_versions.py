@@ -44,7 +44,7 @@ def store(tmp_path_factory, pytestconfig):
 
 def test_each_logged_result_records_the_metrics_version(store, tmp_path):
     root, res = store
-    rid = log_result(res[0.9], experiment="same", root=root, n_resamples=50)
+    rid = log_result(res[0.9], experiment="same", tracking_root=root, n_resamples=50)
     assert client(root).get_run(rid).data.tags["metrics_version"] == lab.METRICS_VERSION
     doc = json.loads(artifact_file(rid, RESULT_ARTIFACT, tmp_path, root).read_text())
     assert doc["metrics_version"] == lab.METRICS_VERSION
@@ -54,10 +54,10 @@ def test_compare_flags_other_and_missing_versions(store, capsys):
     from lab.cli.main import main
 
     root, res = store
-    ids = [log_result(r, experiment="mixed", root=root, n_resamples=50) for r in res.values()]
+    ids = [log_result(r, experiment="mixed", tracking_root=root, n_resamples=50) for r in res.values()]
     with warnings.catch_warnings():
         warnings.simplefilter("error", CompareWarning)  # one version everywhere: no warning
-        pass_through = experiment_leaderboard("mixed", root=root, n_resamples=100)
+        pass_through = experiment_leaderboard("mixed", tracking_root=root, n_resamples=100)
     assert pass_through.attrs["metrics_version_warning"] is None
     assert "metrics v" not in format_leaderboard(pass_through)
 
@@ -65,7 +65,7 @@ def test_compare_flags_other_and_missing_versions(store, capsys):
     cl.set_tag(ids[1], "metrics_version", "0")  # logged under an older convention
     cl.delete_tag(ids[2], "metrics_version")  # logged by a tool that records none
     with pytest.warns(CompareWarning, match="different metrics_version"):
-        df = experiment_leaderboard("mixed", root=root, n_resamples=100)
+        df = experiment_leaderboard("mixed", tracking_root=root, n_resamples=100)
     note = df.attrs["metrics_version_warning"]
     assert "0: 1 run" in note and "1 of 3 runs carry no metrics_version" in note
     text = format_leaderboard(df)

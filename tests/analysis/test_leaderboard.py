@@ -252,7 +252,7 @@ def store(results, tmp_path_factory, pytestconfig):
     from lab.tracking.results import log_result
 
     root = blank_store(tmp_path_factory.mktemp("board"), pytestconfig)
-    ids = {name: log_result(results[name], experiment="board", root=root, n_resamples=200)
+    ids = {name: log_result(results[name], experiment="board", tracking_root=root, n_resamples=200)
            for name in ("a", "b", "c", "d")}
     return {"root": root, "ids": ids}
 
@@ -357,14 +357,14 @@ def test_demo_sweep_leaderboard_tests_the_sweeps_runs(store):
         return SimpleNamespace(experiment="board", outcomes=[SimpleNamespace(run_id=ids[n], status="SKIPPED")
                                                              for n in names])
 
-    df = sweep_leaderboard(report("a", "c", "d"), root=store["root"])
+    df = sweep_leaderboard(report("a", "c", "d"), tracking_root=store["root"])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CompareWarning)
         want = compare_board("board", root=store["root"], run_ids=[ids[n] for n in ("a", "c", "d")])
     pd.testing.assert_frame_equal(df, want)
     assert df.attrs["correction_note"] == "p adjusted: Holm over 2 comparisons" and df["p_value"].notna().sum() == 2
     assert df.loc[0, "run_id"] == ids["a"]  # the experiment's best
-    without_best = sweep_leaderboard(report("b", "c"), root=store["root"])
+    without_best = sweep_leaderboard(report("b", "c"), tracking_root=store["root"])
     assert without_best["p_value"].isna().all() and not without_best["significant"].any()
     assert without_best["wins"].isna().all() and without_best.attrs["n_comparisons"] == 0
     assert any("not one of this sweep's" in w for w in without_best.attrs["warnings"])

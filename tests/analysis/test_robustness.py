@@ -139,7 +139,7 @@ def test_logged_to_mlflow_with_one_nested_run_per_strategy_and_variant(variants,
         root = tmp_path / "mlruns"
     typo_only = [p for p in find_variants(variants) if p.name.endswith("typo")]
     rob = run_robustness(ORD_QA, typo_only, ["bm25"], ctx=Context(progress=False), max_queries=10,
-                         n_resamples=200, root=root, experiment="robustness")
+                         n_resamples=200, tracking_root=root, experiment="robustness")
     cl = client(root)
     parent = cl.get_run(rob.summary_run_id)
     assert parent.info.status == "FINISHED" and "bm25.typo.ndcg_at_10_delta" in parent.data.metrics

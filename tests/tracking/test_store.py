@@ -52,7 +52,7 @@ def test_log_figure(store):
     run_id = cl.create_run(get_or_create_experiment("figs", store, cl)).info.run_id
     fig = Figure()
     fig.subplots().plot(np.arange(5), np.arange(5) ** 2)
-    assert log_figure(fig, "curve", run_id, root=store) == "figures/curve.png"
+    assert log_figure(fig, "curve", run_id, tracking_root=store) == "figures/curve.png"
     local = Path(cl.download_artifacts(run_id, "figures/curve.png", str(store.parent)))
     assert local.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -31,8 +31,8 @@ def test_column_ids_use_mlflow_names():
         column_id("metric", "x")
 
 
-def test_experiments_are_tagged_and_views_widen(blank_mlflow_root):
-    root = blank_mlflow_root
+def test_experiments_are_tagged_and_views_widen(blank_tracking_root):
+    root = blank_tracking_root
     cl = client(root)
     exp = get_or_create_experiment("kind", root, cl)
     assert cl.get_experiment(exp).tags[EXPERIMENT_KIND_TAG] == EXPERIMENT_KIND == "custom_model_development"
@@ -52,28 +52,28 @@ def test_experiments_are_tagged_and_views_widen(blank_mlflow_root):
     assert base_url() == "http://127.0.0.1:5000"
 
 
-def test_lab_ui_lists_each_experiment_and_refuses_an_unknown_one(blank_mlflow_root, capsys):
+def test_lab_ui_lists_each_experiment_and_refuses_an_unknown_one(blank_tracking_root, capsys):
     from lab.cli.main import main
     from lab.tracking.ui import ui_links
 
-    cl = client(blank_mlflow_root)
-    a = get_or_create_experiment("a", blank_mlflow_root, cl)
+    cl = client(blank_tracking_root)
+    a = get_or_create_experiment("a", blank_tracking_root, cl)
     cl.create_run(a)
-    links = ui_links(blank_mlflow_root, port=5099)
+    links = ui_links(blank_tracking_root, port=5099)
     assert links == [f"  a: http://127.0.0.1:5099/#/experiments/{a}/runs?workflowType=machine_learning"]
-    assert main(["ui", "--root", str(blank_mlflow_root), "--experiment", "nope"]) == 2
+    assert main(["ui", "--root", str(blank_tracking_root), "--experiment", "nope"]) == 2
     err = capsys.readouterr().err
     assert "--experiment 'nope'" in err and "it has:" in err and "Traceback" not in err
 
 
-def test_make_demo_prints_the_runs_link(blank_mlflow_root):
+def test_make_demo_prints_the_runs_link(blank_tracking_root):
     """`make demo` ends with ui_hint: the link is the runs view the browser test below follows."""
     from lab.workbench.demo import ui_hint
 
-    cl = client(blank_mlflow_root)
-    exp = get_or_create_experiment("strategy_comparison", blank_mlflow_root, cl)
+    cl = client(blank_tracking_root)
+    exp = get_or_create_experiment("strategy_comparison", blank_tracking_root, cl)
     set_runs_view(cl, exp, ["strategy"])
-    hint = ui_hint(blank_mlflow_root, exp)
+    hint = ui_hint(blank_tracking_root, exp)
     assert hint.endswith(f"then open http://127.0.0.1:5000/#/experiments/{exp}/runs?workflowType=machine_learning"
                          f"&viewStateShareKey={VIEW_KEY}")
     assert "mlflow ui --backend-store-uri sqlite:///" in hint
@@ -91,13 +91,13 @@ zip:
 """
 
 
-def test_lab_ui_link_lands_on_the_runs_table_with_strategy_and_ndcg(tmp_path, blank_mlflow_root):
+def test_lab_ui_link_lands_on_the_runs_table_with_strategy_and_ndcg(tmp_path, blank_tracking_root):
     from lab.workbench.sweep import run_sweep
 
-    root = blank_mlflow_root
+    root = blank_tracking_root
     spec = tmp_path / "ui-check.yaml"
     spec.write_text(SPEC.format(notebook=REPO / "notebooks" / "03_strategy_comparison.ipynb"))
-    report = run_sweep(spec, root=root, output_dir=tmp_path / "out", progress=False, echo=None)
+    report = run_sweep(spec, tracking_root=root, output_dir=tmp_path / "out", progress=False, echo=None)
     assert report.ok, report.table()
     assert {"summary/leaderboard.png", "summary/quality_vs_latency.png", "summary/report.html"} <= set(
         report.summary_artifacts), report.summary_error

@@ -96,7 +96,8 @@ def test_content_key_is_the_one_saved_models_carry():
 def test_refuses_training_on_the_evaluation_split(tmp_path):
     data = write_tiny_dataset(tmp_path / "data")
     with pytest.raises(ConfigError, match="evaluation split"):
-        train_embedder(data, tmp_path / "m", EmbedderConfig(**TINY_EMBEDDER), split="test", log=quiet, mlflow_root=None)
+        train_embedder(data, tmp_path / "m", EmbedderConfig(**TINY_EMBEDDER), split="test", log=quiet,
+                       tracking_root=None)
 
 
 def test_relative_dataset_paths_resolve_from_the_repo_root(tmp_path, monkeypatch):
@@ -110,13 +111,13 @@ def test_relative_dataset_paths_resolve_from_the_repo_root(tmp_path, monkeypatch
     monkeypatch.chdir(tmp_path / "repo" / "notebooks")
     with pytest.raises(ConfigError, match="evaluation split"):  # raised after both datasets were loaded
         train_embedder("data/tiny", tmp_path / "m", EmbedderConfig(**TINY_EMBEDDER), split="test",
-                       eval_dataset="data/tiny", log=quiet, mlflow_root=None)
+                       eval_dataset="data/tiny", log=quiet, tracking_root=None)
 
 
 def test_refuses_shared_query_ids_unless_forced(tmp_path):
     data = write_tiny_dataset(tmp_path / "data", leak=True)
     with pytest.raises(ConfigError, match="shares 1 query ids.*--force"):
-        train_embedder(data, tmp_path / "m", EmbedderConfig(**TINY_EMBEDDER), log=quiet, mlflow_root=None)
+        train_embedder(data, tmp_path / "m", EmbedderConfig(**TINY_EMBEDDER), log=quiet, tracking_root=None)
 
 
 def test_doc_overlap_refused_by_default_with_the_way_out(tmp_path):
@@ -124,7 +125,7 @@ def test_doc_overlap_refused_by_default_with_the_way_out(tmp_path):
     # real SciFact: a test claim cites abstract 31715818, which a training claim cites too
     with pytest.raises(ConfigError, match="--doc-overlap drop.*--doc-overlap allow"):
         train_embedder(data, tmp_path / "m", EmbedderConfig(**{**TINY_EMBEDDER, "doc_overlap": "refuse"}), log=quiet,
-                       mlflow_root=None)
+                       tracking_root=None)
 
 
 # --- a real tiny fine-tune, reuse, and dense_ft ------------------------------------------------------------
@@ -141,7 +142,7 @@ def test_tiny_finetune_saves_reuses_and_serves_dense_ft(tmp_path, pytestconfig):
     root = blank_store(tmp_path, pytestconfig)
     ctx = Context(cache_dir=tmp_path / "cache", progress=False)
     out = tmp_path / "models" / "emb"
-    meta = train_embedder(data, out, EmbedderConfig(**TINY_EMBEDDER), ctx=ctx, log=quiet, mlflow_root=root)
+    meta = train_embedder(data, out, EmbedderConfig(**TINY_EMBEDDER), ctx=ctx, log=quiet, tracking_root=root)
     saved = json.loads((out / "training.json").read_text())
     assert saved["content_key"] == meta["content_key"] and not meta["reused"]
     assert saved["n_pairs"] > 0 and saved["steps"] >= 1 and saved["loss_curve"]
@@ -154,7 +155,7 @@ def test_tiny_finetune_saves_reuses_and_serves_dense_ft(tmp_path, pytestconfig):
     emb = load_embedder(str(out), cache_dir=tmp_path / "cache", progress=False)
     assert emb.encode_queries(["a claim"]).shape == (1, 384)
 
-    again = train_embedder(data, out, EmbedderConfig(**TINY_EMBEDDER), ctx=ctx, log=quiet, mlflow_root=root)
+    again = train_embedder(data, out, EmbedderConfig(**TINY_EMBEDDER), ctx=ctx, log=quiet, tracking_root=root)
     assert again["reused"] and again["content_key"] == meta["content_key"]
 
     res = run_experiment(data, "dense_ft", {"train_dataset": str(data), "out": str(out), "train": TINY_EMBEDDER},
@@ -179,7 +180,7 @@ def test_when_no_epoch_beats_the_base_model_the_base_weights_are_saved(tmp_path)
     out = tmp_path / "models" / "wrecked"
     lines = []
     meta = train_embedder(data, out, EmbedderConfig(**{**TINY_EMBEDDER, "lr": 0.5, "warmup": 0.0}), ctx=ctx,
-                          log=lines.append, mlflow_root=None)
+                          log=lines.append, tracking_root=None)
     assert meta["selected_epoch"] == 0 and any("saved model is the base model" in ln for ln in lines)
     texts = ["Vitamin D deficiency is linked to depression.", "a claim"]
     saved = load_embedder(str(out), cache_dir=tmp_path / "cache", progress=False).encode_queries(texts)

@@ -173,9 +173,9 @@ def test_leakage_guard_refuses_and_force_overrides(tmp_path):
     cfg = TrainConfig(**{**TINY_RERANKER, "val_fraction": 0.0, "max_pairs": 2})
     ctx = Context(cache_dir=tmp_path / "cache", progress=False)
     with pytest.raises(ConfigError, match=r"shares 1 query ids and 1 \(query, doc\) pairs.*--force"):
-        train_reranker(data, tmp_path / "m", cfg, ctx=ctx, log=lambda *a: None, mlflow_root=None)
+        train_reranker(data, tmp_path / "m", cfg, ctx=ctx, log=lambda *a: None, tracking_root=None)
     assert not (tmp_path / "m").exists()
-    meta = train_reranker(data, tmp_path / "m", cfg, ctx=ctx, log=lambda *a: None, force=True, mlflow_root=None)
+    meta = train_reranker(data, tmp_path / "m", cfg, ctx=ctx, log=lambda *a: None, force=True, tracking_root=None)
     assert meta["forced"] and meta["leakage"]["shared_pairs"] == 1 and (tmp_path / "m" / "config.json").is_file()
 
 
@@ -183,7 +183,7 @@ def test_training_on_the_evaluation_split_is_refused(tmp_path):
     data = write_tiny_dataset(tmp_path / "d", n_train=2, n_other=5)
     with pytest.raises(ConfigError, match="evaluation split"):
         train_reranker(data, tmp_path / "m", TrainConfig(**TINY_RERANKER), split="test", log=lambda *a: None,
-                       mlflow_root=None)
+                       tracking_root=None)
 
 
 def test_cli_train_reranker_refuses_leak_and_names_the_fix(tmp_path, capsys):
@@ -285,7 +285,7 @@ def test_pairwise_in_batch_training_on_a_generated_set_plus_extra_source_logged_
     out = tmp_path / "models" / "rr"
     meta = train_reranker(gen, out, cfg, split="test", eval_dataset=real, extra=[(real, "train")],
                           ctx=Context(cache_dir=tmp_path / "cache", progress=False), log=lambda *a: None,
-                          mlflow_root=root)
+                          tracking_root=root)
     saved = json.loads((out / "training.json").read_text())
     assert saved["mlflow_run_id"] == meta["mlflow_run_id"] and saved["params"]["loss"] == "pairwise"
     gen_src, real_src = saved["sources"]

@@ -168,13 +168,13 @@ def logged(tmp_path_factory, pytestconfig):
     for k1 in (0.9, 1.5):
         results[k1] = run_experiment(resolve_repo_path("data/ord-qa"), "bm25", {"k1": k1}, max_queries=20,
                                      metrics=["ndcg@10", "recall@10", "mrr@10"], ctx=Context(progress=False))
-        ids[k1] = log_result(results[k1], experiment="mon", root=root, n_resamples=100)
+        ids[k1] = log_result(results[k1], experiment="mon", tracking_root=root, n_resamples=100)
     return root, results, ids
 
 
 def test_experiment_samples_are_the_logged_numbers(logged, tmp_path, gateway, record_property):
     root, results, ids = logged
-    samples = experiment_samples("mon", ["ndcg@10", "mrr@10", "recall@1000"], root=root, now=1.7e9)
+    samples = experiment_samples("mon", ["ndcg@10", "mrr@10", "recall@1000"], tracking_root=root, now=1.7e9)
     text = exposition(samples)
     values = parse(text)
     validator = promtool(text)
@@ -193,14 +193,15 @@ def test_experiment_samples_are_the_logged_numbers(logged, tmp_path, gateway, re
     assert not any("recall@1000" in str(k) for k in values)  # a metric no run logged: no series
     assert values[("raglab_publish_timestamp_seconds", frozenset({("experiment", "mon")}))] == 1.7e9
 
-    done = publish("mon", prometheus=tmp_path / "mon.prom", pushgateway=gateway.url, metrics=["ndcg@10"], root=root,
+    done = publish("mon", prometheus=tmp_path / "mon.prom", pushgateway=gateway.url, metrics=["ndcg@10"],
+                   tracking_root=root,
                    run_ids=[ids[0.9]])
     assert done[0] == str(tmp_path / "mon.prom") and done[1].endswith("/metrics/job/raglab/experiment/mon")
     filed = parse((tmp_path / "mon.prom").read_text())
     assert {dict(k[1])["config"] for k in filed if k[0] == "raglab_retrieval_metric"} == {"bm25 on ord-qa"}
     assert gateway.requests[-1]["body"].startswith("# HELP raglab_retrieval_metric ")
     with pytest.raises(ConfigError, match="no experiment 'nope'"):
-        experiment_samples("nope", root=root)
+        experiment_samples("nope", tracking_root=root)
 
 
 def test_sweep_publish_key_writes_the_file(logged, tmp_path):
@@ -228,9 +229,9 @@ def test_sweep_publish_key_writes_the_file(logged, tmp_path):
     for config in expand(spec):
         rid = cl.create_run(exp, tags={"config_hash": config_hash(config)}).info.run_id
         res = run_experiment(config["dataset"], config["strategy"], {}, max_queries=10, ctx=Context(progress=False))
-        log_result(res, run_id=rid, root=root, n_resamples=50)
+        log_result(res, run_id=rid, tracking_root=root, n_resamples=50)
         cl.set_terminated(rid, "FINISHED")
-    rep = run_sweep(spec_path, root=root, output_dir=tmp_path / "nb", progress=False, echo=None)
+    rep = run_sweep(spec_path, tracking_root=root, output_dir=tmp_path / "nb", progress=False, echo=None)
     assert rep.n_skipped == 1 and rep.published == [str(prom)] and rep.ok
     values = parse(prom.read_text())
     promtool(prom.read_text())

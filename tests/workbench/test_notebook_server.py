@@ -130,7 +130,7 @@ def _parameters(store: Path) -> str:
     ])
 
 
-def test_notebook_03_runs_all_cells_in_jupyterlab(tmp_path, blank_mlflow_root):
+def test_notebook_03_runs_all_cells_in_jupyterlab(tmp_path, blank_tracking_root):
     folder = tmp_path / "notebooks"
     folder.mkdir()
     shutil.copy(REPO / "notebooks" / NOTEBOOK, folder / NOTEBOOK)
@@ -150,7 +150,7 @@ def test_notebook_03_runs_all_cells_in_jupyterlab(tmp_path, blank_mlflow_root):
             assert "dataset =" in params.inner_text()  # the parameters cell
             params.locator(".cm-content").click()
             page.keyboard.press("Control+A")
-            page.keyboard.insert_text(_parameters(blank_mlflow_root))  # pasted: no auto-closed brackets
+            page.keyboard.insert_text(_parameters(blank_tracking_root))  # pasted: no auto-closed brackets
             prompts = page.locator(".jp-CodeCell .jp-InputArea-prompt")
             stderr = page.locator("[data-mime-type='application/vnd.jupyter.stderr']")
             for _ in range(3):  # Run > Run All Cells (again if a kernel still starting dropped the request)

@@ -532,7 +532,7 @@ def test_04_embedding_comparison_on_chunks(tmp_path, kernel, store, scifact_slic
 
     train_data = write_tiny_dataset(tmp_path / "train-data")
     finetuned = {"MiniLM tiny fine-tune": {"train_dataset": str(train_data), "out": str(tmp_path / "models" / "ft"),
-                                           "mlflow_root": str(store), "train": TINY_EMBEDDER}}
+                                           "tracking_root": str(store), "train": TINY_EMBEDDER}}
     nb = execute("04_embedding_comparison.ipynb", tmp_path, kernel, store, dataset=str(scifact_slice),
                  experiment="t04", models=["all-MiniLM-L6-v2"], finetuned=finetuned, max_queries=5)
     base, ft = sorted(runs_of(store, "t04"), key=lambda r: r.data.tags.get("strategy", ""))
@@ -553,7 +553,8 @@ def test_demo_runs_the_smoke_sweep_and_resumes(tmp_path, store, kernel):
     from lab.workbench.demo import run_demo
 
     lines: list[str] = []
-    res = run_demo("params/smoke.yaml", root=store, out_dir=tmp_path / "demo", progress=False, echo=lines.append)
+    res = run_demo("params/smoke.yaml", tracking_root=store, out_dir=tmp_path / "demo", progress=False,
+                   echo=lines.append)
     text = "\n".join(lines)
     assert res.ok, text
     df = res.leaderboard
@@ -573,6 +574,6 @@ def test_demo_runs_the_smoke_sweep_and_resumes(tmp_path, store, kernel):
         assert "figures/leaderboard.png" in artifacts(store, run_id, "figures")
         assert any(p.startswith("notebook/") for p in artifacts(store, run_id, "notebook"))
     # a second demo only reads: every config is skipped, same leaderboard
-    again = run_demo("params/smoke.yaml", root=store, out_dir=tmp_path / "demo", progress=False,
+    again = run_demo("params/smoke.yaml", tracking_root=store, out_dir=tmp_path / "demo", progress=False,
                      echo=lambda *a: None)
     assert again.report.n_skipped == 2 and list(again.leaderboard["run_id"]) == list(df["run_id"])

@@ -30,14 +30,14 @@ fixed: {{strategy: bm25, k: 10, max_queries: 10}}
 @pytest.fixture(scope="module")
 def store(tmp_path_factory, pytestconfig):
     env = ordqa_sweep_env(tmp_path_factory.mktemp("resume"), "resume.yaml", SPEC, pytestconfig, notebook=NOTEBOOK)
-    first = run_sweep(env["spec"], root=env["root"], output_dir=env["base"] / "out", progress=False, echo=None)
+    first = run_sweep(env["spec"], tracking_root=env["root"], output_dir=env["base"] / "out", progress=False, echo=None)
     assert first.ok
     return {**env, "first": first.outcomes[0].run_id}
 
 
 def sweep(store, **kw):
     lines = []
-    rep = run_sweep(store["spec"], root=store["root"], output_dir=store["base"] / "out", progress=False,
+    rep = run_sweep(store["spec"], tracking_root=store["root"], output_dir=store["base"] / "out", progress=False,
                     echo=lines.append, **kw)
     return rep, "\n".join(lines)
 
@@ -68,7 +68,7 @@ def test_changed_corpus_and_qrels_rerun_with_the_reason_and_a_revert_reuses_the_
     corpus, qrels = store["kb"] / "corpus.jsonl", store["kb"] / "qrels" / "test.tsv"
     original = corpus.read_text()
     corpus.write_text(original.replace('"text": "', '"text": "changed ', 3))
-    dry = run_sweep(store["spec"], root=store["root"], dry_run=True, progress=False)
+    dry = run_sweep(store["spec"], tracking_root=store["root"], dry_run=True, progress=False)
     reason = f"dataset changed since run {store['first'][:8]} (corpus.jsonl)"
     assert dry.outcomes[0].status == "PENDING" and dry.outcomes[0].reason == reason
     assert f"why: {reason}" in capsys.readouterr().out  # --dry-run shows the reason
@@ -96,9 +96,9 @@ def test_metrics_version_and_code_version(store, monkeypatch):
 
     # patched where the run identity looks it up (resume imports git_commit at its top)
     monkeypatch.setattr(lab.workbench.resume, "git_commit", lambda folder=None: "feedfacecafe")
-    dry = run_sweep(store["spec"], root=store["root"], dry_run=True, progress=False, echo=None)
+    dry = run_sweep(store["spec"], tracking_root=store["root"], dry_run=True, progress=False, echo=None)
     assert dry.outcomes[0].status == "SKIPPED"  # the code version counts only when asked
-    dry = run_sweep(store["spec"], root=store["root"], dry_run=True, progress=False, echo=None,
+    dry = run_sweep(store["spec"], tracking_root=store["root"], dry_run=True, progress=False, echo=None,
                     rerun_on_code_change=True)
     reason = dry.outcomes[0].reason
     since = f"since run {dry.outcomes[0].previous_run_id[:8]}"  # the newest finished run of the config
@@ -106,7 +106,7 @@ def test_metrics_version_and_code_version(store, monkeypatch):
         " -> feedface)")
     recorded = lab.METRICS_VERSION
     monkeypatch.setattr(lab, "METRICS_VERSION", 99)
-    dry = run_sweep(store["spec"], root=store["root"], dry_run=True, progress=False, echo=None)
+    dry = run_sweep(store["spec"], tracking_root=store["root"], dry_run=True, progress=False, echo=None)
     assert dry.outcomes[0].reason.endswith(f"metrics version changed {since} ({recorded} -> 99)")
 
 
@@ -195,7 +195,7 @@ def test_changed_model_weights_rerun_a_dense_sweep(tmp_path, pytestconfig):
     spec.write_text(f"notebook: {notebook}\ndataset: {kb}\nexperiment: dense\n"
                     f"fixed: {{strategy: dense, k: 10, max_queries: 5, params: {{model: {model}}}}}\n")
     root = blank_store(tmp_path, pytestconfig)
-    first = run_sweep(spec, root=root, output_dir=tmp_path / "out", progress=False, echo=None)
+    first = run_sweep(spec, tracking_root=root, output_dir=tmp_path / "out", progress=False, echo=None)
     assert first.ok, first.outcomes[0].error
     recorded = json.loads(client(root).get_run(first.outcomes[0].run_id).data.tags[TAG_MODELS])
     assert [(m["name"], m["path"]) for m in recorded] == [("minilm-copy", str(model))] and recorded[0]["sha256"]
@@ -206,7 +206,7 @@ def test_changed_model_weights_rerun_a_dense_sweep(tmp_path, pytestconfig):
     tensors[name] = tensors[name] + 1e-3
     save_file(tensors, str(weights))
     lines = []
-    again = run_sweep(spec, root=root, output_dir=tmp_path / "out", progress=False, echo=lines.append)
+    again = run_sweep(spec, tracking_root=root, output_dir=tmp_path / "out", progress=False, echo=lines.append)
     reason = f"model minilm-copy changed since run {first.outcomes[0].run_id[:8]}"
     assert again.outcomes[0].status == "FINISHED" and again.outcomes[0].reason == reason
     assert f"config 0 (tiny_experiment) runs again: {reason}" in lines

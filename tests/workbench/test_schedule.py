@@ -97,7 +97,7 @@ def test_the_worked_example_as_a_scheduled_job(env, capsys):
     assert "REGRESSION" in capsys.readouterr().out
 
     # trends: the metric per scheduled sweep, the sweep where the dataset changed marked
-    hist = schedule_history("nightly", root=env["root"])
+    hist = schedule_history("nightly", tracking_root=env["root"])
     assert list(hist["sequence"]) == [1, 2, 3] and list(hist["reused"]) == [False, True, False]
     assert list(hist["dataset_changed"]) == [False, False, True] and not hist["model_changed"].any()
     assert main(["report", "--experiment", "nightly", "--mlflow-root", str(env["root"]),
@@ -145,7 +145,7 @@ def test_gate_settings_are_checked_before_the_spec_is_read(tmp_path, kwargs, mes
     from lab.workbench.schedule import run_scheduled
 
     with pytest.raises(ConfigError) as err:
-        run_scheduled(tmp_path / "no-such-spec.yaml", root=tmp_path / "mlruns", echo=None, **kwargs)
+        run_scheduled(tmp_path / "no-such-spec.yaml", tracking_root=tmp_path / "mlruns", echo=None, **kwargs)
     assert str(err.value).startswith(message)
     assert not (tmp_path / "mlruns").exists()
 

@@ -35,7 +35,7 @@ def swept(tmp_path_factory, pytestconfig):
     root = blank_store(base, pytestconfig)
     spec = base / "held.yaml"
     spec.write_text(SPEC.format(notebook=NOTEBOOK))
-    report = run_sweep(spec, root=root, output_dir=base / "out", progress=False, echo=None, summary=False)
+    report = run_sweep(spec, tracking_root=root, output_dir=base / "out", progress=False, echo=None, summary=False)
     return {"root": root, "report": report, "spec": spec, "base": base}
 
 
@@ -85,7 +85,7 @@ def test_the_winner_is_chosen_on_dev_and_scored_on_held_out(swept, tmp_path, cap
 def test_a_sweep_without_the_holdout_does_not_reuse_held_out_runs(swept):
     spec = swept["base"] / "plain.yaml"
     spec.write_text(SPEC.format(notebook=NOTEBOOK).replace("holdout: 0.4\n", ""))
-    rep = run_sweep(spec, root=swept["root"], dry_run=True, echo=None)
+    rep = run_sweep(spec, tracking_root=swept["root"], dry_run=True, echo=None)
     assert [o.status for o in rep.outcomes] == ["PENDING", "PENDING"]
     assert all("was scored holdout 0.4 (seed 3); this sweep has no holdout" in o.reason for o in rep.outcomes)
 

@@ -65,7 +65,7 @@ def test_bad_sweep_does_not_start_dry_run_or_real(tmp_path):
     root = tmp_path / "mlruns"
     for dry in (True, False):
         with pytest.raises(ConfigError) as exc:
-            run_sweep(path, dry_run=dry, root=root, output_dir=tmp_path / "out", progress=False, echo=None)
+            run_sweep(path, dry_run=dry, tracking_root=root, output_dir=tmp_path / "out", progress=False, echo=None)
         lines = str(exc.value).splitlines()
         assert len(lines) == 6 and lines[-1].startswith("sweep 'bad' not started: 5 problem(s)")
     assert not (tmp_path / "out").exists()  # nothing executed, no notebook written

@@ -362,12 +362,12 @@ def runs_trust(runs: Sequence[RunData], metric: str, alpha: float = 0.05, seed: 
 
 
 
-def log_report(path: str | Path, experiment: str, root="mlruns", run_ids: Sequence[str] = (),
+def log_report(path: str | Path, experiment: str, tracking_root="mlruns", run_ids: Sequence[str] = (),
                metrics: Sequence[str] = ()) -> str:
     """Log the file at ``path`` as artifact ``report.html`` (whatever its name) of a new FINISHED run in ``experiment``
     (tag lab.role=report, ``report.runs`` = the covered run ids, ``report.metrics``); returns its run id."""
     with tracked_run(experiment, run_name=f"report ({', '.join(metrics)})" if metrics else "report",
-                     root=root) as run:
+                     tracking_root=tracking_root) as run:
         run.set_tags({REPORT_ROLE_TAG: "report", "report.runs": ",".join(run_ids), "report.metrics": ",".join(metrics)})
         with tempfile.TemporaryDirectory(prefix="lab-report-") as tmp:
             copy = Path(tmp) / REPORT_ARTIFACT
@@ -376,14 +376,14 @@ def log_report(path: str | Path, experiment: str, root="mlruns", run_ids: Sequen
     return run.run_id
 
 
-def report_experiment(experiment: str, root="mlruns", out: str | Path = "report.html",
+def report_experiment(experiment: str, tracking_root="mlruns", out: str | Path = "report.html",
                       metrics: Sequence[str] | None = None, parent_run_id: str | None = None, log: bool = True,
                       **kwargs) -> ReportResult:
     """:func:`build_report` of an MLflow experiment's finished runs, logged back into it when ``log``."""
     metrics = list(metrics or DEFAULT_REPORT_METRICS)
     notes: list[str] = []
     t0 = time.perf_counter()
-    history = schedule_history(experiment, root, metrics[0])
+    history = schedule_history(experiment, tracking_root, metrics[0])
     run_ids = None
     if len(history) and parent_run_id is None:  # scheduled sweeps: the latest one's runs, and the trends
         run_ids, seq = latest_scheduled_run_ids(history)
@@ -393,18 +393,20 @@ def report_experiment(experiment: str, root="mlruns", out: str | Path = "report.
     human_qrels, halfwidth = kwargs.pop("human_qrels", None), kwargs.pop("target_halfwidth", TARGET_HALFWIDTH)
     if human_qrels:  # checked before any work
         check_ppi_options(human_qrels, halfwidth)
-    runs = runs_from_mlflow(experiment, root, metrics[0], parent_run_id, notes, run_ids=run_ids, trust=trust)
+    runs = runs_from_mlflow(experiment, tracking_root, metrics[0], parent_run_id, notes, run_ids=run_ids, trust=trust)
     if not runs:
         raise ConfigError(f"experiment {experiment!r} has no finished run with {metrics[0]}")
     if human_qrels and trust:  # the prediction-powered leaderboard joins the trust block (lab.analysis.ppi)
-        add_ppi_to_trust(trust[0], [r.run_id for r in runs], [r.label for r in runs], metrics[0], human_qrels, root,
+        add_ppi_to_trust(trust[0], [r.run_id for r in runs], [r.label for r in runs], metrics[0], human_qrels,
+                         tracking_root,
                          kwargs.get("dataset"), halfwidth)
     extra = [("trends", "Trends over the scheduled sweeps", trends_html(history, metrics[0]))] if len(history) else []
     res = build_report(runs, out, metrics, title=kwargs.pop("title", None) or f"Retrieval report: {experiment}",
                        notes=notes, extra_sections=extra, trust=trust[0] if trust else None, **kwargs)
     res.seconds = time.perf_counter() - t0
     if log:
-        res.report_run_id = log_report(res.path, experiment, root, [r.run_id for r in runs if r.run_id], metrics)
+        res.report_run_id = log_report(res.path, experiment, tracking_root, [r.run_id for r in runs if r.run_id],
+                                       metrics)
     return res
 
 

@@ -62,37 +62,38 @@ def existing_dataset(path: str | None) -> str | None:
     return str(p) if (p / "queries.jsonl").exists() or (p / "queries.jsonl.gz").exists() else None
 
 
-def _logged_dataset_path(run_id: str, root, cl) -> str | None:
+def _logged_dataset_path(run_id: str, tracking_root, cl) -> str | None:
     """``info.dataset_path`` of a run's result.json artifact when it is a dataset folder here, else None."""
     try:
         with tempfile.TemporaryDirectory(prefix="lab-report-") as tmp:
-            doc = json.loads(artifact_file(run_id, RESULT_ARTIFACT, tmp, root, cl).read_text(encoding="utf-8"))
+            doc = json.loads(artifact_file(run_id, RESULT_ARTIFACT, tmp, tracking_root, cl).read_text(encoding="utf-8"))
     except Exception:  # noqa: BLE001 - no artifact: the caller notes the missing dataset
         return None
     return existing_dataset((doc.get("info") or {}).get("dataset_path"))
 
 
-def runs_from_mlflow(experiment: str, root="mlruns", metric: str = "ndcg@10", parent_run_id: str | None = None,
+def runs_from_mlflow(experiment: str, tracking_root="mlruns", metric: str = "ndcg@10", parent_run_id: str | None = None,
                      notes: list[str] | None = None, run_ids: Sequence[str] | None = None,
                      trust: list | None = None) -> list[RunData]:
     """The finished runs of ``experiment`` that logged ``metric`` (labels as lab.analysis.compare names them); only
     ``run_ids`` when given. ``trust``: a list the leaderboard's trust object (lab.analysis.trust) is appended to."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CompareWarning)
-        board = experiment_leaderboard(experiment, metric=metric, root=root, parent_run_id=parent_run_id,
+        board = experiment_leaderboard(experiment, metric=metric, tracking_root=tracking_root,
+                                       parent_run_id=parent_run_id,
                                        n_resamples=200, run_ids=run_ids)
     if notes is not None:
         notes.extend(board.attrs.get("warnings", []))
     if trust is not None and board.attrs.get("trust"):
         trust.append(board.attrs["trust"])
-    cl = client(root)
+    cl = client(tracking_root)
     out = []
     for row in board.to_dict("records"):
         rid, label = row["run_id"], str(row["label"])
         r = cl.get_run(rid)
         figures = {metric_name_from_mlflow(k): float(v) for k, v in r.data.metrics.items()}
         try:
-            pq = load_per_query(row["run_id"], root, cl)
+            pq = load_per_query(row["run_id"], tracking_root, cl)
         except Exception as exc:  # noqa: BLE001 - a run without the artifact is shown without per-query parts
             pq = None
             if notes is not None:
@@ -100,10 +101,10 @@ def runs_from_mlflow(experiment: str, root="mlruns", metric: str = "ndcg@10", pa
 
         def load(run_id=row["run_id"]):
             with tempfile.TemporaryDirectory(prefix="lab-report-") as tmp:
-                return read_trec_run(artifact_file(run_id, RUN_ARTIFACT, tmp, root, cl))
+                return read_trec_run(artifact_file(run_id, RUN_ARTIFACT, tmp, tracking_root, cl))
 
         params = r.data.params
-        ds_path = existing_dataset(params.get("dataset")) or _logged_dataset_path(rid, root, cl)
+        ds_path = existing_dataset(params.get("dataset")) or _logged_dataset_path(rid, tracking_root, cl)
         out.append(RunData(
             label=label, figures=figures, per_query=pq, source=f"mlflow run {rid}",
             run_id=row["run_id"], strategy=str(row["strategy"]), dataset=str(row["dataset"]),

@@ -31,7 +31,8 @@ class SweepOptions:
         None, "an existing Ray cluster, HOST:PORT of its head (`ray start --head`); the token of a cluster with token "
         "authentication is read from ~/.ray/auth_token (or RAY_AUTH_TOKEN); default: a local instance, 2 CPUs. See "
         "docs/scale-out.md", "--ray-address")
-    root: str | Path = _opt("mlruns", "the tracking store: a folder or an http(s):// server (lab.tracking.store)")
+    tracking_root: str | Path = _opt("mlruns",
+                                     "the tracking store: a folder or an http(s):// server (lab.tracking.store)")
     output_dir: str | Path | None = _opt(None, "executed notebooks (default results/sweeps/<name>)", "--output-dir")
     progress: bool = _opt(True, "a progress bar over the configs", "--no-progress", invert=True,
                           flag_help="no progress bar: plain status lines (also when the output is not a terminal)")

@@ -76,18 +76,18 @@ def run_sweep(spec_path: str | Path, options: SweepOptions | None = None, **give
     """Run every config of the sweep spec at ``spec_path`` (see :mod:`lab.workbench.sweep`); returns a SweepReport.
 
     The options are :class:`lab.workbench.sweep.options.SweepOptions`: pass one as ``options``, or its fields as
-    keywords (``jobs=2, root="mlruns"``), or both (the keywords win). An unknown keyword is a ConfigError.
+    keywords (``jobs=2, tracking_root="mlruns"``), or both (the keywords win). An unknown keyword is a ConfigError.
     """
     opts = sweep_options(options, **given)
-    root, dry_run = opts.root, opts.dry_run
+    tracking_root, dry_run = opts.tracking_root, opts.dry_run
     t0 = time.perf_counter()
     plan = _plan(spec_path, opts)
-    cl = client(root)
+    cl = client(tracking_root)
     report = SweepReport(plan.spec.name, plan.spec.experiment, None, None, plan.out_dir, dry_run=dry_run)
     if dry_run:
         return _dry_run(plan, opts, cl, report)
     plan.out_dir.mkdir(parents=True, exist_ok=True)
-    lock = sweep_lock(root, plan.out_dir, plan.spec.name, plan.spec.experiment)
+    lock = sweep_lock(tracking_root, plan.out_dir, plan.spec.name, plan.spec.experiment)
     try:
         return _sweep(plan, opts, cl, report, t0)
     finally:
@@ -116,7 +116,8 @@ def _plan(spec_path: str | Path, opts: SweepOptions) -> SweepPlan:
                   for i, (c, lab_) in enumerate(zip(configs, labels, strict=True))]
     out_dir = (resolve_repo_path(opts.output_dir, spec.repo_root) if opts.output_dir is not None
                else results_dir("sweeps", spec.name, root=spec.repo_root, create=False))
-    return SweepPlan(spec, configs, hashes, keys, labels, identities, fraction, out_dir, tracking_uri(opts.root))
+    return SweepPlan(spec, configs, hashes, keys, labels, identities, fraction, out_dir,
+                     tracking_uri(opts.tracking_root))
 
 
 def _decided_outcome(plan: SweepPlan, i: int, decision: Decision, status: str) -> ConfigOutcome:
@@ -165,7 +166,7 @@ def _sweep(plan: SweepPlan, opts: SweepOptions, cl, report: SweepReport, t0: flo
 def _prepare_experiment(plan: SweepPlan, opts: SweepOptions, cl) -> str:
     """The sweep's experiment (created when new), its runs view set to the strategy, the varying keys shown and
     the sweep's metric; returns its id."""
-    exp_id = get_or_create_experiment(plan.spec.experiment, opts.root, cl)
+    exp_id = get_or_create_experiment(plan.spec.experiment, opts.tracking_root, cl)
     shown = [k for k in plan.keys
              if any(flatten(c).get(k) not in (None, "{}", "[]", "") for c in plan.configs)]  # no "{}" columns
     set_runs_view(cl, exp_id, ["strategy", *shown], [*DEFAULT_METRICS, plan.metric])
@@ -193,7 +194,7 @@ def _nothing_to_run(plan: SweepPlan, opts: SweepOptions, cl, report: SweepReport
     opts.echo(f"nothing to run: all {len(plan.configs)} configs have finished runs in {plan.spec.experiment!r} "
               f"(same config, data, models and metrics version; parent run {report.parent_run_id})")
     if not opts.defer_publish:
-        publish_report(report, plan.spec, opts.publish, opts.root, opts.echo)
+        publish_report(report, plan.spec, opts.publish, opts.tracking_root, opts.echo)
     return report
 
 
@@ -230,7 +231,7 @@ def _tasks(plan: SweepPlan, opts: SweepOptions, todo: list[int], decisions: list
            parent_run_id: str) -> list[SweepTask]:
     """One :class:`SweepTask` per index in ``todo`` (indices into the full expansion), each with its resume tags
     (why it runs) and its claim key (no other sweep runs it at the same time)."""
-    spec, root = plan.spec, opts.root
+    spec, root = plan.spec, opts.tracking_root
     root_value = str(root) if is_uri(root) else str(root_path(root))
     try:
         nb_rel = str(spec.notebook.relative_to(spec.repo_root))
@@ -271,7 +272,7 @@ def _execute(plan: SweepPlan, opts: SweepOptions, tasks: list[SweepTask],
         pbar = bar(stream, desc=f"sweep {plan.spec.name}", total=len(tasks), enabled=opts.progress and bool(tasks),
                    unit="config")
         watch.bar = pbar
-        _collect_outcomes(pbar, decisions, outcomes, opts.echo, opts.root)
+        _collect_outcomes(pbar, decisions, outcomes, opts.echo, opts.tracking_root)
     return [outcomes[i] for i in range(len(plan.configs))]
 
 
@@ -282,20 +283,20 @@ def _record_on_parent(report: SweepReport, plan: SweepPlan, opts: SweepOptions, 
                          "n_failed": report.n_failed, "n_run_now": n_run_now, "seconds": report.seconds}, cl=cl)
     set_tags(parent, {"sweep.ok": str(report.ok).lower()}, cl=cl)
     if plan.fraction is not None:
-        record_winner_check(report, cl, plan.metric, opts.root, plan.fraction, plan.seed, opts.echo)
+        record_winner_check(report, cl, plan.metric, opts.tracking_root, plan.fraction, plan.seed, opts.echo)
 
 
 def _summarise(report: SweepReport, plan: SweepPlan, opts: SweepOptions) -> None:
     """Steps 5 and 6: the summary artifacts of the parent run (unless ``summary`` is off) and publishing (unless
     deferred)."""
     if opts.summary:
-        log_summary(report, plan.metric, opts.root, opts.echo)
+        log_summary(report, plan.metric, opts.tracking_root, opts.echo)
     if not opts.defer_publish:
-        publish_report(report, plan.spec, opts.publish, opts.root, opts.echo)
+        publish_report(report, plan.spec, opts.publish, opts.tracking_root, opts.echo)
 
 
 def _collect_outcomes(pbar, decisions: list[Decision], outcomes: dict[int, ConfigOutcome], echo,
-                      root=None) -> None:
+                      tracking_root=None) -> None:
     """Each config's outcome as the executor yields its result (``pbar``, the progress bar over the stream), into
     ``outcomes`` by index, with its decision's reason unless a claim gave one; skips and failures are written on the
     bar (through ``echo`` without one) and the bar shows the count of failures. After a failure, a tracking server
@@ -311,7 +312,7 @@ def _collect_outcomes(pbar, decisions: list[Decision], outcomes: dict[int, Confi
         elif o.status != "FINISHED":
             failed += 1
             write(f"config {o.index} ({o.label}) {o.status}: {o.error}")
-            check_server(root or "", f"running config {o.index} ({o.label})")
+            check_server(tracking_root or "", f"running config {o.index} ({o.label})")
         if hasattr(pbar, "set_postfix"):
             pbar.set_postfix(failed=failed)
 

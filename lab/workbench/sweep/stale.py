@@ -49,9 +49,9 @@ def reused_parent(cl, run_ids: list[str | None]) -> str | None:
     return next((r.data.tags["mlflow.parentRunId"] for r in runs if r.data.tags.get("mlflow.parentRunId")), None)
 
 
-def sweep_lock(root, output_dir: Path, name: str, experiment: str):
+def sweep_lock(tracking_root, output_dir: Path, name: str, experiment: str):
     """An exclusive, non-blocking file lock for (store, experiment, sweep name); released when the process dies."""
-    folder = output_dir if is_uri(root) else root_path(root) / "locks"
+    folder = output_dir if is_uri(tracking_root) else root_path(tracking_root) / "locks"
     folder.mkdir(parents=True, exist_ok=True)
     key = hashlib.sha256(f"{experiment}\0{name}".encode()).hexdigest()[:12]
     lock = FileLock(str(folder / f"sweep-{key}.lock"))

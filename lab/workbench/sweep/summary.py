@@ -19,12 +19,12 @@ from lab.workbench.selection import record_selection, selection_line
 from lab.workbench.sweep.outcome import SweepReport
 
 
-def record_winner_check(report: SweepReport, cl, metric: str, root, fraction: float, seed: int, echo) -> None:
+def record_winner_check(report: SweepReport, cl, metric: str, tracking_root, fraction: float, seed: int, echo) -> None:
     """The winner's held-out check recorded on the parent (lab.workbench.selection.record_selection); a failure
     is reported in ``report.selection_error``, not raised (the runs are logged)."""
     run_ids = [o.run_id for o in report.outcomes if o.status in ("FINISHED", "SKIPPED") and o.run_id]
     try:
-        report.selection = record_selection(cl, report.parent_run_id, report.experiment, run_ids, metric, root,
+        report.selection = record_selection(cl, report.parent_run_id, report.experiment, run_ids, metric, tracking_root,
                                             fraction, seed)
         echo(selection_line(report.selection))
     except Exception as exc:  # noqa: BLE001 - reported, the runs stay
@@ -32,18 +32,18 @@ def record_winner_check(report: SweepReport, cl, metric: str, root, fraction: fl
         echo(f"held-out check not recorded: {report.selection_error}")
 
 
-def log_summary(report: SweepReport, metric: str, root, echo) -> None:
+def log_summary(report: SweepReport, metric: str, tracking_root, echo) -> None:
     """Leaderboard charts, CSV and HTML report of the sweep's finished runs, logged into its parent run under
     ``summary/`` (step 5). Failures are reported in ``report.summary_error``, not raised."""
     run_ids = [o.run_id for o in report.outcomes if o.status in ("FINISHED", "SKIPPED") and o.run_id]
     if not run_ids or not report.parent_run_id:
         return
-    cl = client(root)
+    cl = client(tracking_root)
     try:
         with tempfile.TemporaryDirectory(prefix="lab-sweep-summary-") as tmp, warnings.catch_warnings():
             warnings.simplefilter("ignore", CompareWarning)
             out = Path(tmp)
-            df = experiment_leaderboard(report.experiment, metric=metric, root=root, run_ids=run_ids)
+            df = experiment_leaderboard(report.experiment, metric=metric, tracking_root=tracking_root, run_ids=run_ids)
             if df.empty:
                 return
             title = f"{report.name}: {metric}"
@@ -53,7 +53,8 @@ def log_summary(report: SweepReport, metric: str, root, echo) -> None:
             df.to_csv(out / "leaderboard.csv", index=False)
             files += [out / "quality_vs_latency.png", out / "leaderboard.csv"]
             notes: list[str] = []
-            runs = [r for r in runs_from_mlflow(report.experiment, root, metric, None, notes) if r.run_id in run_ids]
+            runs = [r for r in runs_from_mlflow(report.experiment, tracking_root, metric, None,
+                                                notes) if r.run_id in run_ids]
             if runs:
                 files.append(build_report(runs, out / "report.html", [metric],
                                           title=f"Retrieval report: sweep {report.name}", notes=notes,
@@ -66,13 +67,14 @@ def log_summary(report: SweepReport, metric: str, root, echo) -> None:
         echo(f"sweep summary not logged to the parent run: {report.summary_error}")
 
 
-def publish_report(report: SweepReport, spec, overrides: dict | None, root, echo=print, extra_samples=()) -> None:
+def publish_report(report: SweepReport, spec, overrides: dict | None, tracking_root, echo=print,
+                   extra_samples=()) -> None:
     """Publish the finished runs of the sweep's configs when the spec or ``overrides`` ask (see step 6);
     ``extra_samples`` (lab.workbench.monitoring.Sample) go into the same exposition."""
-    _publish(report, spec, overrides, root, echo or (lambda *a, **k: None), extra_samples)
+    _publish(report, spec, overrides, tracking_root, echo or (lambda *a, **k: None), extra_samples)
 
 
-def _publish(report: SweepReport, spec, overrides: dict | None, root, echo, extra_samples=()) -> None:
+def _publish(report: SweepReport, spec, overrides: dict | None, tracking_root, echo, extra_samples=()) -> None:
     """Publish the finished runs of the sweep's configs when the spec or ``overrides`` ask (see step 6)."""
     merged = {**(spec.publish or {}), **{k: v for k, v in (overrides or {}).items() if v is not None}}
     if not merged:
@@ -87,7 +89,8 @@ def _publish(report: SweepReport, spec, overrides: dict | None, root, echo, extr
         target = opts.get("prometheus")
         report.published = monitoring.publish(
             spec.experiment, prometheus=resolve_repo_path(target, spec.repo_root) if target else None,
-            pushgateway=opts.get("pushgateway"), job=opts.get("job", "raglab"), metrics=opts["metrics"], root=root,
+            pushgateway=opts.get("pushgateway"), job=opts.get("job", "raglab"), metrics=opts["metrics"],
+                                              tracking_root=tracking_root,
             run_ids=run_ids, headers_env=opts.get("headers_env"), extra_samples=extra_samples)
         echo(f"published {len(run_ids)} run(s) of {spec.experiment!r} to {', '.join(report.published)}")
     except LabError as exc:

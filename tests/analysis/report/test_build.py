@@ -209,9 +209,10 @@ def test_report_from_mlflow_is_logged_as_artifact(made, tmp_path, pytestconfig):
 
     root = blank_store(tmp_path, pytestconfig)
     ids = [log_result(run_experiment(made["ds"], "bm25", p, metrics=["ndcg@10", "recall@100", "mrr@10", "hit_rate@3"],
-                                     ctx=Context(progress=False)), experiment="rep", root=root, n_resamples=200)
+                                     ctx=Context(progress=False)), experiment="rep", tracking_root=root,
+                      n_resamples=200)
            for p in ({}, {"k1": 0.1})]
-    res = report_experiment("rep", root=root, out=tmp_path / "rep.html", metrics=["ndcg@10"], n_resamples=1000)
+    res = report_experiment("rep", tracking_root=root, out=tmp_path / "rep.html", metrics=["ndcg@10"], n_resamples=1000)
     text = (tmp_path / "rep.html").read_text()
     assert [i for i in parse(text).ids if i in SECTION_IDS] == list(SECTION_IDS)
     assert set(res.leaderboard["run_id"]) == set(ids)
@@ -221,7 +222,7 @@ def test_report_from_mlflow_is_logged_as_artifact(made, tmp_path, pytestconfig):
     assert run.info.status == "FINISHED" and run.data.tags["lab.role"] == "report"
     assert set(run.data.tags["report.runs"].split(",")) == set(ids)
     assert [a.path for a in cl.list_artifacts(res.report_run_id)] == ["report.html"]
-    assert len(experiment_leaderboard("rep", root=root)) == 2  # the report run is not a leaderboard row
+    assert len(experiment_leaderboard("rep", tracking_root=root)) == 2  # the report run is not a leaderboard row
 
 
 def test_trust_block_above_the_leaderboard(file_report):

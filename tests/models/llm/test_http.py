@@ -249,7 +249,7 @@ def test_query_time_llm_faults_reach_json_mlflow_and_leaderboard(faults, tmp_pat
     assert "excluded" in out["_meta"]["retriever"]["latency"]
     run = client(root).get_run(out["_meta"]["mlflow_run_id"])
     assert run.data.metrics["llm_query_retries"] == 2 and run.data.metrics["llm_query_retry_wait_seconds"] == wait
-    df = experiment_leaderboard("faults", root=root, n_resamples=100)
+    df = experiment_leaderboard("faults", tracking_root=root, n_resamples=100)
     assert df["llm_query_retries"].tolist() == [2.0] and df["llm_query_errors"].tolist() == [0.0]
     assert "LLM query retry/err/wait s" in format_leaderboard(df) and f"2 / 0 / {wait:.1f}" in format_leaderboard(df)
 

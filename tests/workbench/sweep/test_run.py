@@ -52,7 +52,7 @@ def first(tmp_path_factory, pytestconfig):
     root = blank_store(base, pytestconfig)
     spec = base / "engine.yaml"
     spec.write_text(SPEC.format(notebook=NOTEBOOK))
-    report = run_sweep(spec, root=root, output_dir=base / "out", progress=False, echo=None)
+    report = run_sweep(spec, tracking_root=root, output_dir=base / "out", progress=False, echo=None)
     return {"base": base, "root": root, "spec": spec, "report": report}
 
 
@@ -96,7 +96,7 @@ def test_sweep_runs_every_config_and_records_the_failure(first):
 def test_cold_kernels_give_the_same_scores(first, tmp_path, pytestconfig):
     """warm_kernels=False (Papermill starts each kernel) logs the same metrics as the prewarmed first sweep."""
     root = blank_store(tmp_path, pytestconfig)
-    rep = run_sweep(first["spec"], root=root, output_dir=tmp_path / "out", progress=False, echo=None,
+    rep = run_sweep(first["spec"], tracking_root=root, output_dir=tmp_path / "out", progress=False, echo=None,
                     warm_kernels=False)
     cold = {r.data.tags["config_hash"]: r for r in children(root, "engine")}
     warm = {r.data.tags["config_hash"]: r for r in children(first["root"], "engine")}
@@ -110,13 +110,13 @@ def test_cold_kernels_give_the_same_scores(first, tmp_path, pytestconfig):
 def test_dry_run_then_resume_skips_finished_and_retries_failed(first, capsys):
     root, spec = first["root"], first["spec"]
     before = len(children(root, "engine"))
-    dry = run_sweep(spec, root=root, output_dir=first["base"] / "out", dry_run=True, progress=False)
+    dry = run_sweep(spec, tracking_root=root, output_dir=first["base"] / "out", dry_run=True, progress=False)
     assert [o.status for o in dry.outcomes] == ["SKIPPED", "SKIPPED", "PENDING"]
     out = capsys.readouterr().out
     assert out.count("skip (finished run") == 2 and "would run" in out
     assert len(children(root, "engine")) == before  # a dry run creates nothing
 
-    again = run_sweep(spec, root=root, output_dir=first["base"] / "out", progress=False, echo=None)
+    again = run_sweep(spec, tracking_root=root, output_dir=first["base"] / "out", progress=False, echo=None)
     assert [o.status for o in again.outcomes] == ["SKIPPED", "SKIPPED", "FAILED"]
     assert [o.run_id for o in again.outcomes[:2]] == [o.run_id for o in first["report"].outcomes[:2]]
     assert again.parent_run_id == first["report"].parent_run_id  # the unfinished parent is reused
@@ -130,7 +130,8 @@ def test_a_live_sweep_of_the_same_name_is_refused(first):
     lock = sweep_lock(first["root"], first["base"] / "out", "engine", "engine")
     try:
         with pytest.raises(ConfigError, match="already running"):
-            run_sweep(first["spec"], root=first["root"], output_dir=first["base"] / "out", progress=False, echo=None)
+            run_sweep(first["spec"], tracking_root=first["root"], output_dir=first["base"] / "out", progress=False,
+                      echo=None)
     finally:
         lock.release()
 
@@ -188,7 +189,7 @@ def test_kill_9_mid_sweep_then_rerun_loses_and_duplicates_nothing(tmp_path, pyte
         time.sleep(0.2)
     assert not any(_alive(p) for p in pids)
 
-    rep = run_sweep(spec, root=root, output_dir=tmp_path / "out", progress=False, echo=None)
+    rep = run_sweep(spec, tracking_root=root, output_dir=tmp_path / "out", progress=False, echo=None)
     assert rep.ok and rep.n_skipped == len(finished_before)
     assert sorted(rep.stale_marked) == sorted(r.info.run_id for r in running)
     assert parent_before == {rep.parent_run_id}  # the interrupted sweep's parent is reused, and now finished

@@ -29,7 +29,7 @@ def test_a_pool_sweep_prints_each_phase_of_its_configs(tmp_path, pytestconfig):
     spec = tmp_path / "phases.yaml"
     spec.write_text(SPEC.format(notebook=nb, dataset=Path(__file__).parents[3] / "data" / "ord-qa"))
     lines: list[str] = []
-    rep = run_sweep(spec, root=blank_store(tmp_path, pytestconfig), output_dir=tmp_path / "out", jobs=2,
+    rep = run_sweep(spec, tracking_root=blank_store(tmp_path, pytestconfig), output_dir=tmp_path / "out", jobs=2,
                     progress=True, echo=lines.append)
     assert rep.ok, rep.table()
     # ORD-QA's 290 documents (288 distinct texts), encoded in the config's kernel, reported through the worker's
