@@ -70,6 +70,10 @@ def test_halving_on_a_real_spec(tmp_path, monkeypatch):
     assert out["winner_gap"] == pytest.approx(full[3] - full[2]) and out["winner_gap"] > 0
     # the last rung scores its config on every query: the same number as the full grid's
     assert out["rungs"][-1]["scores"][0] == pytest.approx(out["full_scores"][out["winner"]])
+    lo, hi = out["full_best_ci"]  # the full grid's best, with its bootstrap CI; the winner's score tested in it
+    assert lo <= out["full_scores"][out["full_winner"]] <= hi
+    assert out["winner_within_full_ci"] == (lo <= out["full_scores"][out["winner"]] <= hi)
+    assert out["warmup_seconds"] > 0 and out["halving_seconds"] > 0 and out["full_seconds"] > 0
     json.dumps(out)
 
 

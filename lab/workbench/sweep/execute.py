@@ -84,7 +84,7 @@ def execute_config(task: SweepTask, kernels=None, more: bool = False) -> ConfigO
     the winner and returns SKIPPED with the winner's run id and ``reason`` naming it; a winner that ends without
     finishing is claimed again (up to :data:`CLAIM_ROUNDS` rounds, then FAILED). See :func:`_execute_once`."""
     phases.bind(task.phase_dir)
-    phases.announce(task.index, task.label, str(task.config.get("strategy") or ""))
+    phases.announce(task.index, task.run_name, str(task.config.get("strategy") or ""))
     out = task.outcome("FAILED")
     for _ in range(CLAIM_ROUNDS):
         try:

@@ -1,4 +1,4 @@
-"""A sweep that says what it is doing: a real local-pool sweep (a worker process, a Papermill kernel) of a dense
+"""lab.workbench.phase_watch: a sweep that says what it is doing: a real local-pool sweep (a worker process, a Papermill kernel) of a dense
 config on ORD-QA; its output is not a terminal, so each phase the config's kernel reports is one line."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from conftest import blank_store
 from lab.core import phases
 from lab.workbench.sweep import run_sweep
 
-NOTEBOOK = Path(__file__).parents[2] / "fixtures" / "notebooks" / "tiny_experiment.ipynb"
+NOTEBOOK = Path(__file__).parents[1] / "fixtures" / "notebooks" / "tiny_experiment.ipynb"
 
 SPEC = """\
 notebook: {notebook}
@@ -27,7 +27,7 @@ def test_a_pool_sweep_prints_each_phase_of_its_configs(tmp_path, pytestconfig):
     nb.parent.mkdir()
     shutil.copy(NOTEBOOK, nb)
     spec = tmp_path / "phases.yaml"
-    spec.write_text(SPEC.format(notebook=nb, dataset=Path(__file__).parents[3] / "data" / "ord-qa"))
+    spec.write_text(SPEC.format(notebook=nb, dataset=Path(__file__).parents[2] / "data" / "ord-qa"))
     lines: list[str] = []
     rep = run_sweep(spec, tracking_root=blank_store(tmp_path, pytestconfig), output_dir=tmp_path / "out", jobs=2,
                     progress=True, echo=lines.append)
