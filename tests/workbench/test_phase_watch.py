@@ -1,5 +1,6 @@
-"""lab.workbench.phase_watch: a sweep that says what it is doing: a real local-pool sweep (a worker process, a Papermill kernel) of a dense
-config on ORD-QA; its output is not a terminal, so each phase the config's kernel reports is one line."""
+"""lab.workbench.phase_watch: a sweep that says what it is doing. A real local-pool sweep (a worker process, a
+Papermill kernel) of a dense config on ORD-QA; its output is not a terminal, so each phase the config's kernel
+reports is one line."""
 from __future__ import annotations
 
 import os
