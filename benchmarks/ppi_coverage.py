@@ -14,8 +14,9 @@ the people and their mean over every query of the population as the truth:
   "human-only queries needed for PPI's width", (w_human / w_ppi)^2 at equal n.
 
 Relevance: a human label >= 1 (both sets are binary); a judge grade >= 2 (UMBRELA's threshold, as `lab testset
-judge-check` reads it), gain 1. A pair the judge did not grade (outside the pool) counts as not relevant. A query
-where the judge finds nothing relevant scores 0 under the judge.
+judge-check` reads it), gain 1; each real judge is also read at grade >= 3 ("grade 3, post hoc": a reading chosen
+after seeing how lenient the judges are, so its figures are exploratory). A pair the judge did not grade (outside
+the pool) counts as not relevant. A query where the judge finds nothing relevant scores 0 under the judge.
 
 Input: a folder per set (``--data``, default benchmarks/data/ppi/<set>/): ``qrels.tsv`` (the human qrels of the
 population), ``bm25.trec`` and ``dense.trec`` (top 10), ``judge-<name>.tsv`` (every pooled pair with the judge's
@@ -97,10 +98,10 @@ def human_relevant(human: dict[str, dict[str, int]]) -> dict[str, set[str]]:
     return {q: {d for d, g in docs.items() if g >= 1} for q, docs in human.items()}
 
 
-def judge_relevant(grades: dict[tuple[str, str], int]) -> dict[str, set[str]]:
+def judge_relevant(grades: dict[tuple[str, str], int], threshold: int = JUDGE_RELEVANT) -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
     for (q, d), g in grades.items():
-        if g >= JUDGE_RELEVANT:
+        if g >= threshold:
             out.setdefault(q, set()).add(d)
     return out
 
@@ -272,42 +273,52 @@ def sample_population(dataset: Path, queries: int, seed: int, out: Path) -> None
     print(f"{len(keep)} of {len(qids)} test queries of {dataset} (seed {seed}) -> {out}")
 
 
+def read_judged_folder(label: str, folder: Path) -> tuple[dict[tuple[str, str], int], dict]:
+    """The judge grades of every pair a `lab testset judge --out` folder graded, and its report."""
+    side = folder / "qrels" / "test.provenance.jsonl"
+    if not side.is_file():
+        fail(f"--judged {label}={folder}: no {side} (a folder written by `lab testset judge --out`)")
+    grades = {}
+    for line in side.read_text(encoding="utf-8").splitlines():
+        rec = json.loads(line)
+        if rec.get("judge_grade") is not None:
+            grades[rec["query_id"], rec["doc_id"]] = int(rec["judge_grade"])
+    report_path = folder / "judge_report.json"
+    report = json.loads(report_path.read_text(encoding="utf-8")) if report_path.is_file() else {}
+    return grades, report
+
+
 def prepare(name: str, dataset: Path, judged: dict[str, Path], depth: int, data: Path, cache_dir: Path) -> None:
-    """Write ``data/name``: the population, its human qrels, the runs' top 10 and each judge's pooled grades."""
+    """Write ``data/name``: the population, its human qrels, the runs' top 10 and each judge's pooled grades.
+    With judges, the population is the test queries whose whole pool every judge graded."""
     ds = load_dataset(dataset, splits=["test"], progress=False)
     human = read_qrels(dataset / "qrels" / "test.tsv")
     qids = sorted(human.qrels)
+    ctx = Context(cache_dir=cache_dir, progress=False, seed=0)
+    runs = {r: run_experiment(ds, r, {}, split="test", k=K, ctx=ctx).run for r in RUNS}
+    pool = {q: {d for run in runs.values() for d, _ in run.ranked(q, depth)} for q in qids}
+    judges = {label: read_judged_folder(label, folder) for label, folder in judged.items()}
+    n_all = len(qids)
+    qids = [q for q in qids if all((q, d) in g for g, _ in judges.values() for d in pool[q])]
+    if not qids:
+        fail(f"--judged: no query of {dataset} has its whole pool (depth {depth}) graded by every judge")
     out = data / name
     out.mkdir(parents=True, exist_ok=True)
-    ctx = Context(cache_dir=cache_dir, progress=False, seed=0)
-    runs = {}
-    for r in RUNS:
-        runs[r] = run_experiment(ds, r, {}, split="test", k=K, ctx=ctx).run
-        write_trec_run(runs[r], out / f"{r}.trec", tag=r, k=K)
-    pool = {(q, d) for run in runs.values() for q in qids for d, _ in run.ranked(q, depth)}
+    for r, run in runs.items():
+        write_trec_run(Run({q: run.scores.get(q, {}) for q in qids}, name=r), out / f"{r}.trec", tag=r, k=K)
     (out / "population.txt").write_text("\n".join(qids) + "\n", encoding="utf-8")
     (out / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
         f"{q}\t{d}\t{g}\n" for q in qids for d, g in human.qrels[q].items()), encoding="utf-8")
-    meta = {"dataset": str(dataset), "depth": depth, "k": K, "n_queries": len(qids), "pool_pairs": len(pool),
-            "judges": {}}
-    for label, folder in judged.items():
-        side = folder / "qrels" / "test.provenance.jsonl"
-        if not side.is_file():
-            fail(f"--judged {label}={folder}: no {side} (a folder written by `lab testset judge --out`)")
-        grades = {}
-        for line in side.read_text(encoding="utf-8").splitlines():
-            rec = json.loads(line)
-            if "judge_grade" in rec:
-                grades[rec["query_id"], rec["doc_id"]] = int(rec["judge_grade"])
-        report = json.loads((folder / "judge_report.json").read_text(encoding="utf-8")) \
-            if (folder / "judge_report.json").is_file() else {}
-        kept = {p: g for p, g in grades.items() if p in pool}
+    pairs = sorted((q, d) for q in qids for d in pool[q])
+    meta = {"dataset": str(dataset), "depth": depth, "k": K, "n_queries": len(qids), "n_test_queries": n_all,
+            "pool_pairs": len(pairs), "judges": {}}
+    for label, (grades, report) in judges.items():
         (out / f"judge-{label}.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
-            f"{q}\t{d}\t{g}\n" for (q, d), g in sorted(kept.items())), encoding="utf-8")
-        meta["judges"][label] = {"identity": report.get("judge"), "graded": len(kept),
-                                 "pool_pairs_ungraded": len(pool - set(kept)), "grammar": report.get("grammar"),
-                                 "max_passage_chars": report.get("max_passage_chars"),
-                                 "judge_seconds": report.get("judge_seconds")}
+            f"{q}\t{d}\t{grades[q, d]}\n" for q, d in pairs), encoding="utf-8")
+        meta["judges"][label] = {"identity": report.get("judge"), "prompt_version": report.get("prompt_version"),
+                                 "grammar": report.get("grammar"), "max_passage_chars": report.get("max_passage_chars"),
+                                 "judge_seconds": report.get("judge_seconds"),
+                                 "grades": {str(g): sum(1 for p in pairs if grades[p] == g) for g in range(4)}}
     (out / "meta.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
     print(json.dumps(meta, indent=1))
 
@@ -439,7 +450,11 @@ def main() -> None:
     for name in names:
         s = load_set(args.data / name)
         for label, grades in s.judges.items():
-            results["real"].append(study(s, label, judge_relevant(grades), sizes, args.subsets, args.seed))
+            for threshold in (JUDGE_RELEVANT, 3):
+                name = label if threshold == JUDGE_RELEVANT else f"{label} (grade 3, post hoc)"
+                r = study(s, name, judge_relevant(grades, threshold), sizes, args.subsets, args.seed)
+                r.update(threshold=threshold)
+                results["real"].append(r)
         for i, (fn, fp) in enumerate(simulated):
             judged = simulated_judge(s, fn, fp, seed=args.seed * 1000 + i)
             r = study(s, f"simulated fn={fn} fp={fp}", judged, sizes, args.subsets, args.seed)
