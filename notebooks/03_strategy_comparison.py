@@ -43,6 +43,7 @@ progress = True
 tracking_root = "mlruns"
 experiment = "strategy_comparison"
 mlflow_run_id = None        # set by `lab sweep`: log into this run
+human_qrels = None          # people's grades on a random sample of the queries (qrels file or an imported set): PPI
 
 # %%
 # Setup (lab.workbench.notebook.setup): offline model libraries, inline figures, pandas display, one Context
@@ -96,6 +97,20 @@ from lab.analysis.trust import results_trust, trust_lines
 
 trust = results_trust(results, metric, seed=seed)
 print("\n".join(trust_lines(trust, metric)))
+
+# %% [markdown]
+# With `human_qrels` (people's grades on a uniform random sample of the queries, e.g. from
+# `lab testset export-annotation --queries 30 --seed 7` and `import-annotation`): the judge's numbers corrected by
+# those grades, prediction-powered inference (docs/ppi.md; `lab compare --human-qrels` prints the same lines).
+
+# %%
+if human_qrels:
+    from lab.analysis.ppi import ppi_lines, results_ppi
+
+    labels = trust.get("labels") or {}
+    ppi = results_ppi(results, ds.split(split)[1].qrels, human_qrels, metric, split,
+                      judge=labels.get("judge") or labels.get("generator"))
+    print("\n".join(ppi_lines(ppi) + [f"warning: {w}" for w in ppi["warnings"]]))
 
 # %% [markdown]
 # Where the strategies differ without any label: rank-biased overlap (p = 0.9, Webber et al. 2010; 1 = the same

@@ -54,6 +54,7 @@ from lab.analysis.gate import attach_per_query, looks_like_trec, read_result
 from lab.analysis.labels import short_labels
 from lab.analysis.leaderboard import CI_RESAMPLES, N_RESAMPLES, TEST_COLUMNS, leaderboard
 from lab.analysis.plots import leaderboard_bars, pareto_front, per_query_distribution, quality_vs_latency, trend_lines
+from lab.analysis.ppi import TARGET_HALFWIDTH, add_ppi_to_trust, check_ppi_options, ppi_lines
 from lab.analysis.trends import latest_scheduled_run_ids, schedule_history
 from lab.analysis.trust import trust_block, trust_lines
 from lab.core.atomic import write_text_atomic
@@ -881,8 +882,9 @@ def render_trust(trust: Mapping | None, metric: str) -> str:
     lines = trust_lines(trust, metric)
     facts = [line for line in lines if not line.startswith("warning: ")]
     warns = [line.removeprefix("warning: ") for line in lines if line.startswith("warning: ")]
+    ppi = "<pre>" + esc("\n".join(ppi_lines(trust["ppi"]))) + "</pre>" if trust.get("ppi") else ""
     return ('<div class="trust"><h3>How far to trust this leaderboard</h3><ul>'
-            + "".join(f"<li>{esc(line)}</li>" for line in facts) + "</ul>"
+            + "".join(f"<li>{esc(line)}</li>" for line in facts) + "</ul>" + ppi
             + ('<ul class="notes">' + "".join(f"<li>warning: {esc(w)}</li>" for w in warns) + "</ul>" if warns else "")
             + "</div>")
 
@@ -915,9 +917,15 @@ def report_experiment(experiment: str, root="mlruns", out: str | Path = "report.
         notes.append(f"the experiment has scheduled sweeps: the leaderboard shows the runs of the latest (#{seq}); "
                      "the trends section shows them all")
     trust: list = []
+    human_qrels, halfwidth = kwargs.pop("human_qrels", None), kwargs.pop("target_halfwidth", TARGET_HALFWIDTH)
+    if human_qrels:  # checked before any work
+        check_ppi_options(human_qrels, halfwidth)
     runs = runs_from_mlflow(experiment, root, metrics[0], parent_run_id, notes, run_ids=run_ids, trust=trust)
     if not runs:
         raise ConfigError(f"experiment {experiment!r} has no finished run with {metrics[0]}")
+    if human_qrels and trust:  # the prediction-powered leaderboard joins the trust block (lab.analysis.ppi)
+        add_ppi_to_trust(trust[0], [r.run_id for r in runs], [r.label for r in runs], metrics[0], human_qrels, root,
+                         kwargs.get("dataset"), halfwidth)
     extra = [("trends", "Trends over the scheduled sweeps", trends_html(history, metrics[0]))] if len(history) else []
     res = build_report(runs, out, metrics, title=kwargs.pop("title", None) or f"Retrieval report: {experiment}",
                        notes=notes, extra_sections=extra, trust=trust[0] if trust else None, **kwargs)

@@ -22,6 +22,8 @@ def cmd_report(args) -> int:
         raise ConfigError(f"--alpha {args.alpha}: the significance level must lie strictly between 0 and 1, e.g. 0.05")
     if args.files and args.experiment:
         raise ConfigError("pass result files or --experiment, not both")
+    if args.files and args.human_qrels:
+        raise ConfigError("--human-qrels: only with --experiment (the runs' logged ranked lists are rescored)")
     if args.files:
         res = report_files(args.files, out=args.out, qrels=args.qrels, dataset=args.dataset, split=args.split,
                            **common)
@@ -30,7 +32,8 @@ def cmd_report(args) -> int:
         experiment = args.experiment or latest_experiment(args.tracking_root)
         frozen = not args.no_log and read_only(args.tracking_root)  # read the store, write only the HTML
         res = report_experiment(experiment, root=args.tracking_root, out=args.out, parent_run_id=args.parent,
-                                log=not (args.no_log or frozen), dataset=args.dataset, **common)
+                                log=not (args.no_log or frozen), dataset=args.dataset, human_qrels=args.human_qrels,
+                                target_halfwidth=args.target_halfwidth, **common)
         where = (f"logged as report.html of MLflow run {res.report_run_id} in "
                  f"experiment {experiment!r}") if res.report_run_id else \
             ("not logged (the store is read-only)" if frozen else "not logged (--no-log)")
@@ -76,6 +79,11 @@ def add_parsers(sub) -> None:
     r.add_argument("--metric", nargs="+", help="metrics to report, first one ranks (default ndcg@10 recall@100 mrr@10)")
     r.add_argument("--dataset", help="BEIR dataset folder for the worst queries (default: the runs' dataset)")
     r.add_argument("--split", default="test", help="split of the dataset (file inputs; MLflow runs say their own)")
+    r.add_argument("--human-qrels", metavar="FILE",
+                   help="with --experiment: people's grades on a uniform random sample of the queries (qrels file, or "
+                        "a set from `lab testset import-annotation`): adds the prediction-powered leaderboard")
+    r.add_argument("--target-halfwidth", type=float, default=0.02, metavar="H",
+                   help="with --human-qrels: the CI half-width the top-two difference should reach (default 0.02)")
     r.add_argument("--qrels", help="qrels to evaluate TREC run files with")
     r.add_argument("--baseline", help="reference run (label or run id) for the paired tests (default: the best)")
     r.add_argument("--worst", type=positive_int, default=10, help="worst queries shown (default 10)")

@@ -29,6 +29,7 @@ from lab.testset.logs import format_report as format_logs_report
 from lab.testset.logs import import_logs
 from lab.testset.logs import to_json as logs_to_json
 from lab.testset.perturb import VARIANTS, Resources, perturb_dataset
+from lab.testset.sampling import Pilot
 from lab.testset.spotcheck import export_review, format_report, import_review, to_json
 
 
@@ -115,12 +116,29 @@ def cmd_import_logs(args) -> int:
     return 0
 
 
+def queries_count(text: str) -> int | str:
+    """``--queries``: a positive number of queries, or "auto" (sized from a pilot)."""
+    return "auto" if text.strip().lower() == "auto" else positive_int(text)
+
+
 def cmd_export_annotation(args) -> int:
     names = [s.strip() for s in args.strategies.split(",") if s.strip()]
+    auto = args.queries == "auto"
+    if auto != bool(args.pilot):
+        raise ConfigError("--queries auto and --pilot FILE go together: the pilot's human grades size the sample"
+                          if auto else "--pilot FILE: only with --queries auto")
+    if not args.target_halfwidth > 0:
+        raise ConfigError(f"--target-halfwidth {args.target_halfwidth}: must be > 0, e.g. 0.02")
     out = export_annotation(args.dataset, args.out, strategies=names, depth=args.depth, split=args.split,
-                            seed=args.seed, chunking=args.chunking, max_queries=args.max_queries,
+                            seed=args.seed, chunking=args.chunking, max_queries=None if auto else args.queries,
                             cache_dir=args.cache_dir, progress=_progress(args), tracking_root=_root(args),
-                            experiment=args.experiment)
+                            experiment=args.experiment,
+                            pilot=Pilot(args.pilot, args.target_halfwidth) if auto else None)
+    if out.get("pilot") and not args.json:
+        p = out["pilot"]
+        need = f"about {p['needed']}" if p["needed"] else f"more than the set's {p['n_total']}"
+        print(f"the pilot's {p['n_pilot']} human-graded queries: the top two ({' vs '.join(p['top_two'])}) need "
+              f"{need} in all for a half-width of {args.target_halfwidth:g}; drawing {out['queries']} new queries")
     print(json.dumps(out, indent=1) if args.json else
           f"{out['rows']} rows for {out['queries']} queries (pool {out['pool_mean']:.1f} units per query on "
           f"average, {out['found_by_several_share']:.0%} found by several strategies) written to {out['path']}; "
@@ -297,7 +315,13 @@ def add_parsers(sub) -> None:
     ea.add_argument("--split", default="test")
     ea.add_argument("--seed", type=int, default=0)
     ea.add_argument("--chunking", default="none")
-    ea.add_argument("--max-queries", type=positive_int, help="a seeded sample of this many queries")
+    ea.add_argument("--queries", "--max-queries", dest="queries", type=queries_count, metavar="N|auto",
+                    help="grade a uniform random sample of N queries of the split (seeded by --seed), or with "
+                         "`auto --pilot F` as many new ones as the pilot says the top two strategies need")
+    ea.add_argument("--pilot", metavar="FILE",
+                    help="with --queries auto: people's grades on at least 10 queries (BEIR tsv or TREC qrels)")
+    ea.add_argument("--target-halfwidth", type=float, default=0.02, metavar="H",
+                    help="with --queries auto: the CI half-width the top-two difference should reach (default 0.02)")
     _common(ea)
     ea.set_defaults(func=cmd_export_annotation)
 

@@ -26,6 +26,7 @@ from lab.analysis.compare import (
 )
 from lab.analysis.gate import DEFAULT_MAX_DROP
 from lab.analysis.leaderboard import to_records
+from lab.analysis.ppi import TARGET_HALFWIDTH, add_ppi, check_ppi_options, ppi_lines
 from lab.analysis.trust import trust_lines
 from lab.cli.options import add_correction_option, add_tracking_root, positive_int, split_names
 from lab.core.atomic import atomic_path, write_text_atomic
@@ -43,6 +44,11 @@ from lab.workbench.sweep import run_sweep
 
 
 def cmd_sweep(args) -> int:
+    if args.human_qrels:  # checked before any work
+        if args.scheduled or args.halving:
+            raise ConfigError("--human-qrels: not with --scheduled or --halving; `lab compare --human-qrels` reads "
+                              "their runs")
+        check_ppi_options(args.human_qrels, TARGET_HALFWIDTH)
     if args.halving:
         if args.scheduled:
             raise ConfigError("--halving and --scheduled: choose one (halving explores a grid; a scheduled sweep "
@@ -70,7 +76,7 @@ def cmd_sweep(args) -> int:
         if rep.publish_error:
             print(f"error: publishing metrics failed: {rep.publish_error}", file=sys.stderr)
         if rep.n_finished + rep.count("SKIPPED"):
-            _print_sweep_board(rep.experiment, args.tracking_root)
+            _print_sweep_board(rep.experiment, args.tracking_root, human_qrels=args.human_qrels)
         if rep.experiment_id:
             print(f"runs in the MLflow UI (`lab ui`): {runs_url(rep.experiment_id, cl=client(args.tracking_root))}")
     return 0 if (args.dry_run or rep.ok) else 1
@@ -82,16 +88,20 @@ def _board_text(df, experiment: str, metric: str, long_labels: bool = False) -> 
     lines = [f"experiment {experiment!r}, {len(df)} finished runs, by {metric}"]
     if df.attrs.get("trust"):
         lines += trust_lines(df.attrs["trust"], metric)
-    return "\n".join([*lines, format_leaderboard(df, long_labels=long_labels)])
+    ppi = (df.attrs.get("trust") or {}).get("ppi")
+    return "\n".join([*lines, format_leaderboard(df, long_labels=long_labels), *(ppi_lines(ppi) if ppi else [])])
 
 
-def _print_sweep_board(experiment: str, root, metric: str = "ndcg@10") -> None:
-    """After a sweep: the leaderboard `lab compare --experiment EXPERIMENT` would print (its warnings on stderr)."""
+def _print_sweep_board(experiment: str, root, metric: str = "ndcg@10", human_qrels: str | None = None) -> None:
+    """After a sweep: the leaderboard `lab compare --experiment EXPERIMENT` would print (its warnings on stderr);
+    with ``human_qrels`` the prediction-powered one too (lab.analysis.ppi)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CompareWarning)
         df = experiment_leaderboard(experiment, metric=metric, root=root)
     if df.empty:
         return
+    if human_qrels:
+        add_ppi(df, human_qrels, root)
     for note in df.attrs.get("warnings", []):
         print(f"warning: {note}", file=sys.stderr)
     print(f"\n{_board_text(df, experiment, metric)}\n(the same as `lab compare --experiment {experiment}`; "
@@ -142,12 +152,16 @@ def cmd_compare(args) -> int:
     if args.alpha is not None and not 0 < args.alpha < 1:
         raise ConfigError(f"--alpha {args.alpha}: the significance level must lie strictly between 0 and 1, e.g. 0.05")
     groups = query_groups(args.dataset, args.by) if args.by and args.dataset else None  # checked before any work
+    if args.human_qrels:  # checked before any work: the file, its grades, at least 10 queries, the half-width
+        check_ppi_options(args.human_qrels, args.target_halfwidth)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CompareWarning)  # printed with the table
         df = experiment_leaderboard(experiment, metric=metrics[0], root=args.tracking_root, parent_run_id=args.parent,
                                    alpha=0.05 if args.alpha is None else args.alpha, correction=args.correction)
     if args.by and groups is None and not df.empty:
         groups = query_groups(existing_or_repo_path(f"data/{df['dataset'].iloc[0]}"), args.by)
+    if args.human_qrels and not df.empty:
+        add_ppi(df, args.human_qrels, args.tracking_root, args.dataset, args.target_halfwidth)
     for note in df.attrs.get("warnings", []):
         print(f"warning: {note}", file=sys.stderr)
     info = sys.stderr if args.json else sys.stdout  # with --json, stdout holds the JSON alone
@@ -260,6 +274,9 @@ def add_parsers(sub) -> None:
     s.add_argument("--output-dir", help="executed notebooks (default results/sweeps/<name>)")
     s.add_argument("--timeout", type=positive_int, help="seconds per notebook cell (default: no limit)")
     s.add_argument("--no-progress", action="store_true")
+    s.add_argument("--human-qrels", metavar="FILE",
+                   help="people's grades on a uniform random sample of the queries: the leaderboard printed after the "
+                        "sweep adds the prediction-powered one (as `lab compare --human-qrels`)")
     s.add_argument("--rerun-on-code-change", action="store_true",
                    help="also run a config again when the code (git commit) changed since its finished run "
                    "(data, models and metrics version always count)")
@@ -307,8 +324,15 @@ def add_parsers(sub) -> None:
                    help="also the metric per group of queries: tier (difficulty easy / medium / hard) or type "
                         "(question type), as `lab testset generate` records them in the queries' metadata")
     c.add_argument("--dataset", metavar="DIR",
-                   help="with --by: the test set folder whose queries carry the groups (default data/<the runs' "
-                        "dataset>)")
+                   help="with --by: the test set folder whose queries carry the groups; with --human-qrels: the set "
+                        "the runs were scored on (default: the folder each run logged, else data/<the runs' dataset>)")
+    c.add_argument("--human-qrels", metavar="FILE",
+                   help="people's grades on a uniform random sample of the queries (BEIR tsv or TREC qrels, or a set "
+                        "from `lab testset import-annotation`): adds the prediction-powered leaderboard (judge "
+                        "corrected by people, PPI++; JSON key trust.ppi); at least 10 queries")
+    c.add_argument("--target-halfwidth", type=float, default=TARGET_HALFWIDTH, metavar="H",
+                   help="with --human-qrels: the CI half-width the top-two difference should reach; prints how many "
+                        "human-graded queries that needs (default 0.02)")
     c.add_argument("--long-labels", action="store_true",
                    help="name the rows by their whole config (strategy=rerank, params.model=...) instead of the short "
                         "labels of the charts (rerank · biencoder MiniLM · α 0.5); --json always holds the whole label")

@@ -26,10 +26,13 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike
+
+from lab.data.types import Run
+from lab.metrics.ranking import evaluate
 
 #: How :func:`ppi_mean` estimates (logged and shown next to the figures).
 PPI_METHOD = "PPI++ (power-tuned prediction-powered mean, lambda clipped to [0, 1]; ppi-python)"
@@ -191,3 +194,59 @@ def effective_human_queries(estimate: PPIEstimate, y_human: ArrayLike, alpha: fl
     if w_p <= 0.0:
         return float(estimate.n_human) if w_h <= 0.0 else math.inf
     return float(estimate.n_human * (w_h / w_p) ** 2)
+
+
+def per_query_under(run: Run, qrels: Mapping[str, Mapping[str, int]], metric: str,
+                    qids: Sequence[str]) -> np.ndarray:
+    """``metric`` of each query of ``qids`` (in that order) for the ranked lists of ``run``, scored against
+    ``qrels`` (lab.metrics.evaluate). A query with no relevant document under ``qrels`` scores 0 for every run
+    (it cannot tell runs apart), so both label sets give a value for every query."""
+    sub = {q: dict(qrels[q]) for q in qids if q in qrels}
+    values = dict.fromkeys(qids, 0.0)
+    if any(g >= 1 for d in sub.values() for g in d.values()):
+        pq = evaluate(sub, run, [metric]).per_query[metric]
+        for q, v in pq.items():
+            if str(q) in values and not math.isnan(float(v)):
+                values[str(q)] = float(v)
+    return np.array([values[q] for q in qids], dtype=np.float64)
+
+
+def ppi_half_width(n: int, n_total: int, var_y: float, var_judge: float, cov: float, alpha: float = 0.05) -> float:
+    """Half-width of the PPI++ interval with ``n`` human-graded queries among ``n_total`` (the rest judged only),
+    for per-query spreads ``var_y`` (people), ``var_judge`` (judge) and their covariance ``cov``: the smallest over
+    lambda in [0, 1] of z * sqrt(lambda^2 var_judge / (n_total - n) + var(y - lambda yhat) / n)."""
+    big_n = n_total - n
+    if n < 1 or big_n < 1:
+        return math.inf
+    lam = min(1.0, max(0.0, cov / ((1.0 + n / big_n) * var_judge))) if var_judge > 0 else 0.0
+    var = lam * lam * var_judge / big_n + max(0.0, var_y - 2 * lam * cov + lam * lam * var_judge) / n
+    return _z(alpha) * math.sqrt(var)
+
+
+def human_queries_needed(y_human: ArrayLike, yhat_human: ArrayLike, yhat_unlabeled: ArrayLike, half_width: float,
+                         alpha: float = 0.05) -> dict[str, Any]:
+    """How many human-graded queries (in all, counting those already graded) a PPI++ interval needs for a
+    half-width of ``half_width``, the spreads estimated from this pilot (variance of people's and the judge's
+    per-query values, their covariance), the set keeping its size n + N. ``{"ppi": n or None, "human_only":
+    n or None, "n_total", "n_pilot"}``: None when even grading every query but one would not reach it (PPI), or when
+    the set has fewer queries than needed (human only)."""
+    y, yh, yu = _check_ppi_inputs(y_human, yhat_human, yhat_unlabeled)
+    if half_width <= 0:
+        raise ValueError(f"half_width={half_width}: must be > 0, e.g. 0.02")
+    n_total = y.size + yu.size
+    var_y = float(np.var(y))
+    var_judge = float(np.var(np.concatenate([yh, yu]), ddof=1))
+    cov = float(np.mean((y - y.mean()) * (yh - yh.mean())))
+    ppi_n = None
+    lo, hi = 1, n_total - 1
+    if ppi_half_width(hi, n_total, var_y, var_judge, cov, alpha) <= half_width:
+        while lo < hi:  # the half-width shrinks as n grows (for n up to n_total - 1 at these spreads)
+            mid = (lo + hi) // 2
+            if ppi_half_width(mid, n_total, var_y, var_judge, cov, alpha) <= half_width:
+                hi = mid
+            else:
+                lo = mid + 1
+        ppi_n = lo
+    human = max(1, math.ceil((_z(alpha) * math.sqrt(var_y) / half_width) ** 2))
+    return {"ppi": ppi_n, "human_only": human if human <= n_total else None, "n_total": n_total,
+            "n_pilot": int(y.size)}

@@ -38,6 +38,7 @@ from lab.testset.io import (
     write_csv,
     write_tiers,
 )
+from lab.testset.sampling import UNIFORM, Pilot, pilot_queries_needed, read_pilot, uniform_sample
 from lab.testset.track import log_testset_run
 
 ANNOTATION_COLUMNS = ("qid", "query", "unit_id", "passage", "grade", "tier", "note")
@@ -68,8 +69,13 @@ def shuffled(units: Sequence[str], seed: int, qid: str) -> list[str]:
 def export_annotation(dataset, out_csv: str | Path, strategies: Sequence[str] = ("bm25", "dense"), depth: int = 10,
                       split: str = "test", seed: int = 0, chunking=None, max_queries: int | None = None,
                       cache_dir: str | Path = ".cache", progress: bool = True,
-                      tracking_root: str | Path | None = "mlruns", experiment: str = "testset") -> dict:
-    """Write the annotation sheet and its ``.meta.json``; returns counts (queries, rows, pool sizes, overlap)."""
+                      tracking_root: str | Path | None = "mlruns", experiment: str = "testset",
+                      pilot: Pilot | None = None) -> dict:
+    """Write the annotation sheet and its ``.meta.json``; returns counts (queries, rows, pool sizes, overlap).
+    ``max_queries`` (``--queries N``): a uniform random sample of N queries of the split (seeded; more than the
+    split holds is a ConfigError). ``pilot`` (``--queries auto --pilot F``): people's grades on at least 10
+    queries; the sample is as many new queries as the top two strategies' difference needs for a CI half-width of
+    ``pilot.half_width`` (lab.testset.sampling)."""
     if depth < 1 or not strategies:
         raise ConfigError("export-annotation needs --depth >= 1 and at least one strategy")
     t0 = time.perf_counter()
@@ -78,16 +84,28 @@ def export_annotation(dataset, out_csv: str | Path, strategies: Sequence[str] = 
         raise ConfigError(f"{units.dataset.path}: export-annotation pools candidates for each question of split "
                           f"{split!r}, and the folder has no questions; write questions first (lab testset "
                           "generate / import-logs), then export their pool")
-    queries, _ = units.dataset.split(split)
+    queries, judge_qrels = units.dataset.split(split)
+    if max_queries and max_queries > len(queries):
+        raise ConfigError(f"--queries {max_queries}: split {split!r} of {units.dataset.name} has {len(queries)} "
+                          f"queries; draw at most {len(queries)}")
+    pilot_qrels = read_pilot(pilot.path, list(queries)) if pilot is not None else None  # checked before any work
+    sample_info: dict = {}
     if max_queries:
-        keep = sorted(random.Random(seed).sample(sorted(queries), min(max_queries, len(queries))))
-        queries = queries.subset(keep)
+        queries = queries.subset(uniform_sample(list(queries), max_queries, seed))
+        sample_info = {"sample": UNIFORM, "sampled_queries": list(queries)}
     ctx = Context(cache_dir=Path(cache_dir), progress=progress, seed=seed)
     runs = {}
     for name in dict.fromkeys(strategies):
         r = build(name, {}, ctx)
         r.index(units.corpus)
-        runs[name] = r.search_batch(queries, depth)
+        runs[name] = r.search_batch(queries, depth if pilot_qrels is None else max(depth, 10))
+    if pilot is not None and pilot_qrels is not None:  # --queries auto: size the sample, draw new queries only
+        sizing = pilot_queries_needed(runs, judge_qrels, pilot_qrels, list(queries), half_width=pilot.half_width)
+        fresh = [q for q in queries if q not in pilot_qrels]
+        more = len(fresh) if sizing["more"] is None else min(sizing["more"], len(fresh))
+        queries = queries.subset(uniform_sample(fresh, more, seed))
+        sample_info = {"sample": UNIFORM, "sampled_queries": list(queries), "pilot": {**sizing,
+                       "half_width": pilot.half_width, "pilot_queries": sorted(pilot_qrels)}}
     pool = pool_runs(runs, depth)
     rows = []
     for q in queries:
@@ -102,7 +120,7 @@ def export_annotation(dataset, out_csv: str | Path, strategies: Sequence[str] = 
               "found_by_several_share": shared / max(1, len(rows))}
     meta = {"kind": "annotation-sheet", "created": now_utc(), "dataset": str(units.dataset.path),
             "chunking_spec": parse_chunking(chunking), "units": units.describe(), "split": split,
-            "strategies": list(runs), "depth": depth, "seed": seed, "max_queries": max_queries,
+            "strategies": list(runs), "depth": depth, "seed": seed, "max_queries": max_queries, **sample_info,
             "columns": list(ANNOTATION_COLUMNS), "counts": counts, "pool": pool,
             "seconds": round(time.perf_counter() - t0, 1)}
     meta_path(path).write_text(json.dumps(meta, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -114,7 +132,8 @@ def export_annotation(dataset, out_csv: str | Path, strategies: Sequence[str] = 
             {"dataset": units.dataset.name, "dataset_fingerprint": meta["units"]["source_fingerprint"]},
             [path, meta_path(path)], root=tracking_root, experiment=experiment)
         meta_path(path).write_text(json.dumps(meta, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    return {**counts, "path": str(path), "meta": str(meta_path(path)), "mlflow_run_id": meta.get("mlflow_run_id")}
+    return {**counts, "path": str(path), "meta": str(meta_path(path)), "mlflow_run_id": meta.get("mlflow_run_id"),
+            **({"pilot": sample_info["pilot"]} if "pilot" in sample_info else {})}
 
 
 def read_annotation(path: str | Path, units_corpus, known_queries) -> list[dict]:
@@ -187,6 +206,7 @@ def import_annotation(sheet: str | Path, out: str | Path, dataset=None, chunking
             notes.setdefault(q, []).append(f"{r['unit_id']}: {r['note']}")
     if not qrels:
         raise DataError(sheet, "no row has a grade", hint="fill the grade column (0-3) of the rows you judged")
+    human_grades = graded_in_full(sheet, rows, meta, split)
     queries = {q: (t, {**dict(ds.queries.metadata.get(q, {})), **({"annotation_notes": notes[q]} if q in notes
                                                                   else {})})
                for q, t in texts.items()}
@@ -211,7 +231,7 @@ def import_annotation(sheet: str | Path, out: str | Path, dataset=None, chunking
         report["existing_qrels_agreement"] = agree / len(pairs) if pairs else None
     provenance = {"kind": "annotation", "created": now_utc(), "sheet": str(sheet),
                   "sheet_meta": {k: v for k, v in meta.items() if k != "pool"}, "units": units.describe(),
-                  "report": report}
+                  "report": report, "human_grades": human_grades}
     folder = write_beir_set(out, units.corpus, queries, qrels, provenance, split=split)
     write_tiers(folder, tiers)
     if tracking_root is not None:
@@ -224,4 +244,30 @@ def import_annotation(sheet: str | Path, out: str | Path, dataset=None, chunking
             {"dataset": ds.name, "dataset_fingerprint": provenance["units"]["source_fingerprint"]},
             [folder], root=tracking_root, experiment=experiment)
     report["folder"] = str(folder)
+    report["graded_queries"] = len(human_grades["graded_queries"])
     return report
+
+
+def graded_in_full(sheet: Path, rows: Sequence[dict], meta: dict, split: str) -> dict:
+    """The provenance record of which queries people graded in full (every sheet row of the query graded):
+    ``{graded_queries, sample, sample_seed, split, not_graded}``. ``sample`` is "uniform" when the sheet holds a
+    seeded uniform sample (``export-annotation --queries``), else "unknown". A query of such a sample with some rows
+    graded and others not is a DataError at its first ungraded row; one with no row graded is listed in
+    ``not_graded`` (the graded rest is then no longer the whole sample)."""
+    by_q: dict[str, list[dict]] = {}
+    for r in rows:
+        by_q.setdefault(r["qid"], []).append(r)
+    sampled = meta.get("sampled_queries")
+    full, none = [], []
+    for q, rs in by_q.items():
+        missing = [r for r in rs if r["grade"] is None]
+        if not missing:
+            full.append(q)
+        elif len(missing) == len(rs):
+            none.append(q)
+        elif sampled is not None and q in sampled:
+            raise DataError(sheet, f"query {q!r} is in the sheet's random sample, so it counts as graded in full, "
+                                   f"but {len(missing)} of its {len(rs)} rows have no grade", line=missing[0]["line"],
+                            field="grade", hint="grade every row of a sampled query (0 when not relevant)")
+    return {"graded_queries": full, "sample": meta.get("sample") or "unknown", "sample_seed": meta.get("seed"),
+            "split": split, "not_graded": none}

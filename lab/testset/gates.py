@@ -7,6 +7,10 @@ checked on every candidate, so the report also says how often each one fails on 
                       lenient repair of :func:`lab.testset.generate.parse_qa`, counted as ``repaired``)
 ``is_question``       ends with ``?``/``？`` or starts with an interrogative (what, how, which ...; 什么, 如何 ...);
                       one sentence, no numbered list, not cut off on a function word ("... output of ?")
+``not_quiz``          not quiz-shaped (:func:`quiz_shaped`): "Which of the following ...", "Which of the options
+                      ...", "true or false", lettered options (A) ... (B) ...; 以下哪 / 下列哪 / 哪一项 for Chinese
+``no_passage_reference`` the question does not point at the text it was written from (:func:`passage_reference`):
+                      "the given passage", "the above passage", "according to the text"; 上文 / 这段 / 给定的段落
 ``same_language``     the question is in the passage's language (lab.text.tokenize.detect_language: share of
                       Han characters): a Chinese passage needs a Chinese question, an English one an English question
 ``length``            question length in [min, max] words (Chinese: Han characters), answer non-empty and at most
@@ -20,6 +24,10 @@ checked on every candidate, so the report also says how often each one fails on 
 ``known_identifiers`` every identifier the question names (:func:`identifiers`: snake_case, pkg::name,
                       obj.attr, camelCase, name(), anything in `backticks`) occurs in the passage (case-insensitive):
                       no invented functions or options
+``known_names``       every product or project name the question uses (:func:`names`: a capitalised word not
+                      at its start, or a CamelCase / mixed-case token: PostgreSQL, MongoDB, Oracle) occurs somewhere
+                      in the corpus (case-insensitive): no other database's name in a database manual. Checked
+                      when the corpus's vocabulary is given (:func:`corpus_vocabulary`)
 ``low_overlap``       lexical overlap with the passage at most ``max_overlap``: the share of the question's content
                       terms (lab.text.tokenize.Tokenizer: stop words removed, Snowball stems; jieba words for Chinese)
                       that occur in the passage. The seed prompt asks for questions that do not copy the key words.
@@ -31,6 +39,9 @@ checked on every candidate, so the report also says how often each one fails on 
                       is itself a question, or is a bare number to a how/why question: a small model's usual echo.
 ``prose_evidence``    the evidence span the answer narrows to (lab.testset.spans.support_span) is prose, not only a
                       heading, an identifier or an id (lab.testset.spans.not_prose_span)
+``evidence_not_stub``  the evidence span is not a stub (:func:`stub_evidence`): a "See also: ..." line, or one
+                      line of under :data:`STUB_WORDS` words that is not a sentence (no full stop: a one-line
+                      summary or caption)
 ``on_topic``          cosine similarity between question and passage at least ``min_similarity``: the question is
                       about this passage, not a generic one. The model (``topic_model``, default the packaged
                       multilingual-e5-small) is not the default dense retriever (all-MiniLM-L6-v2), so the gate
@@ -52,8 +63,9 @@ from lab.core.errors import ConfigError
 from lab.metrics.stats import wilson_interval
 from lab.text.tokenize import detect_language
 
-GATES = ("valid_json", "is_question", "same_language", "length", "no_repetition", "no_markup", "known_identifiers",
-         "low_overlap", "answerable", "prose_evidence", "on_topic", "not_duplicate")
+GATES = ("valid_json", "is_question", "not_quiz", "no_passage_reference", "same_language", "length", "no_repetition",
+         "no_markup", "known_identifiers", "known_names", "low_overlap", "answerable", "prose_evidence",
+         "evidence_not_stub", "on_topic", "not_duplicate")
 #: The packaged model of the on-topic and duplicate gates (multilingual: Chinese and English questions alike).
 TOPIC_MODEL = "multilingual-e5-small"
 ANSWERABILITY = ("lexical", "llm")
@@ -300,6 +312,74 @@ def greedy_duplicates(vectors: np.ndarray, threshold: float, kept: np.ndarray | 
     return out
 
 
+_QUIZ = re.compile(r"\bwhich\s+of\s+(?:the|these|those)\s+(?:following|options?|choices?|statements?|answers?|"
+                   r"below|above)\b|\b(?:true\s+or\s+false)\b|\b(?:choose|select|pick)\s+the\s+(?:correct|right|"
+                   r"best)\b|(?:^|\s)\(?[Aa][.)]\s.+\s\(?[Bb][.)]\s", re.IGNORECASE)
+_QUIZ_ZH = ("以下哪", "下列哪", "哪一项", "哪个选项", "选择正确")
+_PASSAGE_REF = re.compile(r"\b(?:the|this|that)\s+(?:given|above|following|provided|preceding|previous|same)\s+"
+                          r"(?:passage|text|paragraph|excerpt|context|document|section|snippet)\b|"
+                          r"\b(?:according\s+to|in|from|based\s+on)\s+(?:the|this)\s+(?:passage|text|excerpt|"
+                          r"paragraph|snippet)\b", re.IGNORECASE)
+_PASSAGE_REF_ZH = ("上文", "上述段落", "这段", "本段", "给定的段落", "给定段落", "以上段落", "文中", "原文")
+#: A one-line span of fewer words than this that is not a sentence is a stub (the evidence_not_stub gate).
+STUB_WORDS = 8
+_SEE_ALSO = re.compile(r"^\s*(?:see\s+also|related\s+(?:topics|pages|links))\b", re.IGNORECASE)
+_NAME = re.compile(r"\b[A-Za-z][A-Za-z0-9+#]*[A-Z][A-Za-z0-9+#]*\b|\b[A-Z][a-z0-9+#]{2,}\b")
+_NAME_STOP = frozenset("""what how which why when where who whom whose is are was were can could does do did should
+    would will shall may might has have had the a an in on of for to and or if i""".split())
+
+
+def quiz_shaped(question: str) -> bool:
+    """Whether the question is quiz-shaped ("Which of the following ...", lettered options; 以下哪 ...)."""
+    return bool(_QUIZ.search(question)) or any(m in question for m in _QUIZ_ZH)
+
+
+def passage_reference(question: str) -> str | None:
+    """The words by which the question points at its source text ("the given passage", 上文), else None."""
+    m = _PASSAGE_REF.search(question)
+    if m:
+        return m.group(0)
+    return next((w for w in _PASSAGE_REF_ZH if w in question), None)
+
+
+def corpus_vocabulary(texts: Iterable[str]) -> frozenset[str]:
+    """Every word of ``texts``, lower-cased (for :func:`unknown_names`)."""
+    vocab: set[str] = set()
+    for t in texts:
+        vocab.update(w.lower() for w in _WORDS.findall(t))
+    return frozenset(vocab)
+
+
+def names(question: str) -> list[str]:
+    """The product or project names a question uses: mixed-case tokens (PostgreSQL, MongoDB, iOS) anywhere, and
+    capitalised words (Oracle) except its first word; question words and articles are never names."""
+    out = []
+    for m in _NAME.finditer(question):
+        w = m.group(0)
+        if m.start() == len(question) - len(question.lstrip()) and w[1:].islower():
+            continue  # the question's first word, capitalised as any first word is
+        if w.lower() not in _NAME_STOP:
+            out.append(w)
+    return list(dict.fromkeys(out))
+
+
+def unknown_names(question: str, vocabulary: frozenset[str]) -> list[str]:
+    """The names of :func:`names` that no text of the corpus holds (``vocabulary``: :func:`corpus_vocabulary`)."""
+    return [n for n in names(question) if not all(w.lower() in vocabulary for w in _WORDS.findall(n))]
+
+
+def stub_evidence(span: str) -> str | None:
+    """"see also" when the evidence span is a "See also: ..." line, "summary" when it is one line of under
+    :data:`STUB_WORDS` words with no full stop (a caption or one-line summary, not a sentence), else None."""
+    t = span.strip()
+    if _SEE_ALSO.match(t):
+        return "see also"
+    if "\n" not in t and len(_WORDS.findall(t)) < STUB_WORDS and not re.search(r"[.!?。！？]\s*$", t) \
+            and not _HAN.search(t):
+        return "summary"
+    return None
+
+
 # ------------------------------------------------------------------------------------------------ report
 @dataclass
 class GateReport:
@@ -421,8 +501,8 @@ def summarize(values: Iterable[float]) -> dict:
 
 def check_text_gates(question: str, answer: str, passage_terms: set[str], cfg: GateConfig, tokenizer,
                      language: str = "en", passage: str = "") -> tuple[dict[str, bool], dict[str, float]]:
-    """The gates that need no model: is_question, same_language, length, no_repetition, no_markup,
-    known_identifiers (only with ``passage``), low_overlap and lexical answerable (only when
+    """The gates that need no model: is_question, not_quiz, no_passage_reference, same_language, length,
+    no_repetition, no_markup, known_identifiers (only with ``passage``), low_overlap and lexical answerable (only when
     ``cfg.answerability == "lexical"``). ``passage``: the text the model saw (a repeated identifier it holds
     itself is not the model's loop). Returns (results, measured values)."""
     overlap = term_coverage(question, passage_terms, tokenizer)
@@ -433,7 +513,9 @@ def check_text_gates(question: str, answer: str, passage_terms: set[str], cfg: G
     markup = markup_in(question) or markup_in(answer)
     unknown = unknown_identifiers(question, passage) if passage else []
     wrong = non_answer(question, answer)
-    res = {"is_question": is_question(question, language), "same_language": same_language(question, language),
+    res = {"is_question": is_question(question, language), "not_quiz": not quiz_shaped(question),
+           "no_passage_reference": passage_reference(question) is None,
+           "same_language": same_language(question, language),
            "length": length_ok(question, answer, cfg, language),
            "no_repetition": rep <= cfg.max_repetition and loop is None, "no_markup": markup is None,
            "low_overlap": overlap <= cfg.max_overlap}

@@ -104,9 +104,12 @@ from lab.testset.gates import (
     GateReport,
     answer_after_echo,
     check_text_gates,
+    corpus_vocabulary,
+    stub_evidence,
     summarize,
     term_coverage,
     text_length,
+    unknown_names,
 )
 from lab.testset.io import (
     load_units,
@@ -517,6 +520,7 @@ class _Models:
         self.embedder = embedder or load_embedder(topic_model, cache_dir=cache_dir, progress=progress)
         self.vectors = EmbeddingCache(Cache(cache_dir), progress=False)
         self.tokenizer = Tokenizer(language="auto", stem=True, stopwords="nltk", cache_dir=cache_dir)
+        self.vocabulary: frozenset[str] | None = None  # the corpus's words, for the known_names gate
 
     def encode(self, texts: list[str], kind: str) -> np.ndarray:
         return self.vectors.encode(self.embedder, texts, kind=kind)
@@ -628,6 +632,11 @@ def _check_batch(batch: list[Candidate], models: _Models, llm, cfg: GenerationCo
             c.support = support_span(text, c.span[0], c.span[1], c.qa["answer"], models.tokenizer,
                                      g.min_answer_support)
             c.results["prose_evidence"] = not_prose_span(text[c.support.start:c.support.end]) is None
+            c.results["evidence_not_stub"] = stub_evidence(text[c.support.start:c.support.end]) is None
+    if corpus is not None:  # names the corpus never mentions (its vocabulary read once per generation)
+        models.vocabulary = models.vocabulary or corpus_vocabulary(f"{d.title} {d.text}" for d in corpus)
+        for c in valid:
+            c.results["known_names"] = not unknown_names(c.qa["question"], models.vocabulary)
     q = models.encode([c.qa["question"] for c in valid], "query")
     p = models.encode([c.passage for c in valid], "passage")
     for c, sim in zip(valid, (q * p).sum(axis=1), strict=True):

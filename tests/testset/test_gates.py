@@ -57,8 +57,8 @@ def test_overlap_and_support_use_content_terms(tok):
     assert term_coverage(copied, terms, tok) > 0.75 > term_coverage(reworded, terms, tok)
     assert term_coverage("What is it?", terms, tok) == 1.0  # no content term: nothing new, fails low_overlap
     res, meas = check_text_gates(reworded, "Use the -signal and -clock flags of set_wire_rc.", terms, GateConfig(), tok)
-    assert all(res.values()) and set(res) == {"is_question", "same_language", "length", "no_repetition", "no_markup",
-                                              "low_overlap", "answerable"}
+    assert all(res.values()) and set(res) == {"is_question", "not_quiz", "no_passage_reference", "same_language",
+                                              "length", "no_repetition", "no_markup", "low_overlap", "answerable"}
     res, meas = check_text_gates(copied, "It is 1000 on a 3D map tile.", terms, GateConfig(), tok)
     assert not res["low_overlap"] and not res["answerable"] and meas["answer_support"] < 0.5
     for empty in ("a", ":{", "the"):  # answers seen from Gemma 3 270M that once passed: no content term

@@ -1,0 +1,87 @@
+"""Which queries people grade: a uniform random sample (seeded), and how many more a pilot says are needed.
+
+Prediction-powered estimates (lab.metrics.ppi) are unbiased only when the human-graded queries are a uniform
+random sample of the set's queries. :func:`uniform_sample` draws it: ``random.Random(seed).sample`` of the
+sorted candidate ids, returned sorted (the same draw ``export-annotation`` has always made for a seeded sample).
+
+A pilot (:func:`pilot_queries_needed`): people's grades on at least
+:data:`lab.metrics.ppi.MIN_HUMAN_QUERIES` queries. The strategies' ranked lists are scored under the set's
+labels (the judge's) on every query and under the pilot's grades on the pilot queries; the top two by PPI mean
+give the per-query difference whose spread says how many human-graded queries a PPI++ interval of half-width
+``half_width`` needs (lab.metrics.ppi.human_queries_needed). ``export-annotation --queries auto --pilot F`` then
+draws that many minus the pilot's, among the queries the pilot did not grade.
+"""
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from lab.core.errors import ConfigError, DataError
+from lab.data.trec import read_qrels, read_qrels_rows
+from lab.data.types import Run
+from lab.metrics.ppi import MIN_HUMAN_QUERIES, human_queries_needed, per_query_under, ppi_mean
+
+#: How the human subset was drawn, as provenance records it.
+UNIFORM = "uniform"
+
+
+@dataclass(frozen=True)
+class Pilot:
+    """``--queries auto --pilot PATH``: people's grades on a pilot (qrels file), and the CI half-width the top two
+    strategies' difference should reach (``--target-halfwidth``)."""
+
+    path: str | Path
+    half_width: float = 0.02
+
+
+def uniform_sample(candidates: Sequence[str], n: int, seed: int) -> list[str]:
+    """``n`` of ``candidates`` drawn uniformly at random without replacement (seeded), sorted."""
+    return sorted(random.Random(seed).sample(sorted(candidates), n))
+
+
+def read_pilot(path, split_queries: Sequence[str]) -> dict[str, dict[str, int]]:
+    """People's grades of a pilot (BEIR tsv or TREC qrels; every query in it counts as graded): grades 0-3, at
+    least :data:`MIN_HUMAN_QUERIES` queries, each a query of the split; else a one-line error."""
+    fmt, rows = read_qrels_rows(path)
+    for r in rows:
+        if not 0 <= r.grade <= 3:
+            raise DataError(path, f"grade {r.grade} is outside 0-3", line=r.line,
+                            field="rel" if fmt == "trec" else "score",
+                            hint="people's grades are 0 not relevant, 1 partly, 2 relevant, 3 answers it fully")
+    known = set(split_queries)
+    for r in rows:
+        if r.query_id not in known:
+            raise DataError(path, f"query {r.query_id!r} is not a query of the split", line=r.line,
+                            field="qid" if fmt == "trec" else "query-id",
+                            hint="the pilot grades queries of the set being sampled")
+    qrels = {q: dict(d) for q, d in read_qrels(path).qrels.items()}
+    if len(qrels) < MIN_HUMAN_QUERIES:
+        raise ConfigError(f"--pilot {path}: {len(qrels)} human-graded queries; at least {MIN_HUMAN_QUERIES} are "
+                          "needed for a pilot")
+    return qrels
+
+
+def pilot_queries_needed(runs: Mapping[str, Run], judge_qrels: Mapping[str, Mapping[str, int]],
+                         pilot: Mapping[str, Mapping[str, int]], split_queries: Sequence[str],
+                         metric: str = "ndcg@10", half_width: float = 0.02) -> dict:
+    """``{"needed", "more", "top_two", "human_only", "n_pilot", "n_total"}``: the human-graded queries (in all) the
+    top two strategies' difference needs for a PPI++ CI of ``half_width`` (None: more than the set holds), and
+    how many more than the pilot that is. Needs at least two strategies."""
+    if len(runs) < 2:
+        raise ConfigError("--queries auto: needs at least two strategies (--strategies a,b) to size the difference "
+                          "between the top two")
+    graded = [q for q in split_queries if q in pilot]
+    rest = [q for q in split_queries if q not in pilot]
+    scored = {}
+    for name, run in runs.items():
+        y = per_query_under(run, pilot, metric, graded)
+        yh = per_query_under(run, judge_qrels, metric, graded)
+        yu = per_query_under(run, judge_qrels, metric, rest)
+        scored[name] = (ppi_mean(y, yh, yu).mean, y, yh, yu)
+    (a, sa), (b, sb) = sorted(scored.items(), key=lambda kv: -kv[1][0])[:2]
+    need = human_queries_needed(sa[1] - sb[1], sa[2] - sb[2], sa[3] - sb[3], half_width)
+    n = need["ppi"]
+    return {"needed": n, "more": None if n is None else max(0, n - len(graded)), "top_two": [a, b],
+            "human_only": need["human_only"], "n_pilot": len(graded), "n_total": need["n_total"]}
