@@ -15,8 +15,10 @@ the people and their mean over every query of the population as the truth:
 
 Relevance: a human label >= 1 (both sets are binary); a judge grade >= 2 (UMBRELA's threshold, as `lab testset
 judge-check` reads it), gain 1; each real judge is also read at grade >= 3 ("grade 3, post hoc": a reading chosen
-after seeing how lenient the judges are, so its figures are exploratory). A pair the judge did not grade (outside
-the pool) counts as not relevant. A query where the judge finds nothing relevant scores 0 under the judge.
+after seeing how lenient the judges are, so its figures are exploratory) and as a leaderboard on a judged set
+scores them ("grades as written": grade >= 1 relevant, gain = grade; lab.metrics.ppi.per_query_under). A pair the
+judge did not grade (outside the pool) counts as not relevant. A query where the judge finds nothing relevant
+scores 0 under the judge.
 
 Input: a folder per set (``--data``, default benchmarks/data/ppi/<set>/): ``qrels.tsv`` (the human qrels of the
 population), ``bm25.trec`` and ``dense.trec`` (top 10), ``judge-<name>.tsv`` (every pooled pair with the judge's
@@ -45,7 +47,7 @@ from lab.data.beir import load_dataset
 from lab.data.trec import read_qrels, read_trec_run, write_trec_run
 from lab.data.types import Run
 from lab.experiment.run import Context, run_experiment
-from lab.metrics.ppi import human_mean, judge_mean, ppi_mean, ppi_paired_difference
+from lab.metrics.ppi import human_mean, judge_mean, per_query_under, ppi_mean, ppi_paired_difference
 from lab.metrics.ranking import evaluate, ndcg_at_k
 
 REPO = Path(__file__).resolve().parents[1]
@@ -189,11 +191,13 @@ def diff_coverage(ya: np.ndarray, yb: np.ndarray, ha: np.ndarray, hb: np.ndarray
 
 
 def study(s: SetData, judge_name: str, judged: dict[str, set[str]], sizes: list[int], n_subsets: int,
-          seed: int) -> dict:
-    """Every run and the paired difference, at every subset size, for one judge."""
+          seed: int, yhat: dict[str, np.ndarray] | None = None) -> dict:
+    """Every run and the paired difference, at every subset size, for one judge (``judged``: the documents it
+    holds relevant; ``yhat``: its per-query metric when not the binary nDCG@10 of ``judged``)."""
     relevant = human_relevant(s.human)
     y = {r: per_query_ndcg(s.runs[r], s.qids, relevant) for r in RUNS}
-    yhat = {r: per_query_ndcg(s.runs[r], s.qids, judged) for r in RUNS}
+    if yhat is None:
+        yhat = {r: per_query_ndcg(s.runs[r], s.qids, judged) for r in RUNS}
     agree, kappa = agreement(s, judged)
     out = {"set": s.name, "judge": judge_name, "n_population": len(s.qids), "pool_pairs": len(s.pool()),
            "agreement": agree, "kappa": kappa,
@@ -358,18 +362,18 @@ def print_tables(results: dict) -> None:
                       f"{size} of {r['n_population']} | {run} | {cell(c['ppi'])} | {cell(c['human_only'])} | "
                       f"{cell(c['judge_only'])} | {lam} | {c['queries_ratio']:.2f}x |")
     print()
-    print("## One row per set, judge and size (coverage: bm25 / dense / bm25 - dense; widths of bm25)")
+    print("## One row per set, judge and size (coverage: bm25 / dense / bm25 - dense; corr and widths: bm25)")
     print()
-    print("| set | judge | agreement | kappa | n of N | PPI++ coverage | human-only coverage | judge-only coverage | "
-          "PPI++ width | human-only width | human queries for PPI's width |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| set | judge | agreement | kappa | corr | n of N | PPI++ coverage | human-only coverage | "
+          "judge-only coverage | PPI++ width | human-only width | human queries for PPI's width |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results["real"] + results["simulated"]:
         for size, rows in r["sizes"].items():
             def trio(key, rows=rows):
                 return " / ".join(f"{rows[run][key]['coverage']:.3f}" for run in rows)
             ratios = " / ".join(f"{rows[run]['queries_ratio']:.2f}x" for run in rows)
-            print(f"| {r['set']} | {r['judge']} | {r['agreement']:.2f} | {r['kappa']:.2f} | {size} of "
-                  f"{r['n_population']} | {trio('ppi')} | {trio('human_only')} | {trio('judge_only')} | "
+            print(f"| {r['set']} | {r['judge']} | {r['agreement']:.2f} | {r['kappa']:.2f} | {r['corr']['bm25']:.2f} | "
+                  f"{size} of {r['n_population']} | {trio('ppi')} | {trio('human_only')} | {trio('judge_only')} | "
                   f"{rows['bm25']['ppi']['mean_width']:.3f} | {rows['bm25']['human_only']['mean_width']:.3f} | "
                   f"{ratios} |")
     print()
@@ -455,6 +459,13 @@ def main() -> None:
                 r = study(s, name, judge_relevant(grades, threshold), sizes, args.subsets, args.seed)
                 r.update(threshold=threshold)
                 results["real"].append(r)
+            # as a leaderboard scores a judged set: the grades as written (>= 1 relevant, gain = grade)
+            as_written = {q: {d: g for (q2, d), g in grades.items() if q2 == q} for q in s.qids}
+            graded = {r: per_query_under(s.runs[r], as_written, "ndcg@10", s.qids) for r in RUNS}
+            r = study(s, f"{label} (grades as written)", judge_relevant(grades, 1), sizes, args.subsets, args.seed,
+                      yhat=graded)
+            r.update(threshold=1)
+            results["real"].append(r)
         for i, (fn, fp) in enumerate(simulated):
             judged = simulated_judge(s, fn, fp, seed=args.seed * 1000 + i)
             r = study(s, f"simulated fn={fn} fp={fp}", judged, sizes, args.subsets, args.seed)
