@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from lab.tracking.server import postgres_bin, run_as_database_user, start_server
-from lab.tracking.store import client
-from lab.workbench.sweep import NOTEBOOK_ARTIFACT_DIR, TAG_HASH, TAG_ROLE, run_sweep
+from lab.tracking.store import TAG_ROLE, client
+from lab.workbench.sweep import NOTEBOOK_ARTIFACT_DIR, TAG_HASH, run_sweep
 
 pytest.importorskip("psycopg2", reason="the postgres extra: pip install 'raglab[postgres]'")
 
