@@ -32,10 +32,10 @@ from typing import Any
 import numpy as np
 
 from lab.analysis.labels import short_labels, table_labels
-from lab.core.errors import ConfigError, DataError
+from lab.core.errors import ConfigError
 from lab.core.paths import resolve_repo_path
 from lab.data.beir import qrels_files
-from lab.data.trec import read_qrels, read_qrels_rows, read_trec_run
+from lab.data.trec import read_qrels, read_trec_run
 from lab.data.types import Run
 from lab.metrics.ppi import (
     MIN_HUMAN_QUERIES,
@@ -49,6 +49,7 @@ from lab.metrics.ppi import (
     ppi_paired_difference,
 )
 from lab.metrics.stats import adjust_pvalues
+from lab.testset.human_sample import check_grades
 from lab.tracking.store import RESULT_ARTIFACT, RUN_ARTIFACT, artifact_file, client
 
 #: Default half-width the top-two difference should reach (``--target-halfwidth``).
@@ -83,7 +84,7 @@ def read_human_labels(path: str | Path, split: str = "test") -> HumanLabels:
         files = qrels_files(p)
         if split not in files:
             raise ConfigError(f"--human-qrels {path}: no qrels for split {split!r}")
-        _check_grades(files[split])
+        check_grades(files[split])
         qrels = read_qrels(files[split]).qrels
         graded = [str(q) for q in info.get("graded_queries", [])]
         return HumanLabels({q: dict(qrels[q]) if q in qrels else {} for q in graded}, str(p),
@@ -91,7 +92,7 @@ def read_human_labels(path: str | Path, split: str = "test") -> HumanLabels:
     if not p.is_file():
         raise ConfigError(f"--human-qrels {path}: no such file; pass a qrels file (BEIR tsv or TREC) of people's "
                           "grades, or a set written by `lab testset import-annotation`")
-    _check_grades(p)
+    check_grades(p)
     qrels = read_qrels(p).qrels
     return HumanLabels({q: dict(d) for q, d in qrels.items()}, str(p))
 
@@ -103,15 +104,6 @@ def precheck_human_labels(path: str | Path, split: str = "test") -> HumanLabels:
     if len(human.qrels) < MIN_HUMAN_QUERIES:
         check_human_subset(human, list(human.qrels))
     return human
-
-
-def _check_grades(path: Path) -> None:
-    fmt, rows = read_qrels_rows(path)
-    for r in rows:
-        if not 0 <= r.grade <= 3:
-            raise DataError(path, f"grade {r.grade} is outside 0-3", line=r.line,
-                            field="rel" if fmt == "trec" else "score",
-                            hint="people's grades are 0 not relevant, 1 partly, 2 relevant, 3 answers it fully")
 
 
 def check_human_subset(human: HumanLabels, set_queries: Sequence[str], dataset: str = "the set") -> list[str]:

@@ -41,15 +41,22 @@ def uniform_sample(candidates: Sequence[str], n: int, seed: int) -> list[str]:
     return sorted(random.Random(seed).sample(sorted(candidates), n))
 
 
-def read_pilot(path, split_queries: Sequence[str]) -> dict[str, dict[str, int]]:
-    """People's grades of a pilot (BEIR tsv or TREC qrels; every query in it counts as graded): grades 0-3, at
-    least :data:`MIN_HUMAN_QUERIES` queries, each a query of the split; else a one-line error."""
+def check_grades(path) -> tuple[str, list]:
+    """The rows of people's grades at ``path`` (BEIR tsv or TREC qrels; lab.data.trec.read_qrels_rows) and their
+    format; a grade outside 0-3 is a one-line DataError naming the file, line and field."""
     fmt, rows = read_qrels_rows(path)
     for r in rows:
         if not 0 <= r.grade <= 3:
             raise DataError(path, f"grade {r.grade} is outside 0-3", line=r.line,
                             field="rel" if fmt == "trec" else "score",
                             hint="people's grades are 0 not relevant, 1 partly, 2 relevant, 3 answers it fully")
+    return fmt, rows
+
+
+def read_pilot(path, split_queries: Sequence[str]) -> dict[str, dict[str, int]]:
+    """People's grades of a pilot (BEIR tsv or TREC qrels; every query in it counts as graded): grades 0-3, at
+    least :data:`MIN_HUMAN_QUERIES` queries, each a query of the split; else a one-line error."""
+    fmt, rows = check_grades(path)
     known = set(split_queries)
     for r in rows:
         if r.query_id not in known:
