@@ -275,7 +275,7 @@ def test_compare_report_and_plots_share_columns_and_numbers(results, store):
     from lab.analysis.report import pick_reference, report_leaderboard, runs_from_mlflow
 
     four = {k: results[k] for k in ("a", "b", "c", "d")}
-    cmp = compare_board("board", root=store["root"], n_resamples=1000, seed=2)
+    cmp = compare_board("board", tracking_root=store["root"], n_resamples=1000, seed=2)
     plot = plots.results_leaderboard(four, "ndcg@10", seed=2, n_resamples=1000)
     runs = runs_from_mlflow("board", store["root"], "ndcg@10")
     rep = report_leaderboard(runs, ["ndcg@10"], pick_reference(runs, "ndcg@10"), n_resamples=1000, seed=2)
@@ -360,7 +360,7 @@ def test_demo_sweep_leaderboard_tests_the_sweeps_runs(store):
     df = sweep_leaderboard(report("a", "c", "d"), tracking_root=store["root"])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CompareWarning)
-        want = compare_board("board", root=store["root"], run_ids=[ids[n] for n in ("a", "c", "d")])
+        want = compare_board("board", tracking_root=store["root"], run_ids=[ids[n] for n in ("a", "c", "d")])
     pd.testing.assert_frame_equal(df, want)
     assert df.attrs["correction_note"] == "p adjusted: Holm over 2 comparisons" and df["p_value"].notna().sum() == 2
     assert df.loc[0, "run_id"] == ids["a"]  # the experiment's best

@@ -255,7 +255,7 @@ def test_parse_source():
 def test_generated_set_is_guarded_against_the_real_evaluation_split(tmp_path):
     real = write_tiny_dataset(tmp_path / "real")
     gen = write_generated_set(tmp_path / "gen", real)
-    quiet = {"log": lambda *a: None, "mlflow_root": None}
+    quiet = {"log": lambda *a: None, "tracking_root": None}
     with pytest.raises(ConfigError, match="evaluation split of .*--eval-dataset"):
         train_reranker(gen, tmp_path / "m", TrainConfig(**TINY_RERANKER), split="test", **quiet)
     with pytest.raises(ConfigError, match=r"2 of 13 training positives .*--doc-overlap drop.*--doc-overlap allow"):

@@ -40,7 +40,7 @@ def test_every_problem_is_one_line_naming_file_line_and_config(tmp_path):
     text = "\n".join(problems)
     assert len(problems) == 5, text
     assert f"{path}, line 7, key 'fixed.max_querys': all 3 configs: key 'max_querys' is not a parameter" in text
-    assert "it takes: chunking, condensed, dataset, k, max_queries" in text
+    assert "it takes: chunking, condensed, dataset, human_qrels, k, max_queries" in text
     assert f"{path}, line 6, key 'fixed.k': all 3 configs: k='abc': expected an integer >= 1" in text
     assert "line 9, key 'grid.strategy': config 1 (strategy=nosuch): strategy nosuch: unknown strategy" in text
     assert "line 11, key 'zip.params': config 0 (strategy=bm25): strategy bm25: unknown param 'k1x'" in text

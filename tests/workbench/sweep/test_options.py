@@ -16,7 +16,7 @@ from lab.workbench.sweep.options import cli_fields
 
 def test_keywords_set_fields_and_unknown_ones_are_refused_by_name():
     opts = sweep_options(jobs=3, tracking_root="elsewhere")
-    assert (opts.jobs, opts.root, opts.executor) == (3, "elsewhere", "local")
+    assert (opts.jobs, opts.tracking_root, opts.executor) == (3, "elsewhere", "local")
     with pytest.raises(ConfigError, match="sweep option 'job' does not exist; the options are: .*jobs"):
         sweep_options(job=3)
 
