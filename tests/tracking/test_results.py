@@ -79,7 +79,7 @@ res = run_experiment(sys.argv[1], "bm25", k=10, max_queries=5, ctx=Context(progr
 start = float(sys.argv[3])
 while time.time() < start:  # every process opens the new store at the same moment
     time.sleep(0.005)
-run_id = log_result(res, experiment="concurrent", root=sys.argv[2], ci=False)
+run_id = log_result(res, experiment="concurrent", tracking_root=sys.argv[2], ci=False)
 print(run_id)
 """
 

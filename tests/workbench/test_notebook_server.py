@@ -127,6 +127,7 @@ def _parameters(store: Path) -> str:
         f'tracking_root = "{store}"',
         'experiment = "jupyterlab-check"',
         "mlflow_run_id = None",
+        "human_qrels = None",
     ])
 
 
