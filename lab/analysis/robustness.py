@@ -247,10 +247,11 @@ def run_robustness(dataset, variants, strategies: Sequence[str] = STRATEGIES,  #
                    params: Mapping[str, Mapping] | None = None, *, split: str = "test", k: int = 100,
                    metrics: Sequence[str] = TABLE_METRICS, ctx=None, max_queries: int | None = None,
                    n_resamples: int = N_RESAMPLES, seed: int = 0, confidence: float = 0.95, answer_rate: float = 0.95,
-                   log: bool = True, tracking_root: str | Path = "mlruns", experiment: str = DEFAULT_EXPERIMENT,
+                   log_to_mlflow: bool = True, tracking_root: str | Path = "mlruns",
+                   experiment: str = DEFAULT_EXPERIMENT,
                    check_source: bool = True) -> Robustness:
     """Run ``strategies`` on the clean ``dataset`` (folder or Dataset) and on each variant (a folder of variant
-    folders, one variant folder, or a list of them); build the table; log everything to MLflow when ``log``.
+    folders, one variant folder, or a list of them); build the table; log everything to MLflow when ``log_to_mlflow``.
 
     params: strategy -> params for run_experiment. Query-side variants are evaluated on ``split``; the
     unanswerable variant on its own split (it must be ``split``).
@@ -304,7 +305,7 @@ def run_robustness(dataset, variants, strategies: Sequence[str] = STRATEGIES,  #
                              for q, s in u_top.items()]
     table = pd.DataFrame(rows)
     out = Robustness(table, pd.DataFrame(un_rows), results, pd.DataFrame(top_rows), metrics=metrics)
-    if log:
+    if log_to_mlflow:
         log_robustness(out, loaded, tracking_root=tracking_root, experiment=experiment, seed=seed,
                        n_resamples=n_resamples,
                        config={"dataset": clean.name, "split": split, "k": k, "strategies": list(strategies),

@@ -33,7 +33,8 @@ def cmd_report(args) -> int:
         experiment = args.experiment or latest_experiment(args.tracking_root)
         frozen = not args.no_log and read_only(args.tracking_root)  # read the store, write only the HTML
         res = report_experiment(experiment, tracking_root=args.tracking_root, out=args.out, parent_run_id=args.parent,
-                                log=not (args.no_log or frozen), dataset=args.dataset, human_qrels=args.human_qrels,
+                                log_to_mlflow=not (args.no_log or frozen), dataset=args.dataset,
+                                human_qrels=args.human_qrels,
                                 target_halfwidth=args.target_halfwidth, **common)
         where = (f"logged as report.html of MLflow run {res.report_run_id} in "
                  f"experiment {experiment!r}") if res.report_run_id else \

@@ -23,7 +23,7 @@ def cmd_robustness(args) -> int:
                                  progress=ctx.progress)
     rob = run_robustness(args.dataset, variants, strategies, params, split=args.split, k=args.k, ctx=ctx,
                          max_queries=args.max_queries, n_resamples=args.resamples, seed=args.seed,
-                         log=not args.no_log, tracking_root=args.tracking_root, experiment=args.experiment)
+                         log_to_mlflow=not args.no_log, tracking_root=args.tracking_root, experiment=args.experiment)
     files = write_outputs(rob, args.out)
     print(rob.format())
     print(f"\nwritten: {', '.join(str(f) for f in files)}")

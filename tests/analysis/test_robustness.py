@@ -38,7 +38,7 @@ def variants(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def rob(variants):
-    return run_robustness(ORD_QA, variants, ["bm25"], ctx=Context(progress=False), max_queries=N, log=False,
+    return run_robustness(ORD_QA, variants, ["bm25"], ctx=Context(progress=False), max_queries=N, log_to_mlflow=False,
                           n_resamples=2000, seed=0)
 
 
@@ -123,7 +123,7 @@ def test_make_variants_reuses_the_variants_already_made(variants):
 def test_a_variant_of_another_dataset_is_refused(variants, tmp_path):
     with pytest.raises(ConfigError, match="fingerprint"):
         run_robustness(resolve_repo_path("data/scifact"), variants, ["bm25"], ctx=Context(progress=False),
-                       max_queries=5, log=False)
+                       max_queries=5, log_to_mlflow=False)
     with pytest.raises(ConfigError, match="no perturbed variants"):
         find_variants(tmp_path)
 

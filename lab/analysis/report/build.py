@@ -377,9 +377,10 @@ def log_report(path: str | Path, experiment: str, tracking_root="mlruns", run_id
 
 
 def report_experiment(experiment: str, tracking_root="mlruns", out: str | Path = "report.html",
-                      metrics: Sequence[str] | None = None, parent_run_id: str | None = None, log: bool = True,
+                      metrics: Sequence[str] | None = None, parent_run_id: str | None = None,
+                      log_to_mlflow: bool = True,
                       **kwargs) -> ReportResult:
-    """:func:`build_report` of an MLflow experiment's finished runs, logged back into it when ``log``."""
+    """:func:`build_report` of an MLflow experiment's finished runs, logged back into it when ``log_to_mlflow``."""
     metrics = list(metrics or DEFAULT_REPORT_METRICS)
     notes: list[str] = []
     t0 = time.perf_counter()
@@ -404,7 +405,7 @@ def report_experiment(experiment: str, tracking_root="mlruns", out: str | Path =
     res = build_report(runs, out, metrics, title=kwargs.pop("title", None) or f"Retrieval report: {experiment}",
                        notes=notes, extra_sections=extra, trust=trust[0] if trust else None, **kwargs)
     res.seconds = time.perf_counter() - t0
-    if log:
+    if log_to_mlflow:
         res.report_run_id = log_report(res.path, experiment, tracking_root, [r.run_id for r in runs if r.run_id],
                                        metrics)
     return res
