@@ -336,7 +336,7 @@ def reusable(out: str | Path, key: str, log=print) -> dict | None:
 
 def save_metadata(meta: dict, out: str | Path, tracking_root, experiment: str,
                   log_run: Callable[[dict, Path, Any, str], str]) -> dict:
-    """Log the training to MLflow (``log_run``; skipped when ``mlflow_root`` is None), record its run id as
+    """Log the training to MLflow (``log_run``; skipped when ``tracking_root`` is None), record its run id as
     ``mlflow_run_id`` and write ``meta`` to ``out/training.json``; returns ``meta``. Absolute paths in ``meta``
     (the dataset's, the evaluation dataset's, the base model's) are made public first
     (:func:`lab.core.paths.public_paths_in`): no machine path is logged or written."""

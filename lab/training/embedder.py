@@ -197,7 +197,7 @@ def train_embedder(dataset: str | Path | Dataset, out: str | Path | None = None,
 
     ``out`` None: ``models/embedder-<dataset>-<content key[:10]>``. With ``reuse`` and a folder whose
     training.json carries the same content key, nothing is trained and that metadata comes back (``reused``).
-    ``mlflow_root`` None: no MLflow logging.
+    ``tracking_root`` None: no MLflow logging.
     """
     cfg = cfg or EmbedderConfig()
     _check_config(cfg)

@@ -51,7 +51,7 @@ parameter, seed, times, the loss curve (mean per ``log_every`` steps, flushed at
 figures per epoch, ``stopped_early``, ``train_query_sha`` (text hashes of all training queries, so rerank can
 refuse to score them), ``metadata_sha256`` (hash of the rest of the file, a short identity of the training) and
 ``mlflow_run_id`` (the MLflow run of the training: params, loss curve by step, validation by epoch, times; added
-after the hash; absent when ``mlflow_root`` is None).
+after the hash; absent when ``tracking_root`` is None).
 
 The skeleton (guard, validation split, fitting with early stopping, output, MLflow run) is lab.training.common's;
 this module keeps the cross-encoder's own parts: sources, groups, in-batch negatives, the losses, alpha.
@@ -370,7 +370,7 @@ def train_reranker(dataset: str | Path | Dataset, out: str | Path, cfg: TrainCon
     """Fine-tune a cross-encoder (see the module docstring), save it under ``out``; returns the metadata.
 
     ``eval_dataset``: the dataset whose ``cfg.eval_split`` is guarded (default: ``dataset``); ``extra``: more
-    (dataset, split) training sources; ``mlflow_root`` None: no MLflow run."""
+    (dataset, split) training sources; ``tracking_root`` None: no MLflow run."""
     cfg = cfg or TrainConfig()
     _check_config(cfg)
     ctx = ctx or Context(seed=cfg.seed)
