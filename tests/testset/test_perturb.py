@@ -30,30 +30,8 @@ def res():
 
 
 @pytest.fixture(scope="module")
-def scifact_queries():
-    return read_queries(resolve_repo_path("data/scifact/queries.jsonl"), progress=False).subset(
-        [str(i) for i in range(0, 400)])
-
-
-@pytest.fixture(scope="module")
-def cmrc_queries():
-    q = read_queries(resolve_repo_path("data/cmrc2018/queries.jsonl"), progress=False)
-    return q.subset(list(q)[:60])
-
-
-@pytest.fixture(scope="module")
 def ordqa():
     return load_dataset(ORD_QA, progress=False)
-
-
-def _replay(original: str, edits: list[dict]) -> str:
-    """The original text with each recorded word edit applied (checks the record says all that changed)."""
-    out, pos = [], 0
-    for e in sorted(edits, key=lambda e: e["start"]):
-        assert original[e["start"]:e["start"] + len(e["before"])] == e["before"]
-        out += [original[pos:e["start"]], e["after"]]
-        pos = e["start"] + len(e["before"])
-    return "".join(out + [original[pos:]])
 
 
 # ------------------------------------------------------------------------------------------------ helpers
