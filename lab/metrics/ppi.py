@@ -85,26 +85,25 @@ def _z(alpha: float) -> float:
     return float(norm.ppf(1.0 - alpha / 2.0))
 
 
-def human_mean(y_human: ArrayLike, alpha: float = 0.05) -> MeanEstimate:
-    """The classical estimate from the human subset alone: its mean and the CLT interval
-    mean +- z(1 - alpha/2) * sd / sqrt(n) (population sd, as ppi_py's ``classical_mean_ci``)."""
-    y = _vector(y_human, "y_human")
+def _clt_mean(y: np.ndarray, alpha: float, who: str, what: str) -> MeanEstimate:
+    """The mean of ``y`` and its CLT interval mean +- z(1 - alpha/2) * sd / sqrt(n) (population sd)."""
     if y.size < 2:
-        raise ValueError(f"human_mean: {y.size} human-graded value(s); at least 2 are needed for an interval")
+        raise ValueError(f"{who}: {y.size} {what} value(s); at least 2 are needed for an interval")
     m = float(y.mean())
     half = _z(alpha) * float(y.std()) / math.sqrt(y.size)
     return MeanEstimate(mean=m, ci=(m - half, m + half), n=int(y.size))
+
+
+def human_mean(y_human: ArrayLike, alpha: float = 0.05) -> MeanEstimate:
+    """The classical estimate from the human subset alone: its mean and the CLT interval
+    mean +- z(1 - alpha/2) * sd / sqrt(n) (population sd, as ppi_py's ``classical_mean_ci``)."""
+    return _clt_mean(_vector(y_human, "y_human"), alpha, "human_mean", "human-graded")
 
 
 def judge_mean(yhat_all: ArrayLike, alpha: float = 0.05) -> MeanEstimate:
     """The judge's labels on every query, taken at face value: the mean and its CLT interval. The interval covers
     the judge's own mean, not the people's: it is biased by whatever the judge gets wrong."""
-    y = _vector(yhat_all, "yhat_all")
-    if y.size < 2:
-        raise ValueError(f"judge_mean: {y.size} judged value(s); at least 2 are needed for an interval")
-    m = float(y.mean())
-    half = _z(alpha) * float(y.std()) / math.sqrt(y.size)
-    return MeanEstimate(mean=m, ci=(m - half, m + half), n=int(y.size))
+    return _clt_mean(_vector(yhat_all, "yhat_all"), alpha, "judge_mean", "judged")
 
 
 def tuned_lambda(y_human: ArrayLike, yhat_human: ArrayLike, yhat_unlabeled: ArrayLike) -> float:
