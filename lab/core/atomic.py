@@ -9,6 +9,7 @@ propagates (an OSError that names no file is raised again naming the target).
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -67,3 +68,23 @@ def write_bytes_atomic(path: str | Path, data: bytes, prefix: str | None = None)
     with atomic_path(path, prefix=prefix) as tmp:
         tmp.write_bytes(data)
     return Path(path)
+
+
+@contextmanager
+def atomic_folder(path: str | Path) -> Iterator[Path]:
+    """A temporary folder beside ``path`` to fill; on a normal exit it is renamed onto ``path`` in one step, so a
+    reader sees no folder or the whole one. When ``path`` appeared meanwhile (another process made the same folder,
+    e.g. the same cached model), that one is kept and this one discarded. On an error the temporary folder is
+    removed and ``path`` is left as it was."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    try:
+        yield tmp
+        try:
+            os.rename(tmp, path)
+        except OSError:
+            if not path.is_dir():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

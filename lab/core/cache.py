@@ -245,7 +245,9 @@ class EmbeddingCache:
     """Embeddings through the store: cached rows are read, only the misses are encoded.
 
     Key of one text: ``content_key("embed:" + kind, embedder.cache_identity(kind), text)``; the identity
-    names the model weights and every setting that changes the vector (prefix, max_seq_length).
+    names the model weights and every setting that changes the vector (prefix, max_seq_length). An embedder whose
+    vectors depend on the passages it serves (static int8 scales calibrated on the corpus, lab.models.int8) has
+    ``calibrate(passages)``; it is called with the passages before their identity is read.
     ``hits``/``misses`` count texts (not unique texts) over this object's life; ``encoded`` counts the
     unique texts sent to the embedder.
     """
@@ -262,6 +264,9 @@ class EmbeddingCache:
         if kind not in ("passage", "query"):
             raise ValueError(f"EmbeddingCache.encode: kind must be 'passage' or 'query', not {kind!r}")
         texts = list(texts)
+        calibrate = getattr(embedder, "calibrate", None)
+        if kind == "passage" and calibrate is not None:  # vectors that depend on the corpus (static int8 scales)
+            calibrate(texts)
         ident = embedder.cache_identity(kind)
         keys = [content_key("embed:" + kind, ident, t) for t in texts]
         found, matrix = self.cache.get_vectors(keys)

@@ -38,7 +38,7 @@ import shutil
 import tempfile
 import warnings
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -47,17 +47,21 @@ from lab.core.progress import progress
 from lab.models.batching import PROGRESS_MIN_TEXTS, length_batches
 
 #: Backends a sentence-transformers embedder can run on.
-BACKENDS = ("torch", "onnx", "onnx-int8", "openvino")
-#: The backend used when none is given: the fastest whose SciFact nDCG@10 is within 0.005 of torch's
-#: (benchmarks/encode_speed.py; figures in docs/results.md, "Encoding backends"). openvino at the CPU's default
-#: precision (bf16 here) encoded the SciFact corpus at 2.76x torch's passages/s on 2 cores with nDCG@10 +0.0010;
-#: at f32 it was 0.7-1.1x torch, so the speed is bf16's. onnx-int8 also met the quality rule, but dynamic
-#: quantisation scales activations per batch, so a text's vector depends on the texts batched with it ("a query
-#: alone ranks as in a batch" breaks).
-DEFAULT_BACKEND = "openvino"
+BACKENDS = ("torch", "onnx", "onnx-int8", "openvino", "openvino-int8")
+#: The backend used when none is given: the fastest whose nDCG@10 is within 0.005 of torch's on SciFact and ORD-QA
+#: and whose query encoded alone ranks as in a batch (benchmarks/encode_speed.py; figures in docs/results.md,
+#: "Encoding backends"). openvino-int8 (lab.models.int8: static int8 scales calibrated on the corpus) quantises
+#: corpora of at least 2,000 passages and runs smaller ones on the openvino graph at the CPU's precision (bf16 on
+#: CPUs with AVX512-BF16/AMX). onnx-int8 also met the quality rule, but its dynamic quantisation scales
+#: activations per batch, so a text's vector depends on the texts batched with it.
+DEFAULT_BACKEND = "openvino-int8"
 #: OpenVINO inference precision asked for: None lets the CPU plugin choose (see the module conventions).
 OPENVINO_PRECISION: str | None = None
 OPENVINO_PRECISIONS = ("f32", "bf16", "f16")
+#: OpenVINO streams (asynchronous requests in flight) for a batch encode; the cores are shared between them. One
+#: text (a query as it arrives) runs on one stream. Measured in benchmarks/encode_speed.py (docs/results.md,
+#: "Encoding backends").
+OPENVINO_STREAMS = 2
 #: Export settings that are part of the export key.
 ONNX_OPSET = 17
 INT8_SETTINGS = {"weight_type": "QInt8", "per_channel": True, "reduce_range": False,
@@ -224,22 +228,31 @@ class OnnxRunner:
     def __call__(self, feeds: dict) -> np.ndarray:
         return self.session.run(None, {k: v for k, v in feeds.items() if k in self.inputs})[0]
 
+    def run_all(self, feeds: Iterable[dict], done: Callable[[int, np.ndarray], None]) -> None:
+        """Run every feed in turn, ``done(i, vectors)`` after each."""
+        for i, f in enumerate(feeds):
+            done(i, self(f))
+
 
 class OpenVinoRunner:
     """One OpenVINO compiled model on the CPU: feeds -> sentence embeddings.
 
     ``precision`` (``INFERENCE_PRECISION_HINT``: "f32", "bf16", "f16"; None: the plugin's default); ``self.precision``
-    is the precision the compiled model reports, which is what ran.
+    is the precision the compiled model reports, which is what ran. ``streams`` > 1 compiles for throughput
+    (``PERFORMANCE_HINT`` THROUGHPUT, ``NUM_STREAMS`` streams sharing ``threads``) and :meth:`run_all` keeps that
+    many asynchronous requests in flight; 1 compiles for latency (one stream, ``threads`` threads).
     """
 
-    def __init__(self, path: Path, threads: int, precision: str | None = None):
+    def __init__(self, path: Path, threads: int, precision: str | None = None, streams: int = 1):
         import openvino as ov
 
         if precision is not None and precision not in OPENVINO_PRECISIONS:
             raise ConfigError(f"OpenVINO precision must be one of {', '.join(OPENVINO_PRECISIONS)} or None, "
                               f"not {precision!r}")
+        self.streams = max(1, min(int(streams), int(threads)))
         core = ov.Core()
-        cfg = {"INFERENCE_NUM_THREADS": int(threads), "PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": 1}
+        cfg = {"INFERENCE_NUM_THREADS": int(threads), "NUM_STREAMS": self.streams,
+               "PERFORMANCE_HINT": "THROUGHPUT" if self.streams > 1 else "LATENCY"}
         if precision is not None:
             cfg["INFERENCE_PRECISION_HINT"] = precision
         self.compiled = core.compile_model(str(path), "CPU", cfg)
@@ -251,6 +264,30 @@ class OpenVinoRunner:
         res = self.compiled({k: v for k, v in feeds.items() if k in self.inputs})
         return np.asarray(res[self.compiled.outputs[0]])
 
+    def run_all(self, feeds: Iterable[dict], done: Callable[[int, np.ndarray], None]) -> None:
+        """Run every feed (``done(i, vectors)`` as each finishes, in any order), ``self.streams`` at a time."""
+        if self.streams == 1:
+            for i, f in enumerate(feeds):
+                done(i, self(f))
+            return
+        import openvino as ov
+
+        queue = ov.AsyncInferQueue(self.compiled, self.streams)
+        failed: list[BaseException] = []
+
+        def finished(request, i):
+            try:
+                done(i, np.array(request.get_output_tensor(0).data, dtype=np.float32))
+            except BaseException as e:  # noqa: BLE001 - raised again below, in the caller's thread
+                failed.append(e)
+
+        queue.set_callback(finished)
+        for i, f in enumerate(feeds):
+            queue.start_async({k: v for k, v in f.items() if k in self.inputs}, i)
+        queue.wait_all()
+        if failed:
+            raise failed[0]
+
 
 class ExportedEmbedder:
     """A sentence-transformers embedder run on an exported graph (``onnx``, ``onnx-int8``, ``openvino``).
@@ -261,7 +298,8 @@ class ExportedEmbedder:
     does not load fails at construction. ``precision``: openvino only (None: :data:`OPENVINO_PRECISION`).
     """
 
-    def __init__(self, base, backend: str, cache_dir: str | Path, precision: str | None = None):
+    def __init__(self, base, backend: str, cache_dir: str | Path, precision: str | None = None,
+                 graph: Path | None = None):
         self.base = base
         self.backend = check_backend(backend)
         self.name = base.name
@@ -271,21 +309,27 @@ class ExportedEmbedder:
         self.max_seq_length = base.max_seq_length
         self.batch_size, self.num_threads = base.batch_size, base.num_threads
         self.single_text_threads, self.progress = base.single_text_threads, base.progress
-        self.path = exported_model(base.model, base.identity, backend, cache_dir)
+        # ``graph``: an OpenVINO graph made from this export elsewhere (lab.models.int8's quantised one)
+        self.path = graph if graph is not None else exported_model(base.model, base.identity, backend, cache_dir)
         self.export_key = export_key(base.identity, backend)
         if precision is not None and backend != "openvino":
             raise ConfigError(f"precision applies to the openvino backend only, not {backend!r}")
         asked = (precision or OPENVINO_PRECISION) if backend == "openvino" else ("int8" if backend == "onnx-int8"
                                                                                   else "f32")
-        self._runners: dict[int, object] = {}
+        self._runners: dict[tuple[int, int], object] = {}
         # compile once now: the precision it reports is what every other runner is compiled with
         self.precision = self._runner(self.num_threads, asked).precision
 
     def _runner(self, threads: int, precision: str | None = None):
-        if threads not in self._runners:
-            cls = OpenVinoRunner if self.backend == "openvino" else OnnxRunner
-            self._runners[threads] = cls(self.path, threads, precision or getattr(self, "precision", None))
-        return self._runners[threads]
+        """The runner on ``threads`` threads: the batch one (``num_threads``, OpenVINO on
+        :data:`OPENVINO_STREAMS` streams) or a single text's (one stream)."""
+        streams = OPENVINO_STREAMS if self.backend == "openvino" and threads == self.num_threads else 1
+        if (threads, streams) not in self._runners:
+            prec = precision or getattr(self, "precision", None)
+            ov = self.backend == "openvino"
+            self._runners[(threads, streams)] = (OpenVinoRunner(self.path, threads, prec, streams) if ov
+                                                 else OnnxRunner(self.path, threads, prec))
+        return self._runners[(threads, streams)]
 
     @property
     def inference_precision(self) -> str:
@@ -322,10 +366,16 @@ class ExportedEmbedder:
         run = self._runner(self.single_text_threads if len(texts) == 1 else self.num_threads)
         tok = self.base.model.tokenizer
         show = self.progress and len(texts) >= PROGRESS_MIN_TEXTS
-        for b in progress(batches, desc=f"encode {self.name} ({self.backend})", enabled=show, unit="batch"):
-            feeds = tok([prefix + texts[i] for i in b], padding=True, truncation=True,
-                        max_length=self.max_seq_length, return_tensors="np", return_token_type_ids=True)
-            vecs = np.asarray(run({k: np.asarray(v, dtype=np.int64) for k, v in feeds.items()}), dtype=np.float32)
-            norms = np.linalg.norm(vecs, axis=1, keepdims=True)
-            out[b] = vecs / np.maximum(norms, 1e-12)
+
+        def feeds():
+            for b in progress(batches, desc=f"encode {self.name} ({self.backend})", enabled=show, unit="batch"):
+                f = tok([prefix + texts[i] for i in b], padding=True, truncation=True, max_length=self.max_seq_length,
+                        return_tensors="np", return_token_type_ids=True)
+                yield {k: np.asarray(v, dtype=np.int64) for k, v in f.items()}
+
+        def done(i: int, vecs: np.ndarray) -> None:
+            vecs = np.asarray(vecs, dtype=np.float32)
+            out[batches[i]] = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+
+        run.run_all(feeds(), done)
         return out

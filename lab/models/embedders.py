@@ -47,6 +47,7 @@ from lab.core.errors import ConfigError
 from lab.core.progress import progress_items
 from lab.models.backends import DEFAULT_BACKEND, ExportedEmbedder, check_backend
 from lab.models.batching import PROGRESS_MIN_TEXTS, length_batches
+from lab.models.int8 import Int8Embedder
 from lab.models.static import StaticEmbedder, static_folder
 from lab.models.weights import file_sha256, fingerprint_folder  # noqa: F401 - fingerprint_folder: public here too
 
@@ -351,6 +352,8 @@ def load_embedder(name_or_path: str = DEFAULT_MODEL, cache_dir: str | Path = ".c
         return emb
 
     try:
+        if chosen == "openvino-int8":  # quantised on the first passages it encodes (lab.models.int8)
+            return Int8Embedder(ExportedEmbedder(emb, "openvino", cache_dir), cache_dir, auto=backend is None)
         return ExportedEmbedder(emb, chosen, cache_dir)
     except Exception as e:  # noqa: BLE001 - any export/compile failure: named, then raised or fallen back from
         why = f"{chosen} export/compile of {name} failed ({type(e).__name__}: {str(e).strip()[:300]})"

@@ -103,9 +103,10 @@ def build_index(vectors: np.ndarray, index: str = "flat", M: int = 32, ef_constr
 class DenseRetriever(BaseRetriever):
     """Bi-encoder + faiss. Params: model, batch_size, max_seq_length, query_prefix, passage_prefix,
     index ("auto" | "flat" | "hnsw"), M, ef_search, ef_construction, num_threads (threads for encoding), backend (torch,
-    onnx, onnx-int8, openvino; None: the default of :mod:`lab.models.backends`, openvino, for sentence-transformers
-    models; describe() names the backend that ran and its inference_precision, and backend_fallback when the
-    default fell back to torch).
+    onnx, onnx-int8, openvino, openvino-int8; None: the default of :mod:`lab.models.backends`, openvino-int8, for
+    sentence-transformers models, which quantises corpora from 2,000 passages; describe() names the backend that ran
+    and its inference_precision, the int8 calibration or why the default did not quantise (int8_skipped), and
+    backend_fallback when the default fell back to torch).
 
     ``embedder=`` takes an already loaded :class:`lab.models.Embedder` (shared between strategies).
     """
@@ -240,6 +241,10 @@ class DenseRetriever(BaseRetriever):
                     "faiss_version": faiss.__version__})
         if getattr(emb, "backend_fallback", None):  # the default backend could not run this model
             out["backend_fallback"] = emb.backend_fallback
+        described = emb.describe() if callable(getattr(emb, "describe", None)) else {}
+        for key in ("calibration_key", "calibration_passages", "int8_skipped"):  # static int8 (lab.models.int8)
+            if key in described:
+                out[key] = described[key]
         if self._chosen() != "hnsw":
             for p in ("M", "ef_search", "ef_construction"):
                 out.pop(p, None)

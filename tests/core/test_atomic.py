@@ -74,3 +74,20 @@ def test_no_write_then_rename_outside_the_atomic_writer():
              for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
              if re.search(r"os\.replace\(|\.replace\(tmp|\.tmp\b[\"']|with_suffix\(.*\.tmp", line)]
     assert found == [], found
+
+
+def test_atomic_folder_appears_whole_or_not_at_all(tmp_path):
+    from lab.core.atomic import atomic_folder
+
+    target = tmp_path / "models" / "graph"
+    with pytest.raises(RuntimeError):
+        with atomic_folder(target) as out:
+            (out / "model.xml").write_text("half")
+            raise RuntimeError("quantisation failed")
+    assert not target.exists() and list((tmp_path / "models").iterdir()) == []
+    with atomic_folder(target) as out:
+        (out / "model.xml").write_text("mine")
+    assert (target / "model.xml").read_text() == "mine"
+    with atomic_folder(target) as out:  # another process made it meanwhile: the first one stays
+        (out / "model.xml").write_text("theirs")
+    assert (target / "model.xml").read_text() == "mine" and sorted(p.name for p in target.parent.iterdir()) == ["graph"]

@@ -1,6 +1,6 @@
 """lab.models.backends: exported graphs give the torch vectors (to a stated tolerance), keys differ by backend and
-precision, the default (openvino) keeps a text's vector independent of its batch and falls back to torch, saying so,
-where the export fails."""
+precision, openvino (what the default runs below its int8 threshold, lab.models.int8) keeps a text's vector
+independent of its batch, and the default falls back to torch, saying so, where the export fails."""
 from __future__ import annotations
 
 import numpy as np
@@ -67,7 +67,8 @@ def test_embedding_cache_key_differs_by_backend(cache_dir, torch_emb, onnx_emb):
 
 
 def test_bad_backend_is_one_line(cache_dir):
-    with pytest.raises(ConfigError, match="backend must be one of torch, onnx, onnx-int8, openvino, not 'tensorrt'"):
+    with pytest.raises(ConfigError, match="backend must be one of torch, onnx, onnx-int8, openvino, openvino-int8, "
+                                          "not 'tensorrt'"):
         load_embedder("minilm", cache_dir=cache_dir, backend="tensorrt")
     with pytest.raises(ConfigError, match="runs on its own engine"):
         load_embedder("minilm-static", cache_dir=cache_dir, backend="onnx")
@@ -95,71 +96,73 @@ def test_dense_logs_backend(cache_dir, onnx_emb):
     by_default = DenseRetriever(Context(cache_dir=cache_dir, progress=False))  # backend None: the default
     by_default.index(corpus)
     d = by_default.describe()
-    assert d["backend"] == DEFAULT_BACKEND and d["inference_precision"] and "backend_fallback" not in d
+    # the default (openvino-int8) quantises from 2,000 passages: on four it runs the openvino graph and says why
+    assert DEFAULT_BACKEND == "openvino-int8" and d["backend"] == "openvino" and "2,000" in d["int8_skipped"]
+    assert d["inference_precision"] and "backend_fallback" not in d
 
 
 @pytest.fixture(scope="module")
-def default_emb(cache_dir):
-    return load_embedder("minilm", cache_dir=cache_dir, progress=False)
+def openvino_emb(cache_dir):
+    return load_embedder("minilm", cache_dir=cache_dir, progress=False, backend="openvino")
 
 
-def test_default_is_openvino_keyed_apart_from_torch(torch_emb, default_emb):
-    assert DEFAULT_BACKEND == "openvino" and default_emb.backend == "openvino"
-    assert default_emb.inference_precision in ("f32", "bf16", "f16")  # what the CPU plugin compiled
+def test_openvino_keyed_apart_from_torch(torch_emb, openvino_emb):
+    assert openvino_emb.backend == "openvino"
+    assert openvino_emb.inference_precision in ("f32", "bf16", "f16")  # what the CPU plugin compiled
     for kind in ("query", "passage"):
-        key = default_emb.cache_identity(kind)
+        key = openvino_emb.cache_identity(kind)
         # torch's key is the pre-backend one (existing torch caches stay valid for backend=torch) and is never
         # what the default writes under: no torch vectors are read back as openvino ones, nor bf16 as f32
         assert key.startswith(torch_emb.cache_identity(kind) + "|backend=openvino@")
-        assert key.endswith(f"|precision={default_emb.inference_precision}")
+        assert key.endswith(f"|precision={openvino_emb.inference_precision}")
         assert "backend=" not in torch_emb.cache_identity(kind)
-    d = default_emb.describe()
-    assert d["backend"] == "openvino" and d["inference_precision"] == default_emb.inference_precision
+    d = openvino_emb.describe()
+    assert d["backend"] == "openvino" and d["inference_precision"] == openvino_emb.inference_precision
     assert "backend_fallback" not in d and torch_emb.describe()["backend"] == "torch"
 
 
-def test_default_vector_does_not_depend_on_the_batch(default_emb):
+def test_openvino_vector_does_not_depend_on_the_batch(openvino_emb):
     """A text alone (one-thread compiled model) gives its vector in a batch (padded, two threads), to 1e-5."""
-    batched = default_emb.encode_passages(TEXTS)
-    alone = np.stack([default_emb.encode_passages([t])[0] for t in TEXTS])
+    batched = openvino_emb.encode_passages(TEXTS)
+    alone = np.stack([openvino_emb.encode_passages([t])[0] for t in TEXTS])
     assert np.abs(alone - batched).max() < 1e-5
-    reordered = default_emb.encode_passages(TEXTS[::-1] + ["another text in the batch, longer than most of them"])
+    reordered = openvino_emb.encode_passages(TEXTS[::-1] + ["another text in the batch, longer than most of them"])
     assert np.abs(reordered[: len(TEXTS)][::-1] - batched).max() < 1e-5
 
 
-def test_openvino_f32_equals_torch(cache_dir, torch_emb, default_emb):
+def test_openvino_f32_equals_torch(cache_dir, torch_emb, openvino_emb):
     """At f32 OpenVINO gives torch's vectors (2e-7 measured); the default's precision (bf16 on AMX/AVX512-BF16
     CPUs) is what makes it fast, and the key tells the two apart."""
     f32 = ExportedEmbedder(torch_emb, "openvino", cache_dir, precision="f32")
     assert f32.inference_precision == "f32"
     assert np.abs(f32.encode_passages(TEXTS) - torch_emb.encode_passages(TEXTS)).max() < 1e-5
-    if default_emb.inference_precision != "f32":
-        assert f32.cache_identity("passage") != default_emb.cache_identity("passage")
+    if openvino_emb.inference_precision != "f32":
+        assert f32.cache_identity("passage") != openvino_emb.cache_identity("passage")
     with pytest.raises(ConfigError, match="OpenVINO precision must be one of f32, bf16, f16 or None, not 'fp8'"):
         ExportedEmbedder(torch_emb, "openvino", cache_dir, precision="fp8")
     with pytest.raises(ConfigError, match="precision applies to the openvino backend only"):
         ExportedEmbedder(torch_emb, "onnx", cache_dir, precision="f32")
 
 
-def test_default_is_close_to_torch(torch_emb, default_emb):
+def test_openvino_is_close_to_torch(torch_emb, openvino_emb):
     """bf16 keeps 8 significant bits (relative rounding 2**-9 ~ 2e-3 per operation): vectors moved by up to 1.5e-3
     and cosines by up to 2e-3 on SciFact passages, hence these bounds; f32 would be within 1e-5."""
-    ref, got = torch_emb.encode_passages(TEXTS), default_emb.encode_passages(TEXTS)
+    ref, got = torch_emb.encode_passages(TEXTS), openvino_emb.encode_passages(TEXTS)
     assert np.abs(got - ref).max() < 5e-3
     assert (got * ref).sum(axis=1).min() > 0.9999
-    q_ref, q_got = torch_emb.encode_queries(TEXTS[:2]), default_emb.encode_queries(TEXTS[:2])
+    q_ref, q_got = torch_emb.encode_queries(TEXTS[:2]), openvino_emb.encode_queries(TEXTS[:2])
     assert np.abs(q_got @ got.T - q_ref @ ref.T).max() < 5e-3
 
 
-def test_export_made_once_per_process_and_copied_to_another_cache(tmp_path, torch_emb, default_emb, monkeypatch):
+def test_export_made_once_per_process_and_copied_to_another_cache(tmp_path, torch_emb, openvino_emb, monkeypatch):
     def no_export(*a, **k):
         raise AssertionError("exported again")
 
     monkeypatch.setattr(backends, "_export_onnx", no_export)
     other = ExportedEmbedder(torch_emb, "openvino", tmp_path / "other-cache")
     assert other.path.parent.parent == tmp_path / "other-cache" / "models" / "exports"
-    assert other.path.name == default_emb.path.name and other.path.parent.name == default_emb.path.parent.name
-    assert np.abs(other.encode_passages(TEXTS[:2]) - default_emb.encode_passages(TEXTS[:2])).max() < 1e-6
+    assert other.path.name == openvino_emb.path.name and other.path.parent.name == openvino_emb.path.parent.name
+    assert np.abs(other.encode_passages(TEXTS[:2]) - openvino_emb.encode_passages(TEXTS[:2])).max() < 1e-6
 
 
 def test_default_falls_back_to_torch_and_says_so(tmp_path, monkeypatch):
@@ -172,7 +175,7 @@ def test_default_falls_back_to_torch_and_says_so(tmp_path, monkeypatch):
 
     monkeypatch.setattr(backends, "_EXPORTED", {})
     monkeypatch.setattr(backends, "_export_onnx", broken)
-    with pytest.warns(RuntimeWarning, match="default backend is not available, openvino export/compile of "
+    with pytest.warns(RuntimeWarning, match="default backend is not available, openvino-int8 export/compile of "
                                             "all-MiniLM-L6-v2 failed .RuntimeError: exporter missing an operator"):
         emb = load_embedder("minilm", cache_dir=tmp_path, progress=False)
     assert emb.backend == "torch" and "running on torch" in emb.backend_fallback

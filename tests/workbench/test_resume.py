@@ -214,8 +214,8 @@ def test_changed_model_weights_rerun_a_dense_sweep(tmp_path, pytestconfig):
 
 def test_a_run_encoded_under_another_default_backend_is_not_reused(store):
     """A sentence-transformers run made when the default backend was torch (no encoder tag) does not stand for the
-    config once the default is openvino; a config that pins its backend, or a run without such a model, is not
-    affected."""
+    config once the default is another (openvino-int8 now); a config that pins its backend, or a run without such a
+    model, is not affected."""
     from lab.models.backends import DEFAULT_BACKEND
     from lab.workbench.resume import TAG_ENCODER
 
@@ -223,14 +223,14 @@ def test_a_run_encoded_under_another_default_backend_is_not_reused(store):
     run = cl.get_run(store["first"])
     config = {"dataset": str(store["kb"]), "strategy": "bm25", "k": 10, "max_queries": 10}
     ident = run_identity(config)
-    assert ident.encoder_backend == DEFAULT_BACKEND == "openvino" and ident.tags()[TAG_ENCODER] == "openvino"
-    assert run.data.tags[TAG_ENCODER] == "openvino"  # the sweep tagged the run it made
+    assert ident.encoder_backend == DEFAULT_BACKEND == "openvino-int8" and ident.tags()[TAG_ENCODER] == DEFAULT_BACKEND
+    assert run.data.tags[TAG_ENCODER] == DEFAULT_BACKEND  # the sweep tagged the run it made
     run.data.tags[TAG_MODELS] = json.dumps([{"name": "all-MiniLM-L6-v2", "identity": "st:all-MiniLM-L6-v2@ab12",
                                              "path": None, "sha256": None}])
     assert reuse_decision(run, ident) == ""
-    run.data.tags.pop(TAG_ENCODER)  # as a run made before the default moved to openvino looks
+    run.data.tags.pop(TAG_ENCODER)  # as a run made before the default moved from torch looks
     since = f"since run {store['first'][:8]}"
-    assert reuse_decision(run, ident) == (f"default encoding backend changed {since} (torch -> openvino; set "
+    assert reuse_decision(run, ident) == (f"default encoding backend changed {since} (torch -> openvino-int8; set "
                                           "params.backend to pin one)")
     pinned = run_identity({**config, "params": {"backend": "torch"}})
     assert pinned.encoder_backend == "" and TAG_ENCODER not in pinned.tags()
