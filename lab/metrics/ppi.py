@@ -7,8 +7,9 @@ metric computed under the human labels is ``y``; under the judge's labels it is 
     theta = lam * mean(yhat_unlabeled) + mean(y_human - lam * yhat_human)
 
 (``yhat_unlabeled``: the judge on the queries people did not grade), with variance
-``lam^2 var(yhat_unlabeled) / N + var(y_human - lam * yhat_human) / n`` and a normal (CLT) interval. ``lam = 1``
-is plain PPI; PPI++ (Angelopoulos, Duchi & Zrnic 2023) picks the ``lam`` that minimises the variance,
+``lam^2 var(yhat_unlabeled) / N + var(y_human - lam * yhat_human) / n`` and a normal (CLT) interval (widened here
+for small n, below). ``lam = 1`` is plain PPI; PPI++ (Angelopoulos, Duchi & Zrnic 2023) picks the ``lam`` that
+minimises the variance,
 
     lam = cov(y_human, yhat_human) / ((1 + n / N) * var(yhat_human + yhat_unlabeled pooled)),
 
