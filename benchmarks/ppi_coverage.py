@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
 import sys
 import time
@@ -399,6 +400,77 @@ def summarise(results: dict) -> dict:
     return {"lowest_ppi_coverage": low}
 
 
+def combine(paths: list[Path], low: float = 0.93) -> dict:
+    """Coverage over several seeds' JSON files (``--combine``): per set and size, PPI++ and human-only coverage
+    pooled over every simulated-judge cell (runs, difference, judges, seeds), the lowest cell, how many cells fall
+    under ``low`` and how many a procedure of exactly 0.95 would put there by chance (each cell a binomial count
+    over its subsets; cells share subsets, so the count varies more than independent cells would); and the
+    human-only queries ratio of the 90 % judge (fn = fp = 0.1), mean over the seeds."""
+    from scipy.stats import binom
+
+    docs = [json.loads(p.read_text(encoding="utf-8")) for p in paths]
+    cells: dict[tuple[str, str], dict[str, list[float]]] = {}
+    ratios: dict[tuple[str, str], list[list[float]]] = {}
+    n_subsets = {d["subsets"] for d in docs}
+    if len(n_subsets) != 1:
+        fail(f"--combine: the files hold {sorted(n_subsets)} subsets per size; combine runs made alike")
+    n = n_subsets.pop()
+    for d in docs:
+        for r in d["simulated"]:
+            for size, rows in r["sizes"].items():
+                c = cells.setdefault((r["set"], size), {"ppi": [], "human_only": []})
+                for key in c:
+                    c[key] += [row[key]["coverage"] for row in rows.values()]
+                if (r["fn"], r["fp"]) == (0.1, 0.1):
+                    ratios.setdefault((r["set"], size), []).append([row["queries_ratio"] for row in rows.values()])
+    p_low = float(binom.cdf(math.ceil(low * n) - 1, n, 0.95))  # P(coverage < low) for a true 0.95 cell
+    out = {"subsets": n, "seeds": [d["seed"] for d in docs], "low": low, "p_cell_below_low": p_low, "sets": []}
+    for (name, size), c in cells.items():
+        ppi, hum = np.array(c["ppi"]), np.array(c["human_only"])
+        independent = n * len(docs)  # subsets drawn independently: one set per seed, shared by the cells
+        out["sets"].append({
+            "set": name, "size": int(size), "cells": len(ppi),
+            "ppi_pooled": float(ppi.mean()), "ppi_lowest": float(ppi.min()),
+            "ppi_cells_below_low": int((ppi < low).sum()), "expected_below_low": p_low * len(ppi),
+            "human_only_pooled": float(hum.mean()), "human_only_lowest": float(hum.min()),
+            "pooled_mc_error": math.sqrt(0.95 * 0.05 / independent), "cell_mc_error": math.sqrt(0.95 * 0.05 / n),
+            "ratio_90pct_judge_mean": [float(x) for x in np.mean(ratios.get((name, size), [[np.nan] * 3]), axis=0)],
+            "ratio_90pct_judge_per_seed": ratios.get((name, size), []),
+        })
+    return out
+
+
+def print_combined(c: dict) -> None:
+    print(f"## PPI++ coverage over seeds {', '.join(map(str, c['seeds']))} (simulated judges, {c['subsets']} subsets "
+          "per cell)")
+    print()
+    print(f"A cell of true coverage 0.95 reads under {c['low']} with probability {c['p_cell_below_low']:.3f}.")
+    print()
+    print("| set, n graded | cells | PPI++ pooled | PPI++ lowest cell | cells under 0.93 (expected at 0.95) | "
+          "human-only pooled | human-only lowest cell | human queries for PPI's width, 90 % judge (mean of seeds) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in c["sets"]:
+        ratio = " / ".join(f"{x:.2f}x" for x in r["ratio_90pct_judge_mean"])
+        print(f"| {r['set']}, {r['size']} | {r['cells']} | {r['ppi_pooled']:.3f} | {r['ppi_lowest']:.3f} | "
+              f"{r['ppi_cells_below_low']} ({r['expected_below_low']:.1f}) | {r['human_only_pooled']:.3f} | "
+              f"{r['human_only_lowest']:.3f} | {ratio} |")
+    print()
+    print(f"Monte Carlo standard error of a 0.95 coverage: {c['sets'][0]['cell_mc_error']:.3f} per cell "
+          f"({c['subsets']} subsets), {c['sets'][0]['pooled_mc_error']:.3f} pooled (counting only the "
+          f"{c['subsets'] * len(c['seeds'])} independently drawn subsets per set and size).")
+
+
+def run_combine(files_arg: str, json_out: Path | None) -> None:
+    files = [Path(x) for x in files_arg.split(",") if x]
+    for f in files:
+        if not f.is_file():
+            fail(f"--combine: no file {f} (write one with --json)")
+    combined = combine(files)
+    print_combined(combined)
+    if json_out:
+        json_out.write_text(json.dumps(combined, indent=1) + "\n", encoding="utf-8")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=DATA, help="folder of per-set input folders")
@@ -408,6 +480,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path, help="write every figure to this JSON file")
     ap.add_argument("--smoke", action="store_true", help="few subsets and simulated judges (CI)")
+    ap.add_argument("--combine", metavar="JSON,...", help="print coverage over several --json files (one per seed) "
+                    "and stop")
     ap.add_argument("--sample", type=Path, metavar="DATASET", help="write a seeded sample of the test queries of "
                     "DATASET to --out (with --queries) and stop")
     ap.add_argument("--queries", type=int, help="with --sample: queries drawn")
@@ -418,6 +492,9 @@ def main() -> None:
     ap.add_argument("--depth", type=int, default=5, help="with --prepare: pool depth the judges were run with")
     ap.add_argument("--cache-dir", type=Path, default=Path(".cache"), help="with --prepare: lab's cache")
     args = ap.parse_args()
+    if args.combine:
+        run_combine(args.combine, args.json)
+        return
     if args.sample is not None:
         if args.queries is None or args.out is None or args.queries < 1:
             fail("--sample needs --queries N (>= 1) and --out DIR")

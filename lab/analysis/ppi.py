@@ -10,15 +10,18 @@ The object (``lab compare --json`` key ``trust.ppi``), built by :func:`ppi_block
 ``{metric, method, n_human, n_judged, runs: [{run, label, judge_only: {mean}, human_only: {mean, ci},
 ppi: {mean, ci, lambda}, judge_bias: {mean, ci}, effective_human_queries}], diffs: [{run, reference,
 ppi: {mean, ci, p_value, p_adjusted}}], effective_human_queries, human_queries_needed, target_halfwidth,
-human_labels, warnings}``. Runs are ordered by their PPI mean, best first; ``diffs`` are each run minus the
-best by PPI, p-values adjusted by Holm over the comparisons (none with one comparison). ``judge_bias``: judge
-minus people on the human-graded queries (mean and CLT interval). ``effective_human_queries`` (top level): the
+human_labels, human_source, warnings}``. Runs are ordered by their PPI mean, best first; ``diffs`` are each run
+minus the best by PPI, p-values adjusted by Holm over the comparisons (none with one comparison). ``judge_bias``:
+judge minus people on the human-graded queries (mean and its t interval). ``effective_human_queries`` (top level): the
 best run's, how many human-graded queries alone would give its PPI interval width. ``human_queries_needed``:
 human-graded queries (in all) for a ``target_halfwidth`` on the difference of the top two, by PPI++ and by
 people alone (:func:`lab.metrics.ppi.human_queries_needed`). Every ``ci`` is [low, high] at 1 - alpha (95 %).
 
 Human labels come from a qrels file (BEIR tsv or TREC; every query in it counts as graded by people) or from a
-set written by ``lab testset import-annotation`` (its provenance names the queries people graded in full).
+set written by ``lab testset import-annotation`` (its provenance names the queries people graded in full), both
+given with ``--human-qrels`` (``"human_source": "file"``), or, without it, from the judged set itself when
+``import-annotation --record-in`` kept people's grades there (lab.testset.human_sample.record_human_grades;
+``"human_source": "provenance"``).
 """
 from __future__ import annotations
 
@@ -49,24 +52,24 @@ from lab.metrics.ppi import (
     ppi_paired_difference,
 )
 from lab.metrics.stats import adjust_pvalues
-from lab.testset.human_sample import check_grades
+from lab.testset.human_sample import HUMAN_GRADES_KEY, check_grades, recorded_human_grades
 from lab.tracking.store import RESULT_ARTIFACT, RUN_ARTIFACT, artifact_file, client
 
 #: Default half-width the top-two difference should reach (``--target-halfwidth``).
 TARGET_HALFWIDTH = 0.02
-#: Provenance key of a set written by ``lab testset import-annotation``: which queries people graded in full.
-HUMAN_GRADES_KEY = "human_grades"
 
 
 @dataclass(frozen=True)
 class HumanLabels:
     """People's grades on a subset of queries: ``qrels`` (qid -> {doc: grade}), where they came from, and how the
-    subset was drawn ("uniform" when a seeded uniform sample recorded it, else "unknown")."""
+    subset was drawn ("uniform" when a seeded uniform sample recorded it, else "unknown"). ``origin``: "file" when
+    given with ``--human-qrels``, "provenance" when read from the judged set's own record."""
 
     qrels: dict[str, dict[str, int]]
     source: str
     sample: str = "unknown"
     seed: int | None = None
+    origin: str = "file"
 
 
 def read_human_labels(path: str | Path, split: str = "test") -> HumanLabels:
@@ -74,6 +77,8 @@ def read_human_labels(path: str | Path, split: str = "test") -> HumanLabels:
     FOLDER written by ``lab testset import-annotation`` (only the queries its provenance lists as graded in full).
     Grades outside 0-3 are a DataError naming file, line and field."""
     p = Path(path)
+    if p.is_dir() and (kept := recorded_human_grades(p, split)) is not None:  # a judged set keeping people's grades
+        return HumanLabels(kept[0], str(p), str(kept[1].get("sample", "unknown")), kept[1].get("sample_seed"))
     if p.is_dir():
         prov_path = p / "provenance.json"
         prov = json.loads(prov_path.read_text(encoding="utf-8")) if prov_path.is_file() else {}
@@ -95,6 +100,15 @@ def read_human_labels(path: str | Path, split: str = "test") -> HumanLabels:
     check_grades(p)
     qrels = read_qrels(p).qrels
     return HumanLabels({q: dict(d) for q, d in qrels.items()}, str(p))
+
+
+def provenance_human_labels(folder: str | Path, split: str = "test") -> HumanLabels | None:
+    """People's grades the judged set ``folder`` keeps itself (``import-annotation --record-in``), or None."""
+    kept = recorded_human_grades(folder, split)
+    if kept is None:
+        return None
+    return HumanLabels(kept[0], str(folder), str(kept[1].get("sample", "unknown")), kept[1].get("sample_seed"),
+                       origin="provenance")
 
 
 def precheck_human_labels(path: str | Path, split: str = "test") -> HumanLabels:
@@ -179,6 +193,7 @@ def ppi_block(runs: Sequence[tuple[str, str, Run]], judge_qrels: Mapping[str, Ma
              "effective_human_queries": rows[0]["effective_human_queries"],
              "human_queries_needed": needed, "target_halfwidth": float(target_halfwidth),
              "human_labels": {"source": Path(human.source).name, "sample": human.sample, "seed": human.seed},
+             "human_source": human.origin,
              "correction": "holm" if len(pvals) > 1 else "none"}
     block["warnings"] = ppi_warnings(block, judge)
     return block
@@ -218,7 +233,8 @@ def ppi_lines(block: Mapping) -> list[str]:
     m = block["metric"]
     names = dict(zip([r["run"] for r in block["runs"]], table_labels([str(r["label"]) for r in block["runs"]],
                                                                       width=40), strict=True))
-    lines = [f"prediction-powered {m} ({block['n_human']} queries graded by people, {block['n_judged']} judged "
+    kept = " (their grades kept in the set)" if block.get("human_source") == "provenance" else ""
+    lines = [f"prediction-powered {m} ({block['n_human']} queries graded by people{kept}, {block['n_judged']} judged "
              f"only; {block['method']}); every query of the set counts, one with no relevant document under a "
              "label set scoring 0 (the table above leaves those out):"]
     lines.append(f"  {'run':<40} {'judge only':>10} {'people only [95% CI]':>28} {'PPI [95% CI]':>28} "
@@ -261,7 +277,7 @@ def _dataset_folder(run, tracking_root, cl, override: str | Path | None) -> Path
                       "runs were scored on")
 
 
-def experiment_ppi(df, human_qrels: str | Path, tracking_root="mlruns", dataset: str | Path | None = None,
+def experiment_ppi(df, human_qrels: str | Path | None, tracking_root="mlruns", dataset: str | Path | None = None,
                    alpha: float = 0.05, target_halfwidth: float = TARGET_HALFWIDTH, judge: str | None = None) -> dict:
     """:func:`ppi_block` of the runs of a leaderboard ``df`` (lab.analysis.compare.experiment_leaderboard): each
     run's ``run.trec`` and the qrels of its dataset folder (from its logged result, else data/<dataset>; or
@@ -272,11 +288,12 @@ def experiment_ppi(df, human_qrels: str | Path, tracking_root="mlruns", dataset:
                     tracking_root, dataset, alpha, target_halfwidth, judge)
 
 
-def runs_ppi(run_ids: Sequence[str], labels: Sequence[str], metric: str, human_qrels: str | Path,
+def runs_ppi(run_ids: Sequence[str], labels: Sequence[str], metric: str, human_qrels: str | Path | None,
              tracking_root="mlruns",
              dataset: str | Path | None = None, alpha: float = 0.05, target_halfwidth: float = TARGET_HALFWIDTH,
              judge: str | None = None) -> dict:
-    """:func:`ppi_block` of MLflow runs (their ids and labels, best first): see :func:`experiment_ppi`."""
+    """:func:`ppi_block` of MLflow runs (their ids and labels, best first): see :func:`experiment_ppi`. Without
+    ``human_qrels``, people's grades are those the runs' set keeps (:func:`provenance_human_labels`)."""
     if not target_halfwidth > 0:
         raise ConfigError(f"--target-halfwidth {target_halfwidth}: must be > 0, e.g. 0.02")
     cl = client(tracking_root)
@@ -289,8 +306,11 @@ def runs_ppi(run_ids: Sequence[str], labels: Sequence[str], metric: str, human_q
         raise ConfigError(f"--human-qrels: the runs were scored on {max(len(sets), len(prints))} different sets or "
                           "splits (or versions of a set); correct "
                           "the runs of one set at a time (--parent, or an experiment per set)")
-    human = read_human_labels(human_qrels, split)
     folder = _dataset_folder(first, tracking_root, cl, dataset)
+    human = read_human_labels(human_qrels, split) if human_qrels else provenance_human_labels(folder, split)
+    if human is None:
+        raise ConfigError(f"{folder}: its provenance keeps no human grades; pass --human-qrels FILE, or import the "
+                          "annotation sheet with --record-in on this set")
     files = qrels_files(folder)
     if split not in files:
         raise ConfigError(f"{folder}: no qrels for split {split!r}, the split the runs were scored on")
@@ -313,7 +333,22 @@ def check_ppi_options(human_qrels: str | Path, target_halfwidth: float, split: s
     return precheck_human_labels(human_qrels, split)
 
 
-def add_ppi(df, human_qrels: str | Path, tracking_root="mlruns", dataset: str | Path | None = None,
+def check_recorded_ppi(dataset: str | Path | None, target_halfwidth: float = TARGET_HALFWIDTH,
+                       split: str = "test") -> HumanLabels | None:
+    """People's grades the set ``dataset`` keeps (:func:`provenance_human_labels`), checked like ``--human-qrels``
+    (at least 10 queries, the half-width) before any work; None when there is no set or it keeps none."""
+    if not dataset or not Path(dataset).is_dir():
+        return None
+    human = provenance_human_labels(dataset, split)
+    if human is not None:
+        if not target_halfwidth > 0:
+            raise ConfigError(f"--target-halfwidth {target_halfwidth}: must be > 0, e.g. 0.02")
+        if len(human.qrels) < MIN_HUMAN_QUERIES:
+            check_human_subset(human, list(human.qrels), str(dataset))
+    return human
+
+
+def add_ppi(df, human_qrels: str | Path | None, tracking_root="mlruns", dataset: str | Path | None = None,
             target_halfwidth: float = TARGET_HALFWIDTH) -> dict:
     """Put :func:`experiment_ppi` of the leaderboard ``df`` into its trust object (``trust.ppi``) and its warnings
     into ``trust.warnings``; returns the block."""
@@ -328,7 +363,7 @@ def add_ppi(df, human_qrels: str | Path, tracking_root="mlruns", dataset: str | 
 
 
 def add_ppi_to_trust(trust: dict, run_ids: Sequence[str], labels: Sequence[str], metric: str,
-                     human_qrels: str | Path, tracking_root="mlruns", dataset: str | Path | None = None,
+                     human_qrels: str | Path | None, tracking_root="mlruns", dataset: str | Path | None = None,
                      target_halfwidth: float = TARGET_HALFWIDTH, alpha: float = 0.05) -> dict:
     """:func:`runs_ppi` put into a trust object (lab.analysis.trust): ``trust["ppi"]``, its warnings appended to
     ``trust["warnings"]``, the judge named from ``trust["labels"]``. Returns the block."""

@@ -150,9 +150,13 @@ def cmd_export_annotation(args) -> int:
 
 def cmd_import_annotation(args) -> int:
     if args.graders:
+        if args.record_in:
+            raise ConfigError("--record-in: not with --graders; import the agreed grades first, then record them "
+                              "from the single sheet")
         return cmd_import_graded(args)
     rep = import_annotation(args.sheet, args.out, dataset=args.dataset, chunking=args.chunking, split=args.split,
-                            tracking_root=_root(args), experiment=args.experiment, progress=_progress(args))
+                            tracking_root=_root(args), experiment=args.experiment, progress=_progress(args),
+                            record_in=args.record_in)
     if args.json:
         print(json.dumps(rep, indent=1))
     else:
@@ -339,6 +343,10 @@ def add_parsers(sub) -> None:
                     help="two graders of the sheet (`lab testset grade SHEET --grader NAME`; or two filled sheet "
                          "files): report their agreement, then write qrels from the grades they agree on plus the "
                          "arbiter's (`--arbitrate`)")
+    ia.add_argument("--record-in", metavar="DIR",
+                    help="also keep people's grades in this judged set (DIR/human-qrels/<split>.tsv, named in its "
+                         "provenance.json), so `lab compare --dataset DIR` corrects its leaderboard by them without "
+                         "--human-qrels")
     _common(ia)
     ia.set_defaults(func=cmd_import_annotation)
 

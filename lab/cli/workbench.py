@@ -26,7 +26,7 @@ from lab.analysis.compare import (
 )
 from lab.analysis.gate import DEFAULT_MAX_DROP
 from lab.analysis.leaderboard import to_records
-from lab.analysis.ppi import TARGET_HALFWIDTH, add_ppi, check_ppi_options, ppi_lines
+from lab.analysis.ppi import TARGET_HALFWIDTH, add_ppi, check_ppi_options, check_recorded_ppi, ppi_lines
 from lab.analysis.trust import trust_lines
 from lab.cli.options import add_correction_option, add_tracking_root, positive_int, split_names
 from lab.core.atomic import atomic_path, write_text_atomic
@@ -161,6 +161,8 @@ def cmd_compare(args) -> int:
     groups = query_groups(args.dataset, args.by) if args.by and args.dataset else None  # checked before any work
     if args.human_qrels:  # checked before any work: the file, its grades, at least 10 queries, the half-width
         check_ppi_options(args.human_qrels, args.target_halfwidth)
+    # without --human-qrels, the grades people gave that the --dataset set keeps (import-annotation --record-in)
+    kept = None if args.human_qrels else check_recorded_ppi(args.dataset, args.target_halfwidth)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CompareWarning)  # printed with the table
         df = experiment_leaderboard(experiment, metric=metrics[0], tracking_root=args.tracking_root,
@@ -168,7 +170,7 @@ def cmd_compare(args) -> int:
                                    alpha=0.05 if args.alpha is None else args.alpha, correction=args.correction)
     if args.by and groups is None and not df.empty:
         groups = query_groups(existing_or_repo_path(f"data/{df['dataset'].iloc[0]}"), args.by)
-    if args.human_qrels and not df.empty:
+    if (args.human_qrels or kept is not None) and not df.empty:
         add_ppi(df, args.human_qrels, args.tracking_root, args.dataset, args.target_halfwidth)
     for note in df.attrs.get("warnings", []):
         print(f"warning: {note}", file=sys.stderr)
@@ -343,7 +345,9 @@ def add_parsers(sub) -> None:
                         "(question type), as `lab testset generate` records them in the queries' metadata")
     c.add_argument("--dataset", metavar="DIR",
                    help="with --by: the test set folder whose queries carry the groups; with --human-qrels: the set "
-                        "the runs were scored on (default: the folder each run logged, else data/<the runs' dataset>)")
+                        "the runs were scored on (default: the folder each run logged, else data/<the runs' dataset>); "
+                        "without --human-qrels, people's grades this set keeps (import-annotation --record-in) add the "
+                        "prediction-powered leaderboard")
     c.add_argument("--human-qrels", metavar="FILE",
                    help="people's grades on a uniform random sample of the queries (BEIR tsv or TREC qrels, or a set "
                         "from `lab testset import-annotation`): adds the prediction-powered leaderboard (judge "

@@ -27,7 +27,15 @@ from typing import Sequence
 
 from lab.core.errors import ConfigError, DataError
 from lab.retrievers.base import Context, build
-from lab.testset.human_sample import UNIFORM, Pilot, pilot_queries_needed, read_pilot, uniform_sample
+from lab.testset.human_sample import (
+    UNIFORM,
+    Pilot,
+    check_record_in,
+    pilot_queries_needed,
+    read_pilot,
+    record_human_grades,
+    uniform_sample,
+)
 from lab.testset.io import (
     TIERS,
     load_units,
@@ -178,9 +186,11 @@ def read_annotation(path: str | Path, units_corpus, known_queries) -> list[dict]
 
 def import_annotation(sheet: str | Path, out: str | Path, dataset=None, chunking=None, split: str = "test",
                       tracking_root: str | Path | None = "mlruns", experiment: str = "testset",
-                      progress: bool = False) -> dict:
+                      progress: bool = False, record_in: str | Path | None = None) -> dict:
     """Turn a filled sheet into a BEIR set with graded qrels and ``tiers.json`` at ``out``; returns the report.
-    ``dataset`` / ``chunking`` default to those in the sheet's ``.meta.json``."""
+    ``dataset`` / ``chunking`` default to those in the sheet's ``.meta.json``. ``record_in``: also keep people's
+    grades of the queries graded in full in that (judged) set, for ``lab compare --dataset``
+    (lab.testset.human_sample.record_human_grades)."""
     sheet = Path(sheet)
     meta = json.loads(meta_path(sheet).read_text(encoding="utf-8")) if meta_path(sheet).is_file() else {}
     dataset = dataset or meta.get("dataset")
@@ -207,6 +217,8 @@ def import_annotation(sheet: str | Path, out: str | Path, dataset=None, chunking
     if not qrels:
         raise DataError(sheet, "no row has a grade", hint="fill the grade column (0-3) of the rows you judged")
     human_grades = graded_in_full(sheet, rows, meta, split)
+    if record_in is not None:  # checked before anything is written
+        check_record_in(record_in, human_grades["graded_queries"], split)
     queries = {q: (t, {**dict(ds.queries.metadata.get(q, {})), **({"annotation_notes": notes[q]} if q in notes
                                                                   else {})})
                for q, t in texts.items()}
@@ -234,6 +246,8 @@ def import_annotation(sheet: str | Path, out: str | Path, dataset=None, chunking
                   "report": report, "human_grades": human_grades}
     folder = write_beir_set(out, units.corpus, queries, qrels, provenance, split=split)
     write_tiers(folder, tiers)
+    if record_in is not None:
+        report["recorded_in"] = str(record_human_grades(record_in, qrels, human_grades, split))
     if tracking_root is not None:
         flat = {k: v for k, v in report.items() if isinstance(v, (int, float)) and v is not None}
         flat.update({f"grade_{g}": n for g, n in report["grades"].items()})

@@ -10,6 +10,13 @@ labels (the judge's) on every query and under the pilot's grades on the pilot qu
 give the per-query difference whose spread says how many human-graded queries a PPI++ interval of half-width
 ``half_width`` needs (lab.metrics.ppi.human_queries_needed). ``export-annotation --queries auto --pilot F`` then
 draws that many minus the pilot's, among the queries the pilot did not grade.
+
+A judged set can keep people's grades beside its own labels (:func:`record_human_grades`, what
+``import-annotation --record-in SET`` does): ``<set>/human-qrels/<split>.tsv`` (BEIR tsv, every row of each query
+graded in full) and, in its ``provenance.json``, ``human_grades`` (which queries, how they were drawn, and where the
+file is). The file is written first and the provenance last, each atomically, so a set whose provenance names the
+grades always holds them. ``lab compare --dataset SET`` then reads them (:func:`recorded_human_grades`) without
+``--human-qrels``.
 """
 from __future__ import annotations
 
@@ -18,13 +25,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from lab.core.atomic import write_text_atomic
 from lab.core.errors import ConfigError, DataError
+from lab.data.beir import qrels_files
 from lab.data.trec import read_qrels, read_qrels_rows
 from lab.data.types import Run
 from lab.metrics.ppi import MIN_HUMAN_QUERIES, human_queries_needed, per_query_under, ppi_mean
+from lab.testset.io import PROVENANCE, read_provenance, write_provenance
 
 #: How the human subset was drawn, as provenance records it.
 UNIFORM = "uniform"
+#: Provenance key of the queries people graded in full (``lab testset import-annotation``).
+HUMAN_GRADES_KEY = "human_grades"
+#: Folder of a judged set that holds people's grades (``<split>.tsv``), beside the set's own ``qrels/``.
+HUMAN_QRELS_DIR = "human-qrels"
 
 
 @dataclass(frozen=True)
@@ -92,3 +106,54 @@ def pilot_queries_needed(runs: Mapping[str, Run], judge_qrels: Mapping[str, Mapp
     n = need["ppi"]
     return {"needed": n, "more": None if n is None else max(0, n - len(graded)), "top_two": [a, b],
             "human_only": need["human_only"], "n_pilot": len(graded), "n_total": need["n_total"]}
+
+
+def check_record_in(folder: str | Path, graded_queries: Sequence[str], split: str = "test") -> None:
+    """ConfigError (one line) unless ``folder`` is a set with qrels for ``split`` holding every graded query."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ConfigError(f"--record-in {folder}: no such folder; pass the judged set the runs are scored on")
+    files = qrels_files(folder)
+    if split not in files:
+        raise ConfigError(f"--record-in {folder}: no qrels for split {split!r} (qrels/{split}.tsv)")
+    known = set(read_qrels(files[split]).qrels)
+    for q in graded_queries:
+        if q not in known:
+            raise ConfigError(f"--record-in {folder}: query {q!r} graded on the sheet is not a query of its {split} "
+                              "split; record the grades in the set the sheet was exported from")
+
+
+def record_human_grades(folder: str | Path, qrels: Mapping[str, Mapping[str, int]], human_grades: Mapping,
+                        split: str = "test") -> Path:
+    """Keep people's grades in the judged set ``folder``: ``human-qrels/<split>.tsv`` holds the grades of the
+    queries ``human_grades["graded_queries"]`` names (from ``qrels``), and ``provenance.json`` gets ``human_grades``
+    with ``"qrels"`` (that file, relative to the set). Each graded query must be a query of the set's ``split``
+    (ConfigError before anything is written). Returns the grades file."""
+    folder = Path(folder)
+    graded = [str(q) for q in human_grades.get("graded_queries", [])]
+    check_record_in(folder, graded, split)
+    rows = ["query-id\tcorpus-id\tscore\n"]
+    rows += [f"{q}\t{d}\t{int(g)}\n" for q in graded for d, g in qrels.get(q, {}).items()]
+    rel = f"{HUMAN_QRELS_DIR}/{split}.tsv"
+    (folder / HUMAN_QRELS_DIR).mkdir(exist_ok=True)
+    path = write_text_atomic(folder / rel, "".join(rows))
+    prov = read_provenance(folder)
+    prov[HUMAN_GRADES_KEY] = {**dict(human_grades), "split": split, "qrels": rel}
+    write_provenance(folder, prov)  # last: the provenance names the grades only once they are there
+    return path
+
+
+def recorded_human_grades(folder: str | Path, split: str = "test") -> tuple[dict[str, dict[str, int]], dict] | None:
+    """People's grades a judged set keeps (:func:`record_human_grades`): (qid -> {doc: grade} for each query graded
+    in full, the provenance record), or None when the set records none for ``split``."""
+    folder = Path(folder)
+    info = read_provenance(folder).get(HUMAN_GRADES_KEY) or {}
+    if not info.get("qrels") or info.get("split", split) != split:
+        return None
+    path = folder / str(info["qrels"])
+    if not path.is_file():
+        raise DataError(folder / PROVENANCE, f"human_grades names {info['qrels']}, which is missing",
+                        field="human_grades.qrels", hint="import the annotation sheet again with --record-in")
+    check_grades(path)
+    qrels = read_qrels(path).qrels
+    return {str(q): dict(qrels.get(str(q), {})) for q in info.get("graded_queries", [])}, dict(info)

@@ -247,6 +247,56 @@ def test_report_html_shows_the_prediction_powered_leaderboard(judged, tmp_path, 
     assert "no such file" in capsys.readouterr().err and not (tmp_path / "x.html").exists()
 
 
+def test_grades_kept_in_the_judged_set_are_read_from_its_provenance(judged, tmp_path, capsys):
+    """import-annotation --record-in keeps people's grades in the judged set; `lab compare --dataset SET` and
+    `lab report --dataset SET` then correct the leaderboard without --human-qrels, with the same figures."""
+    kept = tmp_path / "judged-kept"
+    shutil.copytree(judged["ds"], kept)
+    root = str(judged["root"])
+    # a set that keeps no grades: the plain leaderboard, no trust.ppi
+    assert main(["compare", "--experiment", "ppi", "--root", root, "--dataset", str(kept), "--json"]) == 0
+    assert "ppi" not in (json.loads(capsys.readouterr().out)["trust"] or {})
+    assert main(["testset", "import-annotation", str(judged["sheet"]), "--out", str(tmp_path / "people"),
+                 "--record-in", str(kept), "--no-mlflow"]) == 0
+    capsys.readouterr()
+    prov = json.loads((kept / "provenance.json").read_text(encoding="utf-8"))
+    hg = prov["human_grades"]
+    assert hg["qrels"] == "human-qrels/test.tsv" and hg["sample"] == "uniform" and len(hg["graded_queries"]) == 30
+    assert read_qrels(kept / "human-qrels" / "test.tsv").qrels == read_qrels(
+        tmp_path / "people" / "qrels" / "test.tsv").qrels  # every graded row, as the annotation set holds them
+    assert read_qrels(kept / "qrels" / "test.tsv").qrels == read_qrels(judged["ds"] / "qrels" / "test.tsv").qrels
+    assert main(["compare", "--experiment", "ppi", "--root", root, "--dataset", str(kept), "--json"]) == 0
+    from_set = json.loads(capsys.readouterr().out)["trust"]["ppi"]
+    assert main(["compare", "--experiment", "ppi", "--root", root, "--human-qrels", str(judged["base"] / "people"),
+                 "--json"]) == 0
+    from_file = json.loads(capsys.readouterr().out)["trust"]["ppi"]
+    assert from_set["human_source"] == "provenance" and from_file["human_source"] == "file"
+    assert from_set["n_human"] == 30
+    assert from_set["runs"] == from_file["runs"] and from_set["diffs"] == from_file["diffs"]
+    assert main(["compare", "--experiment", "ppi", "--root", root, "--dataset", str(kept)]) == 0
+    assert "30 queries graded by people (their grades kept in the set)" in capsys.readouterr().out
+    out = tmp_path / "r.html"
+    assert main(["report", "--experiment", "ppi", "--root", root, "--dataset", str(kept), "--out", str(out),
+                 "--no-log"]) == 0
+    assert "30 queries graded by people (their grades kept in the set)" in out.read_text(encoding="utf-8")
+    # a set whose provenance names a grades file that is gone: one line, exit 2, before any work
+    (kept / "human-qrels" / "test.tsv").unlink()
+    capsys.readouterr()
+    assert main(["compare", "--experiment", "ppi", "--root", root, "--dataset", str(kept), "--json"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "provenance.json" in err and "human-qrels/test.tsv" in err and len(err.splitlines()) == 1
+    # recording into a set that lacks a graded query is refused before anything is written
+    other = tmp_path / "other"
+    shutil.copytree(judged["ds"], other)
+    lines = (other / "qrels" / "test.tsv").read_text(encoding="utf-8").splitlines(keepends=True)
+    (other / "qrels" / "test.tsv").write_text("".join(ln for ln in lines if ln.split("\t")[0] not in
+                                                      hg["graded_queries"][:1]), encoding="utf-8")
+    assert main(["testset", "import-annotation", str(judged["sheet"]), "--out", str(tmp_path / "p2"),
+                 "--record-in", str(other), "--no-mlflow"]) == 2
+    assert "--record-in" in capsys.readouterr().err and not (tmp_path / "p2").exists()
+    assert not (other / "human-qrels").exists()
+
+
 def test_results_in_memory_get_the_same_block_as_logged_runs(judged):
     """Notebook 03's path: Result objects in memory, scored on the judged set."""
     res = run_experiment(judged["ds"], "bm25", {}, k=100, metrics=["ndcg@10"], ctx=Context(progress=False))

@@ -74,3 +74,25 @@ def test_too_few_human_queries_is_refused_in_one_line():
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "ppi_coverage: --sizes '5': each size must be >= 10 (the fewest human-graded queries PPI accepts)"]
+
+
+def test_combine_pools_the_cells_of_several_seeds(small_run, tmp_path):
+    _, res = small_run
+    one = tmp_path / "seed.json"
+    one.write_text(json.dumps(res), encoding="utf-8")
+    out = tmp_path / "combined.json"
+    proc = _run("--combine", f"{one},{one}", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "## PPI++ coverage over seeds 3, 3" in proc.stdout
+    c = json.loads(out.read_text(encoding="utf-8"))
+    # 8 subsets: a true 0.95 cell reads under 0.93 unless all 8 cover, 1 - 0.95^8 of the time
+    assert c["p_cell_below_low"] == pytest.approx(1 - 0.95**8)
+    (row,) = c["sets"]
+    cells = [v["ppi"]["coverage"] for r in res["simulated"] for v in r["sizes"]["10"].values()]
+    assert row["cells"] == 2 * len(cells) == 2 * 7 * 3
+    assert row["ppi_pooled"] == pytest.approx(sum(cells) / len(cells))
+    assert row["ppi_lowest"] == min(cells) and row["ppi_cells_below_low"] == 2 * sum(v < 0.93 for v in cells)
+    ninety = next(r for r in res["simulated"] if (r["fn"], r["fp"]) == (0.1, 0.1))["sizes"]["10"]
+    assert row["ratio_90pct_judge_mean"] == pytest.approx([v["queries_ratio"] for v in ninety.values()])
+    proc = _run("--combine", str(tmp_path / "none.json"))
+    assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0 and "none.json" in proc.stderr

@@ -19,7 +19,8 @@ from lab.metrics.ppi import (
     tuned_lambda,
 )
 
-Z = 1.959963984540054  # z(0.975)
+Z = 1.959963984540054  # z(0.975): ppi_py's normal interval
+T39 = 2.022690920036761  # t(0.975) on 39 degrees of freedom (40 human-graded queries in _judged)
 
 
 def _judged(seed: int, n: int = 40, big_n: int = 400, flip: float = 0.2) -> tuple[np.ndarray, ...]:
@@ -32,10 +33,14 @@ def _judged(seed: int, n: int = 40, big_n: int = 400, flip: float = 0.2) -> tupl
 
 
 def _by_hand(y: np.ndarray, yh: np.ndarray, yu: np.ndarray, lam: float) -> tuple[float, float, float]:
+    """theta +- t_39 * se * sqrt(n / (n - 1)): the PPI estimate and standard error of Angelopoulos et al.
+    (population sds), widened by the small-sample step (n = 40 human-graded queries)."""
     n, big_n = y.size, yu.size
+    assert n == 40
     theta = lam * yu.mean() + (y - lam * yh).mean()
     se = math.sqrt(lam**2 * yu.var() / big_n + (y - lam * yh).var() / n)
-    return theta, theta - Z * se, theta + Z * se
+    half = T39 * se * math.sqrt(n / (n - 1))
+    return theta, theta - half, theta + half
 
 
 def test_plain_ppi_matches_the_hand_formula() -> None:
@@ -81,13 +86,30 @@ def test_a_constant_judge_falls_back_to_the_human_mean() -> None:
     assert est.lam == 0.0 and est.mean == pytest.approx(y.mean())
 
 
-def test_human_and_judge_means_are_clt_intervals() -> None:
+def test_human_and_judge_means_are_student_t_intervals() -> None:
     y, _, yu, _ = _judged(5)
     h = human_mean(y)
-    half = Z * y.std() / math.sqrt(y.size)
+    half = T39 * y.std(ddof=1) / math.sqrt(y.size)  # the classical t interval, sample sd
     assert h == MeanEstimate(mean=float(y.mean()), ci=pytest.approx((y.mean() - half, y.mean() + half)), n=40)
+    assert half > Z * y.std() / math.sqrt(y.size)  # wider than ppi_py's normal interval with population sd
     j = judge_mean(yu)
     assert j.n == 400 and j.mean == pytest.approx(yu.mean())
+
+
+def test_the_small_sample_step_widens_ppi_pys_interval_by_t_over_z() -> None:
+    """ppi_py's own interval is theta +- z * se; ours keeps its centre and scales the half-width by
+    t_{n-1} * sqrt(n / (n - 1)) / z."""
+    y, yh, yu, _ = _judged(10)
+    est = ppi_mean(y, yh, yu)  # imports ppi_py first, with the warning filters kept
+    import ppi_py
+
+    lo, hi = ppi_py.ppi_mean_ci(y, yh, yu, alpha=0.05, lam=None)
+    lo, hi = float(np.ravel(lo)[0]), float(np.ravel(hi)[0])
+    assert est.mean == pytest.approx((lo + hi) / 2, abs=1e-12)
+    assert est.se == pytest.approx((hi - lo) / (2 * Z), abs=1e-12)
+    ratio = (est.ci[1] - est.ci[0]) / (hi - lo)
+    assert ratio == pytest.approx(T39 * math.sqrt(40 / 39) / Z, abs=1e-9)
+    assert ratio > 1.04  # about 4.5 % wider at 40 queries
 
 
 def test_a_good_judge_buys_effective_queries_and_a_perfect_one_many() -> None:
@@ -106,8 +128,13 @@ def test_paired_difference_is_ppi_on_differences_with_its_p_value() -> None:
     direct = ppi_mean(y_a - y_b, yh_a - yh_b, yu_a - yu_b)
     assert isinstance(est, PPIEstimate) and est == direct
     theta, lo, hi = _by_hand(y_a - y_b, yh_a - yh_b, yu_a - yu_b, est.lam)
-    se = (hi - lo) / (2 * Z)
-    assert p == pytest.approx(math.erfc(abs(theta) / se / math.sqrt(2)), abs=1e-9)
+    assert est.ci == pytest.approx((lo, hi), abs=1e-12)
+    # a t test on 39 degrees of freedom of the statistic whose interval that is: p = alpha exactly at its edge
+    scale = (hi - lo) / (2 * T39)
+    from scipy.stats import t
+
+    assert p == pytest.approx(2 * t.sf(abs(theta) / scale, df=39), abs=1e-12)
+    assert p > math.erfc(abs(theta) / scale / math.sqrt(2))  # less sure than the normal test
     # identical runs: difference 0, p-value 1
     est0, p0 = ppi_paired_difference(y_a, y_a, yh_a, yh_a, yu_a, yu_a)
     assert est0.mean == 0.0 and p0 == 1.0

@@ -14,7 +14,7 @@ from lab.analysis.diagnosis import diagnosis_table, precision_ceiling
 from lab.analysis.labels import short_labels
 from lab.analysis.leaderboard import N_RESAMPLES, leaderboard
 from lab.analysis.plots import leaderboard_bars, pareto_front, per_query_distribution, quality_vs_latency
-from lab.analysis.ppi import TARGET_HALFWIDTH, add_ppi_to_trust, check_ppi_options
+from lab.analysis.ppi import TARGET_HALFWIDTH, add_ppi_to_trust, check_ppi_options, check_recorded_ppi
 from lab.analysis.report.html import (
     chart_frame,
     chart_label,
@@ -394,10 +394,11 @@ def report_experiment(experiment: str, tracking_root="mlruns", out: str | Path =
     human_qrels, halfwidth = kwargs.pop("human_qrels", None), kwargs.pop("target_halfwidth", TARGET_HALFWIDTH)
     if human_qrels:  # checked before any work
         check_ppi_options(human_qrels, halfwidth)
+    kept = None if human_qrels else check_recorded_ppi(kwargs.get("dataset"), halfwidth)  # the set's own grades
     runs = runs_from_mlflow(experiment, tracking_root, metrics[0], parent_run_id, notes, run_ids=run_ids, trust=trust)
     if not runs:
         raise ConfigError(f"experiment {experiment!r} has no finished run with {metrics[0]}")
-    if human_qrels and trust:  # the prediction-powered leaderboard joins the trust block (lab.analysis.ppi)
+    if (human_qrels or kept is not None) and trust:  # the prediction-powered leaderboard joins the trust block
         add_ppi_to_trust(trust[0], [r.run_id for r in runs], [r.label for r in runs], metrics[0], human_qrels,
                          tracking_root,
                          kwargs.get("dataset"), halfwidth)
