@@ -2,7 +2,8 @@
 
 For each backend of a sentence-transformers model (``--model``, default the packaged all-MiniLM-L6-v2: torch, onnx,
 onnx-int8, openvino, openvino-int8; see lab.models.backends and lab.models.int8), for openvino compiled at f32
-(``openvino-f32``: the precision torch computes in, to separate bf16's speed from the runtime's) and for the static
+(``openvino-f32``: the precision torch computes in, to separate bf16's speed from the runtime's), openvino with one
+synchronous request instead of its asynchronous streams (``openvino-sync``: how openvino ran before) and for the static
 model distilled from MiniLM (minilm-static, model2vec recipe), on a set of data/ (``--dataset``, default scifact),
 in one process:
 
@@ -51,7 +52,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import numpy as np  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-ALL = ("torch", "onnx", "onnx-int8", "openvino", "openvino-int8", "openvino-f32", "static")
+ALL = ("torch", "onnx", "onnx-int8", "openvino", "openvino-int8", "openvino-sync", "openvino-f32", "static")
 
 
 def scifact_passages(corpus, n: int, seed: int = 0) -> list[str]:
@@ -73,6 +74,11 @@ def load(backend: str, cache_dir: str, batch_size: int, model: str = "all-MiniLM
 
         base = load_embedder(model, cache_dir=cache_dir, batch_size=batch_size, progress=False, backend="torch")
         return ExportedEmbedder(base, "openvino", cache_dir, precision="f32")
+    if backend == "openvino-sync":
+        from lab.models.backends import ExportedEmbedder
+
+        base = load_embedder(model, cache_dir=cache_dir, batch_size=batch_size, progress=False, backend="torch")
+        return ExportedEmbedder(base, "openvino", cache_dir, streams=1)
     return load_embedder(model, cache_dir=cache_dir, batch_size=batch_size, progress=False, backend=backend)
 
 
@@ -187,11 +193,11 @@ def report(rows: dict, tolerance: float, dataset: str) -> None:
               f"{win['backend']} ({win['pps'] / t['pps']:.2f}x torch's passages/s)")
     d = rows.get(DEFAULT_BACKEND)
     if d and d["corpus_pps"]:
-        vs = [f"{d['corpus_pps'] / r['corpus_pps']:.2f}x {name}" for name, r in (("torch", t), ("openvino", ov))
-              if r and r["corpus_pps"]]
+        peers = (("torch", t), ("openvino", ov), ("openvino-sync", rows.get("openvino-sync")))
+        vs = [f"{d['corpus_pps'] / r['corpus_pps']:.2f}x {name}" for name, r in peers if r and r["corpus_pps"]]
         cal = f"; with its calibration ({d['calibrate_s']:.0f} s) counted: " + ", ".join(
             f"{name} {(r['corpus_n'] / r['corpus_pps']) / (d['corpus_n'] / d['corpus_pps'] + d['calibrate_s']):.2f}x"
-            for name, r in (("torch", t), ("openvino", ov)) if r and r["corpus_pps"]) if "calibrate_s" in d else ""
+            for name, r in peers if r and r["corpus_pps"]) if "calibrate_s" in d else ""
         print(f"default backend ({DEFAULT_BACKEND}, {d['precision']}) encoded the {dataset} corpus at "
               + ", ".join(vs) + "'s passages/s" + cal)
 

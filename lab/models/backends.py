@@ -297,11 +297,12 @@ class ExportedEmbedder:
     Wraps a torch :class:`lab.models.embedders.STEmbedder` (for its tokenizer, prefixes and settings) and keeps
     its interface; ``cache_identity`` adds ``backend=NAME@<export key>`` (and for openvino ``|precision=P``, the
     precision compiled), so each backend has its own vectors. The batch runner is compiled here, so a graph that
-    does not load fails at construction. ``precision``: openvino only (None: :data:`OPENVINO_PRECISION`).
+    does not load fails at construction. ``precision``: openvino only (None: :data:`OPENVINO_PRECISION`);
+    ``streams``: OpenVINO streams for a batch encode (None: :data:`OPENVINO_STREAMS`; 1: one synchronous request).
     """
 
     def __init__(self, base, backend: str, cache_dir: str | Path, precision: str | None = None,
-                 graph: Path | None = None):
+                 graph: Path | None = None, streams: int | None = None):
         self.base = base
         self.backend = check_backend(backend)
         self.name = base.name
@@ -318,6 +319,7 @@ class ExportedEmbedder:
             raise ConfigError(f"precision applies to the openvino backend only, not {backend!r}")
         asked = (precision or OPENVINO_PRECISION) if backend == "openvino" else ("int8" if backend == "onnx-int8"
                                                                                   else "f32")
+        self.streams = OPENVINO_STREAMS if streams is None else int(streams)  # batch encodes on openvino
         self._runners: dict[tuple[int, int], object] = {}
         # compile once now: the precision it reports is what every other runner is compiled with
         self.precision = self._runner(self.num_threads, asked).precision
@@ -325,7 +327,7 @@ class ExportedEmbedder:
     def _runner(self, threads: int, precision: str | None = None):
         """The runner on ``threads`` threads: the batch one (``num_threads``, OpenVINO on
         :data:`OPENVINO_STREAMS` streams) or a single text's (one stream)."""
-        streams = OPENVINO_STREAMS if self.backend == "openvino" and threads == self.num_threads else 1
+        streams = self.streams if self.backend == "openvino" and threads == self.num_threads else 1
         if (threads, streams) not in self._runners:
             prec = precision or getattr(self, "precision", None)
             ov = self.backend == "openvino"
