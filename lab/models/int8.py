@@ -91,9 +91,11 @@ def quantized_model(fp: ExportedEmbedder, sample: Sequence[str], key: str, cache
     return target / "model.xml"
 
 
-def quantize(fp: ExportedEmbedder, sample: Sequence[str], dst: Path) -> None:
+def quantize(fp: ExportedEmbedder, sample: Sequence[str], dst: Path, alpha: float = SMOOTHQUANT_ALPHA,
+             batch: int = CALIBRATION_BATCH) -> None:
     """NNCF post-training quantisation of ``fp``'s graph on ``sample`` (see the module conventions), saved at
-    ``dst`` (OpenVINO IR)."""
+    ``dst`` (OpenVINO IR). ``alpha``: SmoothQuant's strength for MatMuls; ``batch``: passages per calibration
+    input (benchmarks/int8_calibration.py compares settings)."""
     try:
         import nncf
         from nncf.quantization.advanced_parameters import (
@@ -106,14 +108,14 @@ def quantize(fp: ExportedEmbedder, sample: Sequence[str], dst: Path) -> None:
 
     tok = fp.base.model.tokenizer
     ordered = sorted(sample, key=len, reverse=True)
-    batches = [ordered[s : s + CALIBRATION_BATCH] for s in range(0, len(ordered), CALIBRATION_BATCH)]
+    batches = [ordered[s : s + batch] for s in range(0, len(ordered), batch)]
     feeds = []
     for b in batches:
         f = tok([fp.passage_prefix + t for t in b], padding=True, truncation=True, max_length=fp.max_seq_length,
                 return_tensors="np", return_token_type_ids=True)
         feeds.append({k: np.asarray(v, dtype=np.int64) for k, v in f.items()})
     advanced = AdvancedQuantizationParameters(
-        smooth_quant_alphas=AdvancedSmoothQuantParameters(matmul=SMOOTHQUANT_ALPHA))
+        smooth_quant_alphas=AdvancedSmoothQuantParameters(matmul=alpha))
     model = ov.Core().read_model(str(fp.path))
     quantized = nncf.quantize(model, nncf.Dataset(feeds), model_type=nncf.ModelType.TRANSFORMER,
                               subset_size=len(feeds), fast_bias_correction=True, advanced_parameters=advanced)
