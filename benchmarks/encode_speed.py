@@ -171,6 +171,7 @@ def compute_precision(backend: str, row: dict) -> str | None:
 def report(rows: dict, tolerance: float, dataset: str) -> None:
     """The markdown table and the lines that decide the default backend."""
     from lab.models.backends import DEFAULT_BACKEND
+    from lab.models.int8 import INT8_MIN_PASSAGES
 
     t, ov = rows["torch"], rows.get("openvino")
     print("\n| backend | precision | passages/s | x torch | x openvino | GFLOP/s | share of peak | corpus passages/s "
@@ -200,6 +201,9 @@ def report(rows: dict, tolerance: float, dataset: str) -> None:
             for name, r in peers if r and r["corpus_pps"]) if "calibrate_s" in d else ""
         print(f"default backend ({DEFAULT_BACKEND}, {d['precision']}) encoded the {dataset} corpus at "
               + ", ".join(vs) + "'s passages/s" + cal)
+        if d["corpus_n"] < INT8_MIN_PASSAGES:
+            print(f"(a corpus under {INT8_MIN_PASSAGES:,} passages: the default itself runs the openvino graph there; "
+                  "the openvino-int8 row is int8 asked for by name)")
 
 
 def cpu_name() -> str:
