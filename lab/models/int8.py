@@ -109,14 +109,15 @@ def quantize(fp: ExportedEmbedder, sample: Sequence[str], dst: Path, alpha: floa
     tok = fp.base.model.tokenizer
     ordered = sorted(sample, key=len, reverse=True)
     batches = [ordered[s : s + batch] for s in range(0, len(ordered), batch)]
+    model = ov.Core().read_model(str(fp.path))
+    inputs = {i.get_any_name() for i in model.inputs}  # e.g. mpnet's graph takes no token_type_ids
     feeds = []
     for b in batches:
         f = tok([fp.passage_prefix + t for t in b], padding=True, truncation=True, max_length=fp.max_seq_length,
                 return_tensors="np", return_token_type_ids=True)
-        feeds.append({k: np.asarray(v, dtype=np.int64) for k, v in f.items()})
+        feeds.append({k: np.asarray(v, dtype=np.int64) for k, v in f.items() if k in inputs})
     advanced = AdvancedQuantizationParameters(
         smooth_quant_alphas=AdvancedSmoothQuantParameters(matmul=alpha))
-    model = ov.Core().read_model(str(fp.path))
     quantized = nncf.quantize(model, nncf.Dataset(feeds), model_type=nncf.ModelType.TRANSFORMER,
                               subset_size=len(feeds), fast_bias_correction=True, advanced_parameters=advanced)
     ov.save_model(quantized, str(dst))
