@@ -34,6 +34,7 @@ import numpy as np
 
 from lab.core.atomic import atomic_folder
 from lab.core.errors import ConfigError
+from lab.core.phases import PhaseReporter
 from lab.models.backends import ExportedEmbedder
 
 #: Passages the scales are measured on, their seed and how many go through the graph at a time.
@@ -84,10 +85,15 @@ def quantized_model(fp: ExportedEmbedder, sample: Sequence[str], key: str, cache
     target = Path(cache_dir) / "models" / "exports" / f"openvino-int8-{key[:16]}"
     if (target / "model.xml").is_file():
         return target / "model.xml"
-    with atomic_folder(target) as out:
-        quantize(fp, sample, out / "model.xml")
-        (out / "calibration.json").write_text(json.dumps({"key": key, "passages": len(sample),
-                                                          **calibration_settings()}, indent=1, sort_keys=True))
+    phase = PhaseReporter("calibrating int8 on", len(sample), unit="passage")  # the sweep's bar shows it
+    try:
+        with atomic_folder(target) as out:
+            quantize(fp, sample, out / "model.xml")
+            (out / "calibration.json").write_text(json.dumps({"key": key, "passages": len(sample),
+                                                              **calibration_settings()}, indent=1, sort_keys=True))
+        phase.update(len(sample))
+    finally:
+        phase.close()
     return target / "model.xml"
 
 

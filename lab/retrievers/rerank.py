@@ -162,6 +162,8 @@ class RerankRetriever(BaseRetriever):
         # configs that differ only in their second stage share one first stage (lab.retrievers.shared_stage)
         self.first = shared_first_stage(self.first, self.first_stage, self.first_params, self.ctx, corpus)
         self._docs = {d.id: passage_text(d.title, d.text) for d in corpus}
+        if isinstance(self._scorer, BiEncoderScorer):  # static int8: calibrated on the corpus, as dense's index is
+            self._scorer.calibrate(list(self._docs.values()))
         self._indexed = True
 
     def _check_queries(self, queries: Queries) -> None:
@@ -218,6 +220,14 @@ class BiEncoderScorer:
         self.embedder = shared_embedder(name_or_path, ctx.cache_dir, backend, load_embedder)
         self.cache = EmbeddingCache(ctx.cache_dir, progress=False)
         self.training = None
+
+    def calibrate(self, passages) -> None:
+        """Give an embedder whose vectors depend on the corpus (lab.models.int8) the corpus's passages before the
+        first pair is scored, so its candidates are encoded as a dense index of that corpus encodes them (and read
+        back from the embedding cache when one did)."""
+        calibrate = getattr(self.embedder, "calibrate", None)
+        if calibrate is not None:
+            calibrate(passages)
 
     @property
     def hits(self) -> int:
