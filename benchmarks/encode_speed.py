@@ -3,7 +3,9 @@
 For each backend of a sentence-transformers model (``--model``, default the packaged all-MiniLM-L6-v2: torch, onnx,
 onnx-int8, openvino, openvino-int8; see lab.models.backends and lab.models.int8), for openvino compiled at f32
 (``openvino-f32``: the precision torch computes in, to separate bf16's speed from the runtime's), openvino with one
-synchronous request instead of its asynchronous streams (``openvino-sync``: how openvino ran before) and for the static
+synchronous request instead of its asynchronous streams (``openvino-sync``: how openvino ran before), the int8 graph
+on static shapes (``openvino-int8-static``: batches padded to 32-token buckets and full batches, one compiled model
+per shape; a benchmark variant, not a backend) and for the static
 model distilled from MiniLM (minilm-static, model2vec recipe), on a set of data/ (``--dataset``, default scifact),
 in one process:
 
@@ -52,7 +54,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import numpy as np  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-ALL = ("torch", "onnx", "onnx-int8", "openvino", "openvino-int8", "openvino-sync", "openvino-f32", "static")
+ALL = ("torch", "onnx", "onnx-int8", "openvino", "openvino-int8", "openvino-int8-static", "openvino-sync",
+       "openvino-f32", "static")
 
 
 def scifact_passages(corpus, n: int, seed: int = 0) -> list[str]:
@@ -64,9 +67,81 @@ def scifact_passages(corpus, n: int, seed: int = 0) -> list[str]:
     return [passage_text(docs[i].title, docs[i].text) for i in pick]
 
 
+class StaticShapes:
+    """The openvino-int8 graph run on static shapes (a benchmark variant, not a backend): each batch padded to
+    ``batch_size`` rows and its length rounded up to a multiple of ``bucket`` tokens, one compiled model per shape,
+    two asynchronous requests per shape, as the streamed backend runs dynamic shapes."""
+
+    def __init__(self, int8, bucket: int = 32):
+        self.int8, self.bucket, self.compiled = int8, bucket, {}
+        self.dim, self.passage_prefix, self.query_prefix = int8.dim, int8.passage_prefix, int8.query_prefix
+        self.base, self.inference_precision = int8.base, "int8"
+
+    def describe(self) -> dict:
+        return {**self.int8.describe(), "shape_buckets": self.bucket}
+
+    def calibrate(self, passages) -> None:
+        self.int8.calibrate(passages)
+
+    def token_lengths(self, texts, prefix: str = ""):
+        return self.int8.token_lengths(texts, prefix)
+
+    def encode_queries(self, texts):
+        return self.int8.encode_queries(texts)
+
+    def _compiled(self, graph, rows: int, length: int):
+        """The graph compiled for ``rows x length`` inputs (once per shape) and its input names."""
+        import openvino as ov
+
+        if length not in self.compiled:
+            core = ov.Core()
+            model = core.read_model(str(graph.path))
+            model.reshape({i.get_any_name(): ov.PartialShape([rows, length]) for i in model.inputs})
+            compiled = core.compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": graph.num_threads,
+                                                         "PERFORMANCE_HINT": "THROUGHPUT", "NUM_STREAMS": 2})
+            self.compiled[length] = (compiled, {i.get_any_name() for i in compiled.inputs})
+        return self.compiled[length]
+
+    def encode_passages(self, texts):
+        import openvino as ov
+
+        from lab.models.batching import length_batches
+
+        graph, texts = self.int8.graph, list(texts)
+        rows, tok = graph.batch_size, graph.base.model.tokenizer
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        _, batches = length_batches(self.token_lengths(texts, self.passage_prefix), rows)
+
+        def done(request, members):
+            vecs = np.array(request.get_output_tensor(0).data[: len(members)], dtype=np.float32)
+            out[members] = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+
+        queues = {}
+        for b in batches:
+            f = tok([self.passage_prefix + texts[i] for i in b], padding=True, truncation=True,
+                    max_length=graph.max_seq_length, return_tensors="np", return_token_type_ids=True)
+            length = min(-(-f["input_ids"].shape[1] // self.bucket) * self.bucket, graph.max_seq_length)
+            compiled, names = self._compiled(graph, rows, length)
+            if length not in queues:
+                queues[length] = ov.AsyncInferQueue(compiled, 2)
+                queues[length].set_callback(done)
+            feeds = {}
+            for k, v in f.items():
+                if k in names:
+                    feeds[k] = np.zeros((rows, length), dtype=np.int64)
+                    feeds[k][: v.shape[0], : v.shape[1]] = v
+            queues[length].start_async(feeds, b)
+        for q in queues.values():
+            q.wait_all()
+        return out
+
+
 def load(backend: str, cache_dir: str, batch_size: int, model: str = "all-MiniLM-L6-v2"):
     from lab.models.embedders import load_embedder
 
+    if backend == "openvino-int8-static":
+        return StaticShapes(load_embedder(model, cache_dir=cache_dir, batch_size=batch_size, progress=False,
+                                          backend="openvino-int8"))
     if backend == "static":
         return load_embedder("minilm-static", cache_dir=cache_dir, progress=False)
     if backend == "openvino-f32":
@@ -161,7 +236,7 @@ def compute_precision(backend: str, row: dict) -> str | None:
     """The precision a backend's matmuls run in (None: no transformer, the static model)."""
     if backend == "static":
         return None
-    if backend in ("onnx-int8", "openvino-int8"):
+    if backend in ("onnx-int8", "openvino-int8", "openvino-int8-static"):
         return "int8"
     if backend.startswith("openvino"):
         return {"bf16": "bf16", "bfloat16": "bf16", "f16": "f16"}.get(str(row.get("precision")).lower(), "f32")

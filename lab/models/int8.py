@@ -193,6 +193,11 @@ class Int8Embedder:
                 return self.fp
         return self._int8
 
+    @property
+    def graph(self) -> ExportedEmbedder:
+        """The embedder that runs: the int8 graph once calibrated, else the openvino one."""
+        return self._active()
+
     # ------------------------------------------------------------------ the embedder interface
     @property
     def backend(self) -> str:
