@@ -265,12 +265,15 @@ def run_halving_sweep(spec_path, metric: str = "ndcg@10", eta: int = 2, min_quer
 
 
 def warm_process(configs: list[dict], metric: str, query_ids: list[str]) -> float:
-    """Run the first config on a few queries once, untimed, then empty the memos: what only the first config of a
-    process pays (imports of the model runtimes, their first compile, the dataset read from disk) is paid before
+    """Run every config on a few queries once, untimed, then empty the memos: what only a process's first use of a
+    model or runtime pays (imports, a model's first load and compile, the dataset read from disk) is paid before
     either timed pass, so halving (timed first) and the full grid (timed second, in the same process) start alike:
-    a warm process, cold memos. Returns the seconds it took."""
+    a warm process, cold memos. Every config, not only the first: a grid over two models (a bi-encoder and a static
+    one) would otherwise charge the second model's first load to halving alone. Returns the seconds it took."""
     t0 = time.perf_counter()
-    experiment_scorer(configs, metric)(0, query_ids)
+    score = experiment_scorer(configs, metric)
+    for i in range(len(configs)):
+        score(i, query_ids)
     clear_memos()
     return time.perf_counter() - t0
 
