@@ -45,6 +45,9 @@ $(CORE_STAMP): requirements.txt constraints.txt pyproject.toml
 $(STAMP): $(CORE_STAMP) requirements-extras.txt requirements-test.txt requirements-nodeps.txt
 	$(PIP) install --quiet -c constraints.txt -r requirements.txt -r requirements-extras.txt -r requirements-test.txt 2>&1 | { grep -v "is ignored: it is neither" || true; }
 	$(PIP) install --quiet --no-deps -r requirements-nodeps.txt 2>&1 | { grep -v "is ignored: it is neither" || true; }
+	@# byte-compile what setup-core installed without it (about 30 s on 2 cores): where PYTHONDONTWRITEBYTECODE is
+	@# set, nothing is compiled on import and every test process would compile torch and the rest again
+	@$(PY) -m compileall -q -j 0 "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >/dev/null 2>&1 || true
 	@touch $(STAMP)
 
 # The opt-in local LLMs (--llm qwen2.5-coder-0.5b, --llm gemma3-270m): 715 MB of wheels, so not part of setup

@@ -257,3 +257,23 @@ def test_biencoder_default_is_mpnet(tiny, tmp_path):
     r.index(corpus)
     assert len(r.search(test_q, 5)) == len(test_q)
     assert r.describe()["reranker_model"]["identity"].startswith("st:all-mpnet-base-v2@")
+
+
+def test_biencoder_int8_is_calibrated_on_the_corpus_as_dense_is(tmp_path):
+    """With static int8 the bi-encoder calibrates on the corpus at index time, as a dense index of that corpus does:
+    the same calibration, so the candidates' vectors are the dense index's, read back from the embedding cache."""
+    from lab.data.beir import load_dataset
+    from lab.data.types import Queries
+
+    ds = load_dataset(Path(__file__).resolve().parents[2] / "data" / "ord-qa", splits=["test"], progress=False)
+    queries, _ = ds.split("test")
+    ctx = ctx_for(tmp_path)
+    dense = build("dense", {"backend": "openvino-int8"}, ctx)
+    dense.index(ds.corpus)
+    r = build("rerank", {"reranker": "biencoder", "model": "all-MiniLM-L6-v2", "backend": "openvino-int8",
+                         "top_n": 10}, ctx)
+    r.index(ds.corpus)
+    assert r.describe()["reranker_model"]["backend"] == "openvino-int8"
+    assert r.scorer().embedder.calibration == dense.embedder.calibration
+    r.search(Queries({q: queries[q] for q in list(queries)[:5]}), 10)
+    assert r.scorer().hits >= 10 and r.scorer().misses == 0
