@@ -214,6 +214,13 @@ def exported_model(st_model, model_identity: str, backend: str, cache_dir: str |
 
 
 # ------------------------------------------------------------------------------------------------- runners
+def run_in_turn(runner: Callable[[dict], np.ndarray], feeds: Iterable[dict],
+                done: Callable[[int, np.ndarray], None]) -> None:
+    """Run every feed through ``runner`` one after the other, ``done(i, vectors)`` after each."""
+    for i, f in enumerate(feeds):
+        done(i, runner(f))
+
+
 class OnnxRunner:
     """One onnxruntime session: feeds -> sentence embeddings."""
 
@@ -234,8 +241,7 @@ class OnnxRunner:
 
     def run_all(self, feeds: Iterable[dict], done: Callable[[int, np.ndarray], None]) -> None:
         """Run every feed in turn, ``done(i, vectors)`` after each."""
-        for i, f in enumerate(feeds):
-            done(i, self(f))
+        run_in_turn(self, feeds, done)
 
 
 class OpenVinoRunner:
@@ -271,8 +277,7 @@ class OpenVinoRunner:
     def run_all(self, feeds: Iterable[dict], done: Callable[[int, np.ndarray], None]) -> None:
         """Run every feed (``done(i, vectors)`` as each finishes, in any order), ``self.streams`` at a time."""
         if self.streams == 1:
-            for i, f in enumerate(feeds):
-                done(i, self(f))
+            run_in_turn(self, feeds, done)
             return
         import openvino as ov
 
