@@ -60,12 +60,10 @@ DEFAULT_BACKEND = "openvino-int8"
 #: OpenVINO inference precision asked for: None lets the CPU plugin choose (see the module conventions).
 OPENVINO_PRECISION: str | None = None
 OPENVINO_PRECISIONS = ("f32", "bf16", "f16")
-#: OpenVINO streams (asynchronous requests in flight) for a batch encode; the cores are shared between them. One
-#: text (a query as it arrives) runs on one stream. Two streams measured 1.02-1.08x on a sample and 1.26x on the
-#: SciFact corpus (benchmarks/encode_speed.py), but once hung the test suite: a compiled model with two streams,
-#: freed while Python held the GIL, waited forever in its stream executor's thread join. So one stream (a
-#: synchronous request, as before) is the default until that is understood; ``streams=2`` still asks for them.
-OPENVINO_STREAMS = 1
+#: OpenVINO streams (requests in flight) for a batch encode; the cores are shared between them, and the next batch
+#: is tokenised while they run. One text (a query as it arrives) runs on one stream. Two streams measured 1.02-1.08x
+#: on a sample and 1.26x on the SciFact corpus (benchmarks/encode_speed.py; docs/results.md, "Encoding backends").
+OPENVINO_STREAMS = 2
 #: Export settings that are part of the export key.
 ONNX_OPSET = 17
 INT8_SETTINGS = {"weight_type": "QInt8", "per_channel": True, "reduce_range": False,
@@ -275,27 +273,37 @@ class OpenVinoRunner:
         return np.asarray(res[self.compiled.outputs[0]])
 
     def run_all(self, feeds: Iterable[dict], done: Callable[[int, np.ndarray], None]) -> None:
-        """Run every feed (``done(i, vectors)`` as each finishes, in any order), ``self.streams`` at a time."""
+        """Run every feed (``done(i, vectors)`` after each, in feed order), ``self.streams`` at a time.
+
+        The requests are plain infer requests driven round-robin from the caller's thread: no Python code ever
+        runs on OpenVINO's threads (an ``AsyncInferQueue`` callback does), so freeing the compiled model never
+        waits on a thread that needs the GIL.
+        """
         if self.streams == 1:
             run_in_turn(self, feeds, done)
             return
-        import openvino as ov
+        requests = [self.compiled.create_infer_request() for _ in range(self.streams)]
+        in_flight: list[int | None] = [None] * len(requests)
 
-        queue = ov.AsyncInferQueue(self.compiled, self.streams)
-        failed: list[BaseException] = []
+        def finish(slot: int) -> None:
+            i, in_flight[slot] = in_flight[slot], None
+            if i is not None:
+                requests[slot].wait()
+                done(i, np.array(requests[slot].get_output_tensor(0).data, dtype=np.float32))
 
-        def finished(request, i):
-            try:
-                done(i, np.array(request.get_output_tensor(0).data, dtype=np.float32))
-            except BaseException as e:  # noqa: BLE001 - raised again below, in the caller's thread
-                failed.append(e)
-
-        queue.set_callback(finished)
-        for i, f in enumerate(feeds):
-            queue.start_async({k: v for k, v in f.items() if k in self.inputs}, i)
-        queue.wait_all()
-        if failed:
-            raise failed[0]
+        started = 0
+        try:
+            for i, f in enumerate(feeds):
+                slot = i % len(requests)
+                finish(slot)
+                requests[slot].start_async({k: v for k, v in f.items() if k in self.inputs})
+                in_flight[slot] = i
+                started = i + 1
+            for k in range(len(requests)):  # the oldest first, so ``done`` sees feed order
+                finish((started + k) % len(requests))
+        finally:
+            for r in requests:  # an error left requests running: let them end before they are freed
+                r.wait()
 
 
 class ExportedEmbedder:

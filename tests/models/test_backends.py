@@ -3,6 +3,10 @@ precision, openvino (what the default runs below its int8 threshold, lab.models.
 independent of its batch, and the default falls back to torch, saying so, where the export fails."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -207,3 +211,38 @@ def test_int8_vectors_depend_on_the_batch_fp32_do_not(cache_dir, onnx_emb):
     batched = int8.encode_passages(TEXTS)[0]
     assert np.abs(alone - batched).max() > 1e-4
     assert np.abs(onnx_emb.encode_passages([TEXTS[0]])[0] - onnx_emb.encode_passages(TEXTS)[0]).max() < 1e-5
+
+
+def test_two_streams_give_the_one_stream_vectors(cache_dir, torch_emb):
+    """Batches on two OpenVINO streams come back to their own texts: the vectors of one stream, to 1e-5."""
+    texts = [f"{t} (version {k})" for k in range(6) for t in TEXTS]
+    one = ExportedEmbedder(torch_emb, "openvino", cache_dir, streams=1)
+    two = ExportedEmbedder(torch_emb, "openvino", cache_dir, streams=2)
+    one.batch_size = two.batch_size = 3  # 8 batches: both requests in flight, in turn
+    assert np.abs(two.encode_passages(texts) - one.encode_passages(texts)).max() < 1e-5
+    assert np.abs(two.encode_passages(texts[:5]) - one.encode_passages(texts[:5])).max() < 1e-5  # fewer batches
+    assert two.encode_passages([]).shape == (0, two.dim)
+
+
+FREE_TWO_STREAM_MODELS = """
+import gc, sys
+from lab.models.backends import ExportedEmbedder
+from lab.models.embedders import load_embedder
+base = load_embedder("minilm", cache_dir=sys.argv[1], progress=False, backend="torch")
+for _ in range(3):
+    e = ExportedEmbedder(base, "openvino", sys.argv[1], streams=2)
+    e.batch_size = 4
+    e.encode_passages([f"passage {k} " + "protein folding " * (k % 9) for k in range(24)])
+    del e
+    gc.collect()
+print("freed")
+"""
+
+
+def test_a_two_stream_model_is_freed_without_waiting(cache_dir, openvino_emb):
+    """Freeing a compiled model while Python holds the GIL must not wait on a thread that needs it (Python
+    callbacks on OpenVINO's threads did: the process hung at the first free, every time)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    got = subprocess.run([sys.executable, "-c", FREE_TWO_STREAM_MODELS, str(cache_dir)], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert got.returncode == 0 and got.stdout.strip().endswith("freed"), got.stderr[-2000:]
