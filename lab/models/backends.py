@@ -8,6 +8,12 @@ Conventions
 - The exported graph is the whole sentence-transformers pipeline (transformer, pooling, normalisation) with
   inputs ``input_ids``, ``attention_mask``, ``token_type_ids`` (batch and sequence axes dynamic) and one output,
   the sentence embedding; texts are tokenised by the model's own tokenizer with its ``max_seq_length``.
+- Attention is exported as plain matmuls and a softmax (the transformers model switched to its ``eager``
+  attention for the export, :data:`EXPORT_ATTENTION`): the exported ``sdpa`` attention carries an IsNaN/Select
+  pass and a mask add over every attention score, and OpenVINO's conversion turns the eager pattern into one
+  ScaledDotProductAttention operation, which the CPU plugin runs as a fused kernel. Measured on MiniLM at f32
+  (Intel Xeon, AVX512-VNNI): 1.31x the sdpa export's passages/s, vectors equal to 2e-7. Models whose attention
+  cannot be switched are exported as they are.
 - ``onnx`` is ``torch.onnx.export`` (TorchScript exporter, opset 17) run by onnxruntime with all graph
   optimisations. ``onnx-int8`` is onnxruntime's dynamic quantisation (``quantize_dynamic``: int8 weights,
   activations quantised per batch at run time) of that graph, per output channel, after onnxruntime's
@@ -66,6 +72,9 @@ OPENVINO_PRECISIONS = ("f32", "bf16", "f16")
 OPENVINO_STREAMS = 2
 #: Export settings that are part of the export key.
 ONNX_OPSET = 17
+#: The transformers attention implementation the graph is exported with (see the module conventions).
+EXPORT_ATTENTION = "eager"
+EXPORT_ATTENTIONS = ("eager", "sdpa")
 INT8_SETTINGS = {"weight_type": "QInt8", "per_channel": True, "reduce_range": False,
                  "preprocess": "onnx-shapes+ort-optimize"}
 
@@ -77,11 +86,17 @@ def check_backend(backend: str) -> str:
     return backend
 
 
-def export_settings(backend: str) -> dict:
-    """Everything besides the weights that shapes an export of ``backend`` (part of its cache key)."""
+def export_settings(backend: str, attention: str = EXPORT_ATTENTION) -> dict:
+    """Everything besides the weights that shapes an export of ``backend`` (part of its cache key); ``attention``:
+    one of :data:`EXPORT_ATTENTIONS` (``sdpa``: the export as it was before :data:`EXPORT_ATTENTION`, kept for
+    benchmarks/encode_speed.py's baseline)."""
     import torch
 
+    if attention not in EXPORT_ATTENTIONS:
+        raise ConfigError(f"export attention must be one of {', '.join(EXPORT_ATTENTIONS)}, not {attention!r}")
     s = {"backend": backend, "opset": ONNX_OPSET, "torch": torch.__version__, "graph": "st-pipeline-v1"}
+    if attention != "sdpa":  # the sdpa export keeps the keys (and caches) it had before the setting existed
+        s["attention"] = attention
     if backend == "onnx-int8":
         import onnxruntime
 
@@ -93,15 +108,36 @@ def export_settings(backend: str) -> dict:
     return s
 
 
-def export_key(model_identity: str, backend: str) -> str:
+def export_key(model_identity: str, backend: str, attention: str = EXPORT_ATTENTION) -> str:
     """sha256 (hex) of the model identity, the backend and its export settings."""
-    payload = json.dumps({"model": model_identity, **export_settings(backend)}, sort_keys=True)
+    payload = json.dumps({"model": model_identity, **export_settings(backend, attention)}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
 # ------------------------------------------------------------------------------------------------- export
-def _export_onnx(st_model, path: Path) -> None:
-    """The sentence-transformers pipeline as one ONNX graph (fp32)."""
+@contextlib.contextmanager
+def _attention(st_model, attention: str):
+    """The pipeline's transformers models switched to ``attention`` inside the block, then back."""
+    switched = []
+    for module in st_model:
+        model = getattr(module, "auto_model", None)
+        before = getattr(getattr(model, "config", None), "_attn_implementation", None)
+        if model is None or before in (None, attention) or not hasattr(model, "set_attn_implementation"):
+            continue
+        try:
+            model.set_attn_implementation(attention)
+        except (ValueError, ImportError, NotImplementedError):  # this model cannot switch: exported as it is
+            continue
+        switched.append((model, before))
+    try:
+        yield
+    finally:
+        for model, before in switched:
+            model.set_attn_implementation(before)
+
+
+def _export_onnx(st_model, path: Path, attention: str = EXPORT_ATTENTION) -> None:
+    """The sentence-transformers pipeline as one ONNX graph (fp32), its attention exported as ``attention``."""
 
     import torch
 
@@ -120,7 +156,7 @@ def _export_onnx(st_model, path: Path) -> None:
     names = ["input_ids", "attention_mask", "token_type_ids"]
     axes = {n: {0: "batch", 1: "sequence"} for n in names}
     axes["sentence_embedding"] = {0: "batch"}
-    with torch.no_grad(), warnings.catch_warnings():
+    with torch.no_grad(), warnings.catch_warnings(), _attention(st_model, attention):
         warnings.simplefilter("ignore")
         torch.onnx.export(Pipeline(st_model).eval(), tuple(example[n] for n in names), str(path),
                           input_names=names, output_names=["sentence_embedding"], dynamic_axes=axes,
@@ -164,7 +200,8 @@ def _copy_export(src: Path, out: Path) -> bool:
         return False
 
 
-def exported_model(st_model, model_identity: str, backend: str, cache_dir: str | Path) -> Path:
+def exported_model(st_model, model_identity: str, backend: str, cache_dir: str | Path,
+                   attention: str = EXPORT_ATTENTION) -> Path:
     """Path of the exported graph for ``backend`` (``model.onnx`` or ``model.xml``), exporting it once.
 
     The export is written to a temporary folder and moved into place with one rename, so concurrent processes
@@ -174,7 +211,7 @@ def exported_model(st_model, model_identity: str, backend: str, cache_dir: str |
     check_backend(backend)
     if backend == "torch":
         raise ConfigError("the torch backend runs the model as loaded; there is nothing to export")
-    key = export_key(model_identity, backend)
+    key = export_key(model_identity, backend, attention)
     root = Path(cache_dir) / "models" / "exports"
     target = root / f"{backend}-{key[:16]}"
     name = "model.xml" if backend == "openvino" else "model.onnx"
@@ -191,14 +228,14 @@ def exported_model(st_model, model_identity: str, backend: str, cache_dir: str |
             shutil.rmtree(out, ignore_errors=True)
             out.mkdir()
             fp32 = work / "fp32.onnx"
-            _export_onnx(st_model, fp32)
+            _export_onnx(st_model, fp32, attention)
             if backend == "onnx":
                 shutil.move(str(fp32), out / name)
             elif backend == "onnx-int8":
                 _quantize_int8(fp32, out / name, work)
             else:
                 _convert_openvino(fp32, out / name)
-            (out / "export.json").write_text(json.dumps({"model": model_identity, **export_settings(backend)},
+            (out / "export.json").write_text(json.dumps({"model": model_identity, **export_settings(backend, attention)},
                                                         indent=1, sort_keys=True))
         try:
             os.rename(out, target)
@@ -249,9 +286,13 @@ class OpenVinoRunner:
     is the precision the compiled model reports, which is what ran. ``streams`` > 1 compiles for throughput
     (``PERFORMANCE_HINT`` THROUGHPUT, ``NUM_STREAMS`` streams sharing ``threads``) and :meth:`run_all` keeps that
     many asynchronous requests in flight; 1 compiles for latency (one stream, ``threads`` threads).
+    ``fused_attention`` False turns off the CPU plugin's fused attention kernels (``SNIPPETS_MODE`` DISABLE): they
+    are faster, but a row's result then depends on the batch's padding by about 2e-7, which an int8 graph's
+    activation rounding turns into 3e-3 (see :mod:`lab.models.int8`).
     """
 
-    def __init__(self, path: Path, threads: int, precision: str | None = None, streams: int = 1):
+    def __init__(self, path: Path, threads: int, precision: str | None = None, streams: int = 1,
+                 fused_attention: bool = True):
         import openvino as ov
 
         if precision is not None and precision not in OPENVINO_PRECISIONS:
@@ -263,6 +304,8 @@ class OpenVinoRunner:
                "PERFORMANCE_HINT": "THROUGHPUT" if self.streams > 1 else "LATENCY"}
         if precision is not None:
             cfg["INFERENCE_PRECISION_HINT"] = precision
+        if not fused_attention:
+            cfg["SNIPPETS_MODE"] = "DISABLE"
         self.compiled = core.compile_model(str(path), "CPU", cfg)
         self.inputs = {i.get_any_name() for i in self.compiled.inputs}
         got = self.compiled.get_property("INFERENCE_PRECISION_HINT")
@@ -314,10 +357,13 @@ class ExportedEmbedder:
     precision compiled), so each backend has its own vectors. The batch runner is compiled here, so a graph that
     does not load fails at construction. ``precision``: openvino only (None: :data:`OPENVINO_PRECISION`);
     ``streams``: OpenVINO streams for a batch encode (None: :data:`OPENVINO_STREAMS`; 1: one synchronous request).
+    ``attention``: how the graph's attention is exported (:data:`EXPORT_ATTENTION`; part of the export key).
+    ``fused_attention``: openvino's fused attention kernels (see :class:`OpenVinoRunner`).
     """
 
     def __init__(self, base, backend: str, cache_dir: str | Path, precision: str | None = None,
-                 graph: Path | None = None, streams: int | None = None):
+                 graph: Path | None = None, streams: int | None = None, attention: str = EXPORT_ATTENTION,
+                 fused_attention: bool = True):
         self.base = base
         self.backend = check_backend(backend)
         self.name = base.name
@@ -328,13 +374,15 @@ class ExportedEmbedder:
         self.batch_size, self.num_threads = base.batch_size, base.num_threads
         self.single_text_threads, self.progress = base.single_text_threads, base.progress
         # ``graph``: an OpenVINO graph made from this export elsewhere (lab.models.int8's quantised one)
-        self.path = graph if graph is not None else exported_model(base.model, base.identity, backend, cache_dir)
-        self.export_key = export_key(base.identity, backend)
+        self.path = (graph if graph is not None
+                     else exported_model(base.model, base.identity, backend, cache_dir, attention))
+        self.export_key = export_key(base.identity, backend, attention)
         if precision is not None and backend != "openvino":
             raise ConfigError(f"precision applies to the openvino backend only, not {backend!r}")
         asked = (precision or OPENVINO_PRECISION) if backend == "openvino" else ("int8" if backend == "onnx-int8"
                                                                                   else "f32")
         self.streams = OPENVINO_STREAMS if streams is None else int(streams)  # batch encodes on openvino
+        self.fused_attention = fused_attention
         self._runners: dict[tuple[int, int], object] = {}
         # compile once now: the precision it reports is what every other runner is compiled with
         self.precision = self._runner(self.num_threads, asked).precision
@@ -346,7 +394,8 @@ class ExportedEmbedder:
         if (threads, streams) not in self._runners:
             prec = precision or getattr(self, "precision", None)
             ov = self.backend == "openvino"
-            self._runners[(threads, streams)] = (OpenVinoRunner(self.path, threads, prec, streams) if ov
+            self._runners[(threads, streams)] = (OpenVinoRunner(self.path, threads, prec, streams, self.fused_attention)
+                                                 if ov
                                                  else OnnxRunner(self.path, threads, prec))
         return self._runners[(threads, streams)]
 

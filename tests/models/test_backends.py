@@ -246,3 +246,22 @@ def test_a_two_stream_model_is_freed_without_waiting(cache_dir, openvino_emb):
     got = subprocess.run([sys.executable, "-c", FREE_TWO_STREAM_MODELS, str(cache_dir)], env=env,
                          capture_output=True, text=True, timeout=300)
     assert got.returncode == 0 and got.stdout.strip().endswith("freed"), got.stderr[-2000:]
+
+
+def test_attention_is_exported_as_plain_matmuls(cache_dir, torch_emb):
+    """The default export switches the model to eager attention: no sdpa IsNaN/Select pass in the graph (what
+    made the export slow), the same vectors at f32, its own export key, and the torch model is switched back."""
+    import openvino as ov
+
+    def ops(path):
+        return {op.get_type_name() for op in ov.Core().read_model(str(path)).get_ops()}
+
+    eager = ExportedEmbedder(torch_emb, "openvino", cache_dir, precision="f32")
+    sdpa = ExportedEmbedder(torch_emb, "openvino", cache_dir, precision="f32", attention="sdpa")
+    assert "IsNaN" in ops(sdpa.path) and "IsNaN" not in ops(eager.path)
+    assert eager.export_key != sdpa.export_key
+    assert eager.cache_identity("passage") != sdpa.cache_identity("passage")
+    assert np.abs(eager.encode_passages(TEXTS) - sdpa.encode_passages(TEXTS)).max() < 1e-5
+    assert torch_emb.model[0].auto_model.config._attn_implementation == "sdpa"
+    with pytest.raises(ConfigError, match="export attention must be one of eager, sdpa, not 'flash'"):
+        export_key(torch_emb.identity, "openvino", "flash")

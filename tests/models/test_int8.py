@@ -60,11 +60,12 @@ def test_calibrated_on_a_seeded_sample_of_the_corpus(int8, corpus_texts):
 
 
 def test_query_alone_gives_its_vector_in_a_batch(int8, corpus_texts):
-    """Static activation scales: a text's vector does not depend on what it is batched with."""
+    """Static activation scales and unfused attention: a text's vector does not depend on what it is batched with
+    (the fused attention kernels moved some by 3e-3 with the batch's padding)."""
     queries = corpus_texts[1]
     batch = int8.encode_queries(queries)
     alone = np.stack([int8.encode_queries([q])[0] for q in queries])
-    assert np.abs(alone - batch).max() < 2e-3
+    assert np.abs(alone - batch).max() < 1e-5
     passages = int8.encode_passages(corpus_texts[0])
     assert (np.argsort(-(alone @ passages.T), axis=1)[:, :5] == np.argsort(-(batch @ passages.T), axis=1)[:, :5]).all()
     assert np.allclose(np.linalg.norm(batch, axis=1), 1, atol=1e-5)
