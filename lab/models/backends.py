@@ -235,8 +235,8 @@ def exported_model(st_model, model_identity: str, backend: str, cache_dir: str |
                 _quantize_int8(fp32, out / name, work)
             else:
                 _convert_openvino(fp32, out / name)
-            (out / "export.json").write_text(json.dumps({"model": model_identity, **export_settings(backend, attention)},
-                                                        indent=1, sort_keys=True))
+            settings = {"model": model_identity, **export_settings(backend, attention)}
+            (out / "export.json").write_text(json.dumps(settings, indent=1, sort_keys=True))
         try:
             os.rename(out, target)
         except OSError:
